@@ -1,0 +1,63 @@
+# Two commands matter to a newcomer: `make demo` and `make test`. Everything else is for developers.
+# Targets create and reuse .venv and node_modules; nothing needs to be installed by hand
+# beyond Python 3.11+ and Node.js.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+PY_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+
+.PHONY: help install test lint typecheck layers unit demo synth bench clean
+
+help:
+	@echo "make demo   - run the autoscaler locally on the 'inflate' example (no AWS account needed)"
+	@echo "make test   - install everything, then lint, type-check, check layers and run the tests"
+	@echo "make synth  - synthesise the CloudFormation template into cdk.out/ (no AWS credentials)"
+	@echo "make bench  - run the benchmarks and print JSON"
+
+$(PY_STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[cdk,dev]'
+	@touch $@
+
+$(NODE_STAMP): package.json
+	npm install --no-audit --no-fund --loglevel=error
+	@touch $@
+
+install: $(PY_STAMP) $(NODE_STAMP)
+
+lint: $(PY_STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(PY_STAMP)
+	$(BIN)/mypy
+
+layers: $(PY_STAMP)
+	$(BIN)/lint-imports
+
+unit: $(PY_STAMP)
+	@# pytest exits 5 when it collected no test: that is a failure here, never a pass.
+	@$(PY) -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+test: install lint typecheck layers unit
+
+demo: $(PY_STAMP)
+	$(PY) -m simulator.demo
+
+synth: install
+	rm -rf cdk.out
+	npx --no-install cdk synth --quiet -c cluster=$${CLUSTER:-demo} > /dev/null
+	@echo "CloudFormation template written to cdk.out/"
+
+bench: $(PY_STAMP)
+	@for b in benchmarks/*.py; do \
+	  case $$b in */_*|*/__init__.py) continue;; esac; \
+	  $(PY) $$b || exit 1; \
+	done
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Reproducible benchmarks; each script prints one JSON object (``make bench``)."""

@@ -1,0 +1,388 @@
+"""Build the domain models from raw API JSON: Kubernetes objects and EC2 ``InstanceTypeInfo``.
+
+One parser per kind, used by the CLI snapshot, the Kubernetes adapter (which reads raw JSON instead
+of the client's slow generated models) and the AWS adapter. Malformed input raises
+``ObjectError`` naming the object and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, cast
+
+from autoscaler.domain import resources as res
+from autoscaler.domain.models import (
+    DaemonSet,
+    HostPort,
+    InstanceType,
+    LabelSelector,
+    Node,
+    NodeSelectorTerm,
+    OwnerRef,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodAffinityTerm,
+    PodDisruptionBudget,
+    Requirement,
+    StorageClass,
+    Taint,
+    Toleration,
+    TopologySpreadConstraint,
+)
+from autoscaler.domain.quantity import QuantityError
+
+ZONE_KEYS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone",
+             "topology.ebs.csi.aws.com/zone")
+_OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
+_EFFECTS = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
+
+Raw = Mapping[str, Any]
+
+
+class ObjectError(ValueError):
+    """Raised for malformed API objects; the message names the object and the field."""
+
+
+def _name(obj: Raw) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{obj.get('kind', 'object')} {ns + '/' if ns else ''}{meta.get('name', '<unnamed>')}"
+
+
+def _map(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (value or {}).items()}
+
+
+def parse_timestamp(value: str | None) -> float:
+    """RFC 3339 timestamp ("2024-01-02T03:04:05Z") to epoch seconds; missing -> 0."""
+    if not value:
+        return 0.0
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def parse_requirement(raw: Raw, *, where: str) -> Requirement:
+    op = raw.get("operator")
+    if op not in _OPERATORS:
+        raise ObjectError(f"{where}: operator {op!r} is not one of {sorted(_OPERATORS)}")
+    key = raw.get("key")
+    if not key:
+        raise ObjectError(f"{where}: requirement has no key")
+    values = tuple(str(v) for v in raw.get("values") or ())
+    if op == "In" and not values:
+        raise ObjectError(f"{where}: operator In on {key!r} needs at least one value")
+    if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+        raise ObjectError(f"{where}: operator {op} on {key!r} needs exactly one integer value")
+    min_values = raw.get("minValues")
+    return Requirement(key=str(key), operator=op, values=values,
+                       min_values=int(min_values) if min_values is not None else None)
+
+
+def parse_label_selector(raw: Raw | None, *, where: str) -> LabelSelector | None:
+    if raw is None:
+        return None
+    return LabelSelector(
+        match_labels=tuple(sorted(_map(raw.get("matchLabels")).items())),
+        match_expressions=tuple(
+            parse_requirement(e, where=f"{where}.matchExpressions[{i}]")
+            for i, e in enumerate(raw.get("matchExpressions") or ())
+        ),
+    )
+
+
+def parse_taint(raw: Raw, *, where: str) -> Taint:
+    effect = raw.get("effect")
+    if effect not in _EFFECTS:
+        raise ObjectError(f"{where}: taint effect {effect!r} is not one of {sorted(_EFFECTS)}")
+    if not raw.get("key"):
+        raise ObjectError(f"{where}: taint has no key")
+    return Taint(key=str(raw["key"]), value=str(raw.get("value") or ""), effect=effect)
+
+
+def parse_toleration(raw: Raw) -> Toleration:
+    seconds = raw.get("tolerationSeconds")
+    return Toleration(
+        key=str(raw.get("key") or ""),
+        operator="Exists" if raw.get("operator") == "Exists" else "Equal",
+        value=str(raw.get("value") or ""),
+        effect=str(raw.get("effect") or ""),
+        toleration_seconds=int(seconds) if seconds is not None else None,
+    )
+
+
+def _terms(raw_terms: Any, *, where: str) -> tuple[NodeSelectorTerm, ...]:
+    return tuple(
+        NodeSelectorTerm(tuple(
+            parse_requirement(r, where=f"{where}[{i}].matchExpressions[{j}]")
+            for j, r in enumerate(term.get("matchExpressions") or ())
+        ))
+        for i, term in enumerate(raw_terms or ())
+    )
+
+
+def _affinity_terms(raw_terms: Any, *, where: str) -> tuple[PodAffinityTerm, ...]:
+    out = []
+    for i, t in enumerate(raw_terms or ()):
+        if not t.get("topologyKey"):
+            raise ObjectError(f"{where}[{i}]: topologyKey is required")
+        out.append(PodAffinityTerm(
+            label_selector=parse_label_selector(t.get("labelSelector"), where=f"{where}[{i}].labelSelector"),
+            topology_key=str(t["topologyKey"]),
+            namespaces=tuple(t.get("namespaces") or ()),
+        ))
+    return tuple(out)
+
+
+def _container_requests(containers: Any, *, where: str) -> list[res.Resources]:
+    out = []
+    for i, c in enumerate(containers or ()):
+        r = c.get("resources") or {}
+        # A limit without a request defaults the request to the limit (API server defaulting).
+        merged = {**(r.get("limits") or {}), **(r.get("requests") or {})}
+        try:
+            out.append(res.parse_resource_list(merged))
+        except (QuantityError, ValueError) as exc:
+            raise ObjectError(f"{where}[{i}].resources: {exc}") from exc
+    return out
+
+
+def effective_requests(spec: Raw, *, where: str) -> res.Resources:
+    """max(each init container, sum of app containers) + overhead, plus one ``pods`` slot.
+
+    Restartable init containers (sidecars, ``restartPolicy: Always``) run alongside the app
+    containers, so they are added to the sum, as the kube-scheduler does.
+    """
+    app = res.total(_container_requests(spec.get("containers"), where=f"{where}.containers"))
+    init_total: res.Resources = {}
+    sidecars: res.Resources = {}
+    inits = spec.get("initContainers") or ()
+    for c, req in zip(inits, _container_requests(inits, where=f"{where}.initContainers"), strict=True):
+        if c.get("restartPolicy") == "Always":
+            sidecars = res.add(sidecars, req)
+        else:
+            init_total = res.maximum(init_total, res.add(req, sidecars))
+    requests = res.maximum(res.add(app, sidecars), init_total)
+    try:
+        requests = res.add(requests, res.parse_resource_list(spec.get("overhead")))
+    except (QuantityError, ValueError) as exc:
+        raise ObjectError(f"{where}.overhead: {exc}") from exc
+    requests[res.PODS] = 1
+    return requests
+
+
+def _owner(meta: Raw) -> OwnerRef | None:
+    refs = meta.get("ownerReferences") or ()
+    chosen = next((r for r in refs if r.get("controller")), None)
+    if chosen is None:
+        return None
+    return OwnerRef(kind=str(chosen.get("kind", "")), name=str(chosen.get("name", "")),
+                    uid=str(chosen.get("uid", "")), controller=True)
+
+
+def _pod_from_spec(meta: Raw, spec: Raw, status: Raw, *, where: str) -> Pod:
+    affinity = spec.get("affinity") or {}
+    node_aff = affinity.get("nodeAffinity") or {}
+    required = (node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    preferred = node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+    pod_aff = affinity.get("podAffinity") or {}
+    anti = affinity.get("podAntiAffinity") or {}
+    conditions = status.get("conditions") or ()
+    spread = []
+    for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
+        w = f"{where}.topologySpreadConstraints[{i}]"
+        if not c.get("topologyKey") or c.get("maxSkew") is None:
+            raise ObjectError(f"{w}: topologyKey and maxSkew are required")
+        spread.append(TopologySpreadConstraint(
+            max_skew=int(c["maxSkew"]), topology_key=str(c["topologyKey"]),
+            when_unsatisfiable="ScheduleAnyway" if c.get("whenUnsatisfiable") == "ScheduleAnyway"
+            else "DoNotSchedule",
+            label_selector=parse_label_selector(c.get("labelSelector"), where=f"{w}.labelSelector"),
+            min_domains=c.get("minDomains"),
+        ))
+    ports = tuple(
+        HostPort(port=int(p["hostPort"]), protocol=str(p.get("protocol") or "TCP"),
+                 host_ip=str(p.get("hostIP") or ""))
+        for c in (spec.get("containers") or ()) for p in (c.get("ports") or ()) if p.get("hostPort")
+    )
+    claims = tuple(
+        str(v["persistentVolumeClaim"]["claimName"])
+        for v in (spec.get("volumes") or ()) if v.get("persistentVolumeClaim")
+    )
+    grace = spec.get("terminationGracePeriodSeconds")
+    return Pod(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        labels=_map(meta.get("labels")),
+        annotations=_map(meta.get("annotations")),
+        node_name=spec.get("nodeName") or None,
+        phase=str(status.get("phase") or "Pending"),
+        requests=effective_requests(spec, where=where),
+        node_selector=_map(spec.get("nodeSelector")),
+        required_node_affinity=_terms(required.get("nodeSelectorTerms"),
+                                      where=f"{where}.affinity.nodeAffinity.required.nodeSelectorTerms"),
+        preferred_node_affinity=tuple(
+            (int(p.get("weight", 1)), _terms([p.get("preference") or {}],
+                                             where=f"{where}.affinity.nodeAffinity.preferred[{i}]")[0])
+            for i, p in enumerate(preferred)
+        ),
+        tolerations=tuple(parse_toleration(t) for t in spec.get("tolerations") or ()),
+        topology_spread=tuple(spread),
+        pod_affinity=_affinity_terms(pod_aff.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                                     where=f"{where}.affinity.podAffinity.required"),
+        pod_anti_affinity=_affinity_terms(anti.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                                          where=f"{where}.affinity.podAntiAffinity.required"),
+        host_ports=ports,
+        volume_claims=claims,
+        owner=_owner(meta),
+        priority=int(spec.get("priority") or 0),
+        priority_class_name=str(spec.get("priorityClassName") or ""),
+        created_at=parse_timestamp(meta.get("creationTimestamp")),
+        deleting=bool(meta.get("deletionTimestamp")),
+        termination_grace_seconds=int(grace) if grace is not None else 30,
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+        unschedulable=any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                          and c.get("reason") == "Unschedulable" for c in conditions),
+        scheduling_gated=bool(spec.get("schedulingGates")),
+    )
+
+
+def pod_from_dict(obj: Raw) -> Pod:
+    where = _name({**obj, "kind": "Pod"})
+    if not isinstance(obj.get("spec"), Mapping):
+        raise ObjectError(f"{where}: spec is missing")
+    return _pod_from_spec(obj.get("metadata") or {}, obj["spec"], obj.get("status") or {}, where=where)
+
+
+def node_from_dict(obj: Raw) -> Node:
+    where = _name({**obj, "kind": "Node"})
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    if not meta.get("name"):
+        raise ObjectError(f"{where}: metadata.name is missing")
+    try:
+        allocatable = res.parse_resource_list(status.get("allocatable"))
+        capacity = res.parse_resource_list(status.get("capacity"))
+    except (QuantityError, ValueError) as exc:
+        raise ObjectError(f"{where}.status: {exc}") from exc
+    return Node(
+        name=str(meta["name"]),
+        labels=_map(meta.get("labels")),
+        annotations=_map(meta.get("annotations")),
+        taints=tuple(parse_taint(t, where=f"{where}.spec.taints[{i}]")
+                     for i, t in enumerate(spec.get("taints") or ())),
+        unschedulable=bool(spec.get("unschedulable")),
+        allocatable=allocatable,
+        capacity=capacity,
+        provider_id=str(spec.get("providerID") or ""),
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True"
+                  for c in status.get("conditions") or ()),
+        created_at=parse_timestamp(meta.get("creationTimestamp")),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def daemonset_from_dict(obj: Raw) -> DaemonSet:
+    where = _name({**obj, "kind": "DaemonSet"})
+    meta = obj.get("metadata") or {}
+    template = ((obj.get("spec") or {}).get("template")) or {}
+    if not isinstance(template.get("spec"), Mapping):
+        raise ObjectError(f"{where}: spec.template.spec is missing")
+    tmeta = {**(template.get("metadata") or {}), "namespace": meta.get("namespace"),
+             "name": meta.get("name")}
+    pod = _pod_from_spec(tmeta, template["spec"], {}, where=f"{where}.spec.template.spec")
+    return DaemonSet(namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name")),
+                     template=pod)
+
+
+def _int_or_percent(value: Any) -> int | str | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and not value.endswith("%"):
+        return int(value)
+    return cast(int | str, value)
+
+
+def pdb_from_dict(obj: Raw) -> PodDisruptionBudget:
+    where = _name({**obj, "kind": "PodDisruptionBudget"})
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return PodDisruptionBudget(
+        namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name")),
+        selector=parse_label_selector(spec.get("selector"), where=f"{where}.spec.selector"),
+        min_available=_int_or_percent(spec.get("minAvailable")),
+        max_unavailable=_int_or_percent(spec.get("maxUnavailable")),
+    )
+
+
+def pvc_from_dict(obj: Raw) -> PersistentVolumeClaim:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return PersistentVolumeClaim(
+        namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name")),
+        storage_class=spec.get("storageClassName"), volume_name=spec.get("volumeName") or None,
+    )
+
+
+def pv_from_dict(obj: Raw) -> PersistentVolume:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    terms = (((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")) or ()
+    zones = sorted({
+        str(v) for t in terms for e in t.get("matchExpressions") or ()
+        if e.get("key") in ZONE_KEYS and e.get("operator") == "In" for v in e.get("values") or ()
+    })
+    return PersistentVolume(name=str(meta.get("name")), zones=tuple(zones))
+
+
+def storage_class_from_dict(obj: Raw) -> StorageClass:
+    meta = obj.get("metadata") or {}
+    zones = sorted({
+        str(v) for t in obj.get("allowedTopologies") or ()
+        for e in t.get("matchLabelExpressions") or () if e.get("key") in ZONE_KEYS
+        for v in e.get("values") or ()
+    })
+    return StorageClass(name=str(meta.get("name")),
+                        volume_binding_mode=str(obj.get("volumeBindingMode") or "Immediate"),
+                        zones=tuple(zones))
+
+
+_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
+
+
+def instance_type_from_ec2(info: Raw) -> InstanceType | None:
+    """Convert a DescribeInstanceTypes ``InstanceTypeInfo``; None for types we cannot run nodes on
+    (32-bit only, Mac, or no architecture Kubernetes nodes use)."""
+    name = str(info.get("InstanceType") or "")
+    if not name:
+        raise ObjectError("InstanceTypeInfo: InstanceType is missing")
+    archs = (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ()
+    arch = next((_ARCH[a] for a in archs if a in _ARCH), None)
+    if arch is None or name.startswith("mac"):
+        return None
+    vcpu = (info.get("VCpuInfo") or {}).get("DefaultVCpus")
+    mem = (info.get("MemoryInfo") or {}).get("SizeInMiB")
+    if not vcpu or not mem:
+        raise ObjectError(
+            f"InstanceTypeInfo {name}: VCpuInfo.DefaultVCpus and MemoryInfo.SizeInMiB are required"
+        )
+    net = info.get("NetworkInfo") or {}
+    gpus = (info.get("GpuInfo") or {}).get("Gpus") or ()
+    usage = set(info.get("SupportedUsageClasses") or ("on-demand", "spot"))
+    storage = info.get("InstanceStorageInfo") or {}
+    return InstanceType(
+        name=name,
+        architecture=cast(Any, arch),
+        vcpus=int(vcpu),
+        memory_mib=int(mem),
+        max_enis=int(net.get("MaximumNetworkInterfaces") or 1),
+        ipv4_per_eni=int(net.get("Ipv4AddressesPerInterface") or 1),
+        gpu_count=sum(int(g.get("Count") or 0) for g in gpus),
+        gpu_manufacturer=str(gpus[0].get("Manufacturer") or "") if gpus else "",
+        gpu_name=str(gpus[0].get("Name") or "") if gpus else "",
+        gpu_memory_mib=sum(int((g.get("MemoryInfo") or {}).get("SizeInMiB") or 0) for g in gpus),
+        hypervisor=str(info.get("Hypervisor") or ""),
+        bare_metal=bool(info.get("BareMetal")),
+        local_storage_gib=int(storage.get("TotalSizeInGB") or 0),
+        network_bandwidth=str(net.get("NetworkPerformance") or ""),
+        supports_spot="spot" in usage,
+        supports_on_demand="on-demand" in usage,
+        current_generation=bool(info.get("CurrentGeneration", True)),
+    )

@@ -1,0 +1,1 @@
+"""Thin Lambda entry points: parse input, build adapters once per container, call one service."""
