@@ -36,7 +36,7 @@ typecheck: $(PY_STAMP)
 	$(BIN)/mypy
 
 layers: $(PY_STAMP)
-	$(BIN)/lint-imports
+	PYTHONPATH=functions:. $(BIN)/lint-imports
 
 unit: $(PY_STAMP)
 	@# pytest exits 5 when it collected no test: that is a failure here, never a pass.
