@@ -1,0 +1,67 @@
+"""EC2NodeClass and AWSNodeTemplate manifests validate and convert to one NodeClass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from autoscaler.domain.errors import ConfigError
+from autoscaler.domain.nodeclass import parse_node_class, parse_node_classes
+
+
+def _v1(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "role": "KarpenterNodeRole-demo",
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+    }
+    base.update(spec)
+    return {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+            "spec": base}
+
+
+def test_v1_node_class_with_alias() -> None:
+    nc = parse_node_class(_v1(kubelet={"maxPods": 58}, tags={"team": "a"}))
+    assert nc.ami_family == "AL2023"
+    assert nc.ami_selector_terms[0].alias_version == "latest"
+    assert nc.kubelet is not None and nc.kubelet.max_pods == 58
+    assert nc.metadata_options.http_tokens == "required"
+    assert nc.metadata_options.http_put_response_hop_limit == 1
+
+
+def test_v1alpha1_aws_node_template_converts() -> None:
+    nc = parse_node_class({
+        "apiVersion": "karpenter.k8s.aws/v1alpha1", "kind": "AWSNodeTemplate", "metadata": {"name": "default"},
+        "spec": {"subnetSelector": {"karpenter.sh/discovery": "demo"},
+                 "securityGroupSelector": {"aws-ids": "sg-1,sg-2"}, "instanceProfile": "KarpenterNodeInstanceProfile"},
+    })
+    assert nc.ami_family == "AL2"
+    assert nc.ami_selector_terms[0].alias == "al2@latest"
+    assert nc.subnet_selector_terms[0].tags == {"karpenter.sh/discovery": "demo"}
+    assert [t.id for t in nc.security_group_selector_terms] == ["sg-1", "sg-2"]
+    assert nc.instance_profile == "KarpenterNodeInstanceProfile"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"role": None}, r"EC2NodeClass default: spec: .*exactly one of role and instanceProfile"),
+        ({"instanceProfile": "x"}, r"exactly one of role and instanceProfile"),
+        ({"subnetSelectorTerms": []}, r"spec\.subnetSelectorTerms: .*at least 1"),
+        ({"amiSelectorTerms": [{"alias": "ubuntu@latest"}]}, r"spec\.amiSelectorTerms\.0\.alias"),
+        ({"amiSelectorTerms": [{"alias": "al2023@latest"}, {"id": "ami-1"}]}, r"alias term cannot be combined"),
+        ({"metadataOptions": {"httpTokens": "sometimes"}}, r"spec\.metadataOptions\.httpTokens"),
+        ({"tags": {"karpenter.sh/nodepool": "x"}}, r"set by the autoscaler"),
+        ({"subnetSelectorTerms": [{"id": "subnet-1", "tags": {"a": "b"}}]}, r"by id alone"),
+    ],
+)
+def test_invalid_node_classes_name_the_field(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_node_class(_v1(**spec))
+
+
+def test_duplicate_names_rejected() -> None:
+    with pytest.raises(ConfigError, match="defined twice"):
+        parse_node_classes([_v1(), _v1()])
