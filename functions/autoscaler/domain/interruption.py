@@ -1,0 +1,202 @@
+"""Interruption events: what EventBridge delivered, what kind of disruption it announces, and what
+to do about it.
+
+Messages are parsed by a registry keyed by (source, detail-type), as Karpenter does; anything not
+in the registry is ``Ignored`` (acknowledged, counted, never retried). A message that is not an
+EventBridge event at all raises ``MalformedEvent`` naming what was wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SPOT_WARNING_SECONDS = 120  # EC2 reclaims a spot instance two minutes after the warning
+
+
+class EventKind(StrEnum):
+    SPOT_INTERRUPTION = "spotInterruption"
+    REBALANCE = "rebalance"
+    SCHEDULED_CHANGE = "scheduledChange"
+    STATE_CHANGE = "stateChange"
+
+
+class Action(StrEnum):
+    """What the interruption Lambda does to the affected node."""
+
+    DRAIN = "drain"  # taint NoSchedule + cordon, request replacement, drain, terminate if ours
+    TAINT = "taint"  # taint PreferNoSchedule and request replacement, no drain (rebalance default)
+    IGNORE = "ignore"
+
+
+DEFAULT_ACTIONS: Mapping[EventKind, Action] = {
+    EventKind.SPOT_INTERRUPTION: Action.DRAIN,
+    EventKind.REBALANCE: Action.TAINT,
+    EventKind.SCHEDULED_CHANGE: Action.DRAIN,
+    EventKind.STATE_CHANGE: Action.DRAIN,
+}
+
+# States in which the instance is going away or gone; others (pending, running) need nothing.
+STOPPING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
+
+
+class MalformedEvent(ValueError):
+    """The message is not an EventBridge event we can read; the text names the problem."""
+
+
+class _Envelope(BaseModel):
+    """The EventBridge envelope (the fields every event has)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="allow")
+
+    id: str
+    source: str
+    detail_type: str = Field(alias="detail-type")
+    time: datetime
+    region: str = ""
+    resources: list[str] = Field(default_factory=list)
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptionEvent:
+    """One disruption announced for one or more instances."""
+
+    event_id: str
+    kind: EventKind
+    instance_ids: tuple[str, ...]
+    time: float  # when EventBridge saw it (epoch seconds)
+    deadline: float | None  # when the capacity goes away, if known
+    state: str = ""  # state-change events only
+    detail_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """A message we read but do not act on (another service, a state that needs nothing, ...)."""
+
+    event_id: str
+    reason: str
+    detail_type: str = ""
+
+
+Parsed = InterruptionEvent | Ignored
+_Parser = Callable[[_Envelope], Parsed]
+_REGISTRY: dict[tuple[str, str], _Parser] = {}
+
+
+def _register(source: str, detail_type: str) -> Callable[[_Parser], _Parser]:
+    def wrap(fn: _Parser) -> _Parser:
+        _REGISTRY[(source, detail_type)] = fn
+        return fn
+    return wrap
+
+
+def _instance_id(env: _Envelope) -> str:
+    iid = env.detail.get("instance-id")
+    if not isinstance(iid, str) or not iid.startswith("i-"):
+        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.instance-id is missing or not an id")
+    return iid
+
+
+@_register("aws.ec2", "EC2 Spot Instance Interruption Warning")
+def _spot(env: _Envelope) -> Parsed:
+    t = env.time.timestamp()
+    return InterruptionEvent(env.id, EventKind.SPOT_INTERRUPTION, (_instance_id(env),), t,
+                             t + SPOT_WARNING_SECONDS, detail_type=env.detail_type)
+
+
+@_register("aws.ec2", "EC2 Instance Rebalance Recommendation")
+def _rebalance(env: _Envelope) -> Parsed:
+    return InterruptionEvent(env.id, EventKind.REBALANCE, (_instance_id(env),), env.time.timestamp(), None,
+                             detail_type=env.detail_type)
+
+
+@_register("aws.ec2", "EC2 Instance State-change Notification")
+def _state_change(env: _Envelope) -> Parsed:
+    state = str(env.detail.get("state") or "")
+    if not state:
+        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.state is missing")
+    iid = _instance_id(env)
+    if state not in STOPPING_STATES:
+        return Ignored(env.id, f"instance {iid} state {state!r} needs no action", env.detail_type)
+    return InterruptionEvent(env.id, EventKind.STATE_CHANGE, (iid,), env.time.timestamp(), env.time.timestamp(),
+                             state=state, detail_type=env.detail_type)
+
+
+def _health_time(value: Any) -> float | None:
+    """AWS Health writes times as RFC 2822 ("Fri, 27 Jan 2023 01:43:21 GMT"); accept ISO too."""
+    if not value:
+        return None
+    text = str(value)
+    try:
+        return parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError):
+        pass
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+@_register("aws.health", "AWS Health Event")
+def _health(env: _Envelope) -> Parsed:
+    service = env.detail.get("service")
+    category = env.detail.get("eventTypeCategory")
+    if service != "EC2" or category != "scheduledChange":
+        return Ignored(env.id, f"AWS Health {service}/{category} is not an EC2 scheduled change", env.detail_type)
+    ids = [str(e.get("entityValue")) for e in env.detail.get("affectedEntities") or ()
+           if isinstance(e, Mapping) and str(e.get("entityValue", "")).startswith("i-")]
+    ids += [r.rsplit("/", 1)[-1] for r in env.resources if r.rsplit("/", 1)[-1].startswith("i-")]
+    unique = tuple(dict.fromkeys(ids))
+    if not unique:
+        return Ignored(env.id, "AWS Health EC2 scheduled change names no instance", env.detail_type)
+    start = _health_time(env.detail.get("startTime"))
+    return InterruptionEvent(env.id, EventKind.SCHEDULED_CHANGE, unique, env.time.timestamp(), start,
+                             detail_type=env.detail_type)
+
+
+def parse_event(body: str | Mapping[str, Any]) -> Parsed:
+    """Classify one SQS message body (an EventBridge event as JSON)."""
+    if isinstance(body, str):
+        try:
+            raw = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise MalformedEvent(f"message body is not JSON: {exc.msg} at position {exc.pos}") from exc
+    else:
+        raw = body
+    if not isinstance(raw, Mapping):
+        raise MalformedEvent("message body is not a JSON object")
+    try:
+        env = _Envelope.model_validate(raw)
+    except ValidationError as exc:
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) or "(root)" for e in exc.errors())
+        raise MalformedEvent(f"not an EventBridge event: bad or missing {fields}") from exc
+    parser = _REGISTRY.get((env.source, env.detail_type))
+    if parser is None:
+        return Ignored(env.id, f"unknown event {env.source} / {env.detail_type}", env.detail_type)
+    return parser(env)
+
+
+def action_for(kind: EventKind, actions: Mapping[str, str] | None = None) -> Action:
+    """The configured action for an event kind (stack config ``interruption``), else the default."""
+    configured = (actions or {}).get(kind.value)
+    return Action(configured) if configured else DEFAULT_ACTIONS[kind]
+
+
+def drain_deadline(event: InterruptionEvent, *, now: float, fallback_seconds: float = SPOT_WARNING_SECONDS) -> float:
+    """When a drain must be done: the event's own deadline, or ``fallback_seconds`` from now.
+
+    Deadlines already in the past (a late or re-delivered message) still get the fallback window,
+    so the pods are evicted gracefully rather than not at all.
+    """
+    if event.deadline is None or event.deadline <= now:
+        return now + fallback_seconds
+    return event.deadline
