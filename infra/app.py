@@ -10,13 +10,15 @@ import sys
 from pathlib import Path
 
 import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
 
 ROOT = Path(__file__).resolve().parent.parent
+# `cdk synth` runs this file as a script: make the project and the Lambda package importable first.
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "functions"))
 
-from autoscaler.config import ClusterConfig, ConfigError, load_cluster_config
-from infra.stack import AutoscalerStack
+from autoscaler.config import ClusterConfig, ConfigError, load_cluster_config  # noqa: E402
+from infra.stack import AutoscalerStack  # noqa: E402
 
 CLUSTERS = ROOT / "clusters"
 
@@ -32,7 +34,8 @@ def cluster_file(cluster: str) -> Path:
         if path.exists():
             return path
     known = sorted(p.stem for p in CLUSTERS.glob("*.y*ml")) + sorted(p.stem for p in CLUSTERS.glob("*.json"))
-    raise ConfigError(f"clusters/{cluster}.yaml", [f"no such cluster file; known clusters: {', '.join(known) or 'none'}"])
+    raise ConfigError(f"clusters/{cluster}.yaml",
+                      [f"no such cluster file; known clusters: {', '.join(known) or 'none'}"])
 
 
 def stack_name(config: ClusterConfig) -> str:
@@ -50,6 +53,8 @@ def build_app(app: cdk.App | None = None) -> cdk.App:
     AutoscalerStack(app, stack_name(config), config=config, env=env,
                     skip_bundling=_truthy(app.node.try_get_context("skipBundling")),
                     description=f"Serverless node autoscaler for EKS cluster {config.cluster_name}")
+    # Findings are synth errors: every accepted one is suppressed with its reason in infra/nag.py.
+    cdk.Aspects.of(app).add(AwsSolutionsChecks())
     return app
 
 

@@ -192,9 +192,10 @@ class Identity(Construct):
         if self.config.node_role.create_access_entry:
             eks.CfnAccessEntry(self, "NodeAccessEntry", cluster_name=cluster,
                                principal_arn=self.node_role.role_arn, type="EC2_LINUX")
-        admin = [eks.CfnAccessEntry.AccessPolicyProperty(
-            policy_arn=CLUSTER_ADMIN_POLICY,
-            access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster"))] if self.config.rbac.cluster_admin else None
+        admin = None
+        if self.config.rbac.cluster_admin:
+            admin = [eks.CfnAccessEntry.AccessPolicyProperty(
+                policy_arn=CLUSTER_ADMIN_POLICY, access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster"))]
         for name, role in self.function_roles.items():
             eks.CfnAccessEntry(self, f"{name.capitalize()}AccessEntry", cluster_name=cluster,
                                principal_arn=role.role_arn, type="STANDARD",

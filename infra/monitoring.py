@@ -125,12 +125,13 @@ class Monitoring(Construct):
                         [self.metric(mc.PENDING_PODS), self.metric(mc.UNSCHEDULABLE_PODS),
                          self.metric(mc.PODS_NOMINATED)]),
             self._graph("Managed capacity cost (USD/hour)", [self.metric(mc.MANAGED_HOURLY_COST)]),
-            self._graph("NodePool usage of limits (%)", [self.grouped(mc.NODE_POOL_USAGE, by=(mc.NODE_POOL, mc.RESOURCE))]),
+            self._graph("NodePool usage of limits (%)",
+                        [self.grouped(mc.NODE_POOL_USAGE, by=(mc.NODE_POOL, mc.RESOURCE))]),
         )
         dashboard.add_widgets(
-            self._graph("Launches by instance type", [self.grouped(mc.NODES_LAUNCHED, by=(mc.INSTANCE_TYPE,))], width=6),
-            self._graph("Launches by capacity type", [self.grouped(mc.NODES_LAUNCHED, by=(mc.CAPACITY_TYPE,))], width=6),
-            self._graph("Launches by zone", [self.grouped(mc.NODES_LAUNCHED, by=(mc.ZONE,))], width=6),
+            *(self._graph(f"Launches by {title}", [self.grouped(mc.NODES_LAUNCHED, by=(dimension,))], width=6)
+              for title, dimension in (("instance type", mc.INSTANCE_TYPE), ("capacity type", mc.CAPACITY_TYPE),
+                                       ("zone", mc.ZONE))),
             self._graph("Launch failures by reason", [self.grouped(mc.LAUNCH_FAILURES, by=(mc.REASON,))], width=6),
         )
         dashboard.add_widgets(
@@ -154,12 +155,12 @@ class Monitoring(Construct):
             self._graph("Disruption blocked by guard", [self.grouped(mc.DISRUPTION_BLOCKED, by=(mc.GUARD,))]),
             self._graph("Disruption savings (USD/hour)", [self.metric(mc.DISRUPTION_SAVINGS)]),
         )
+        functions = self.functions.items()
         dashboard.add_widgets(
-            self._graph("Lambda errors", [f.metric_errors(period=PERIOD, label=n) for n, f in self.functions.items()]),
+            self._graph("Lambda errors", [f.metric_errors(period=PERIOD, label=n) for n, f in functions]),
             self._graph("Lambda duration (p90)",
-                        [f.metric_duration(period=PERIOD, statistic="p90", label=n) for n, f in self.functions.items()]),
-            self._graph("Lambda throttles",
-                        [f.metric_throttles(period=PERIOD, label=n) for n, f in self.functions.items()]),
+                        [f.metric_duration(period=PERIOD, statistic="p90", label=n) for n, f in functions]),
+            self._graph("Lambda throttles", [f.metric_throttles(period=PERIOD, label=n) for n, f in functions]),
         )
         return dashboard
 

@@ -14,6 +14,7 @@ from infra.functions import Functions
 from infra.identity import Identity
 from infra.interruption_queue import InterruptionQueue
 from infra.monitoring import Monitoring
+from infra.nag import apply_suppressions
 
 
 class AutoscalerStack(cdk.Stack):
@@ -38,6 +39,7 @@ class AutoscalerStack(cdk.Stack):
         for key, value in config.tags.items():
             cdk.Tags.of(self).add(key, value)
         self._outputs()
+        apply_suppressions(self, node_role_created=config.node_role.create)
 
     def _outputs(self) -> None:
         cdk.CfnOutput(self, "InterruptionQueueArn", value=self.queue.queue_arn)
