@@ -9,12 +9,14 @@ PY := $(BIN)/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: help install test lint typecheck layers unit demo synth bench clean
+.PHONY: help install test lint typecheck layers unit demo synth package deploy bench clean
 
 help:
 	@echo "make demo   - run the autoscaler locally on the 'inflate' example (no AWS account needed)"
 	@echo "make test   - install everything, then lint, type-check, check layers and run the tests"
-	@echo "make synth  - synthesise the CloudFormation template into cdk.out/ (no AWS credentials)"
+	@echo "make synth  - synthesise and lint the CloudFormation template into cdk.out/ (no AWS credentials, no Docker)"
+	@echo "make package - synth with the real Lambda asset (pip-installs the arm64 dependencies)"
+	@echo "make deploy CLUSTER=name - cdk deploy the stack for clusters/<name>.yaml"
 	@echo "make bench  - run the benchmarks and print JSON"
 
 $(PY_STAMP): pyproject.toml
@@ -48,10 +50,22 @@ test: install lint typecheck layers unit
 demo: $(PY_STAMP)
 	$(PY) -m simulator.demo
 
+# synth skips the dependency bundling (fast, offline after install); package and deploy bundle for real.
+CLUSTER ?= demo
 synth: install
 	rm -rf cdk.out
-	npx --no-install cdk synth --quiet -c cluster=$${CLUSTER:-demo} > /dev/null
-	@echo "CloudFormation template written to cdk.out/"
+	npx --no-install cdk synth --quiet -c cluster=$(CLUSTER) -c skipBundling=true > /dev/null
+	$(BIN)/cfn-lint cdk.out/*.template.json
+	@echo "CloudFormation template written to cdk.out/ (cfn-lint passed; asset not bundled: use make package)"
+
+package: install
+	rm -rf cdk.out
+	npx --no-install cdk synth --quiet -c cluster=$(CLUSTER) > /dev/null
+	$(BIN)/cfn-lint cdk.out/*.template.json
+	@echo "Template and bundled Lambda asset written to cdk.out/"
+
+deploy: install
+	npx --no-install cdk deploy -c cluster=$(CLUSTER)
 
 bench: $(PY_STAMP)
 	@for b in benchmarks/*.py; do \

@@ -1,0 +1,112 @@
+"""The one list of CloudWatch metrics the autoscaler emits.
+
+Handlers emit from these definitions (Embedded Metric Format through Powertools) and the CDK stack's
+dashboard and alarms read from them, so a metric shown on the dashboard is one the code emits. Pure:
+no Powertools or boto3 import; units are the CloudWatch unit names Powertools accepts as strings.
+
+Every metric carries Powertools' ``service`` dimension, whose value identifies the cluster
+(:func:`service_name`), plus the extra dimensions listed here. A metric's dimension set is fixed:
+CloudWatch treats each distinct set as a different metric, so emit exactly these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+NAMESPACE = "EKSServerlessAutoscaler"
+SERVICE_DIMENSION = "service"
+
+Emitter = Literal["provisioner", "interruption", "disruption"]
+Unit = Literal["Count", "Seconds", "Percent", "None"]
+Statistic = Literal["Sum", "Average", "Maximum", "p90"]
+
+# Dimension names.
+INSTANCE_TYPE = "InstanceType"
+CAPACITY_TYPE = "CapacityType"
+ZONE = "Zone"
+REASON = "Reason"
+NODE_POOL = "NodePool"
+RESOURCE = "Resource"
+KIND = "Kind"
+ACTION = "Action"
+GUARD = "Guard"
+
+
+def service_name(cluster_name: str) -> str:
+    """The ``service`` dimension (and ``POWERTOOLS_SERVICE_NAME``) of every function of one cluster."""
+    return f"eks-autoscaler-{cluster_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricDef:
+    name: str
+    unit: Unit
+    emitters: tuple[Emitter, ...]
+    description: str
+    dimensions: tuple[str, ...] = ()
+    # The statistic that makes sense on a graph (a gauge's Maximum, a counter's Sum).
+    statistic: Statistic = "Sum"
+
+
+# --- provisioner ---
+PENDING_PODS = MetricDef("PendingPods", "Count", ("provisioner",),
+                         "Pods without a node at the start of a plan (gauge).", statistic="Maximum")
+UNSCHEDULABLE_PODS = MetricDef("UnschedulablePods", "Count", ("provisioner",),
+                               "Pending pods no NodePool can place (gauge); alarmed after 10 minutes.",
+                               statistic="Maximum")
+PODS_NOMINATED = MetricDef("PodsNominated", "Count", ("provisioner",),
+                           "Pending pods placed on existing nodes or capacity already launching.")
+NODES_LAUNCHED = MetricDef("NodesLaunched", "Count", ("provisioner",), "Instances launched by CreateFleet.",
+                           dimensions=(INSTANCE_TYPE, CAPACITY_TYPE, ZONE))
+LAUNCH_FAILURES = MetricDef("LaunchFailures", "Count", ("provisioner",),
+                            "Launches that failed, by EC2 error code (InsufficientInstanceCapacity, ...).",
+                            dimensions=(REASON,))
+PLAN_SECONDS = MetricDef("PlanSeconds", "Seconds", ("provisioner",), "Time to compute one plan.",
+                         statistic="p90")
+POD_TO_LAUNCH_SECONDS = MetricDef("PodToLaunchSeconds", "Seconds", ("provisioner",),
+                                  "From a pod's creation to the launch of the node it was planned onto.",
+                                  statistic="p90")
+NODE_POOL_USAGE = MetricDef("NodePoolUsage", "Percent", ("provisioner",),
+                            "Provisioned capacity as a share of the NodePool's limit.",
+                            dimensions=(NODE_POOL, RESOURCE), statistic="Maximum")
+MANAGED_HOURLY_COST = MetricDef("ManagedHourlyCost", "None", ("provisioner",),
+                                "USD per hour of the instances the autoscaler manages (gauge).",
+                                statistic="Maximum")
+PRICES_STALE = MetricDef("PricesStale", "Count", ("provisioner",),
+                         "1 when prices are older than their refresh interval and a fallback was used.",
+                         statistic="Maximum")
+
+# --- interruption ---
+INTERRUPTION_EVENTS = MetricDef("InterruptionEvents", "Count", ("interruption",),
+                                "EC2 events received, by kind and the action taken.", dimensions=(KIND, ACTION))
+PODS_EVICTED = MetricDef("PodsEvicted", "Count", ("interruption", "disruption"),
+                         "Pods evicted through the Eviction API while draining nodes.")
+EVICTIONS_BLOCKED_BY_PDB = MetricDef("EvictionsBlockedByPDB", "Count", ("interruption", "disruption"),
+                                     "Eviction attempts refused (HTTP 429) by a PodDisruptionBudget.")
+DRAIN_SECONDS = MetricDef("DrainSeconds", "Seconds", ("interruption", "disruption"),
+                          "From cordon to the last pod gone.", statistic="p90")
+EVENT_TO_CORDON_SECONDS = MetricDef("EventToCordonSeconds", "Seconds", ("interruption",),
+                                    "From the EC2 event's time to the node being cordoned.", statistic="p90")
+
+# --- disruption ---
+NODES_DISRUPTED = MetricDef("NodesDisrupted", "Count", ("disruption",),
+                            "Nodes removed, by reason (Empty, Expired, Underutilized, Drifted).",
+                            dimensions=(REASON,))
+DISRUPTION_SAVINGS = MetricDef("DisruptionSavings", "None", ("disruption",),
+                               "USD per hour saved by the nodes removed or replaced in one run.")
+DISRUPTION_BLOCKED = MetricDef("DisruptionBlocked", "Count", ("disruption",),
+                               "Candidates kept, by the guard that kept them (Budget, PDB, DoNotDisrupt, ...).",
+                               dimensions=(GUARD,))
+
+CATALOGUE: dict[str, MetricDef] = {m.name: m for m in (
+    PENDING_PODS, UNSCHEDULABLE_PODS, PODS_NOMINATED, NODES_LAUNCHED, LAUNCH_FAILURES, PLAN_SECONDS,
+    POD_TO_LAUNCH_SECONDS, NODE_POOL_USAGE, MANAGED_HOURLY_COST, PRICES_STALE,
+    INTERRUPTION_EVENTS, PODS_EVICTED, EVICTIONS_BLOCKED_BY_PDB, DRAIN_SECONDS, EVENT_TO_CORDON_SECONDS,
+    NODES_DISRUPTED, DISRUPTION_SAVINGS, DISRUPTION_BLOCKED,
+)}
+
+
+def emitted_by(emitter: Emitter) -> list[MetricDef]:
+    """The metrics one function emits."""
+    return [m for m in CATALOGUE.values() if emitter in m.emitters]

@@ -1,0 +1,208 @@
+"""Identity: one IAM role per function holding only the calls that function makes, the node role and
+instance profile (created or brought), and the EKS access entries that let nodes join and the functions
+reach the Kubernetes API as members of one RBAC group.
+
+The Kubernetes permissions themselves are the ClusterRole in ``infra/rbac/autoscaler-clusterrole.yaml``,
+bound to :data:`KUBERNETES_GROUP`; cluster-admin is an explicit opt-in (``rbac.clusterAdmin``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from autoscaler.config import ClusterConfig
+
+KUBERNETES_GROUP = "eks-serverless-autoscaler"
+RBAC_MANIFEST = Path(__file__).resolve().parent / "rbac" / "autoscaler-clusterrole.yaml"
+CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+# Tags on every instance and launch template the autoscaler creates (DESIGN.md "Resource tags"); the
+# policies below key on them, so an instance without them can be neither launched nor terminated.
+NODEPOOL_TAG = "karpenter.sh/nodepool"
+EKS_CLUSTER_TAG = "eks:eks-cluster-name"
+
+
+def cluster_tag(cluster_name: str) -> str:
+    return f"kubernetes.io/cluster/{cluster_name}"
+
+
+# EC2 read calls; Describe* APIs support no resource-level permissions, so their resource is "*".
+PROVISIONER_DESCRIBE = (
+    "ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
+)
+DISRUPTION_DESCRIBE = (
+    "ec2:DescribeAvailabilityZones", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
+    "ec2:DescribeInstances", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
+)
+INTERRUPTION_DESCRIBE = ("ec2:DescribeInstances",)
+# Resources a launch creates: each must carry the cluster's tags in the request.
+CREATED_RESOURCE_TYPES = ("fleet", "instance", "volume", "network-interface", "launch-template",
+                          "spot-instances-request")
+# Existing resources a launch references.
+REFERENCED_RESOURCE_TYPES = ("subnet", "security-group", "capacity-reservation")
+NODE_MANAGED_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
+                         "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore")
+
+
+class Identity(Construct):
+    """Roles for the three functions and the nodes, plus access entries.
+
+    The per-function grants that need a function or log group (logs, invoke) are added by
+    :meth:`allow_invoke_provisioner` and the functions construct once those exist.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: ClusterConfig) -> None:
+        super().__init__(scope, construct_id)
+        self.config = config
+        self.stack = cdk.Stack.of(self)
+        self.cluster_arn = self.stack.format_arn(service="eks", resource="cluster",
+                                                 resource_name=config.cluster_name)
+        self.node_role = self._node_role()
+        self.instance_profile = self._instance_profile()
+        self.provisioner_role = self._function_role("Provisioner")
+        self.interruption_role = self._function_role("Interruption")
+        self.disruption_role = self._function_role("Disruption")
+        self._grant_provisioner()
+        self._grant_interruption()
+        self._grant_disruption()
+        self._access_entries()
+
+    # --- roles -----------------------------------------------------------------------------------
+
+    def _node_role(self) -> iam.IRole:
+        if self.config.node_role.role_arn:
+            return iam.Role.from_role_arn(self, "NodeRole", self.config.node_role.role_arn, mutable=False)
+        return iam.Role(
+            self, "NodeRole",
+            role_name=self.config.node_role_name,
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"Nodes launched by the serverless autoscaler for EKS cluster {self.config.cluster_name}",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in NODE_MANAGED_POLICIES],
+        )
+
+    def _instance_profile(self) -> iam.IInstanceProfile:
+        name = self.config.node_role.instance_profile_name
+        if name and not self.config.node_role.create:
+            return iam.InstanceProfile.from_instance_profile_name(self, "InstanceProfile", name)
+        return iam.InstanceProfile(self, "InstanceProfile", role=self.node_role, instance_profile_name=name)
+
+    def _function_role(self, name: str) -> iam.Role:
+        return iam.Role(self, f"{name}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        description=f"{name} function of the serverless autoscaler for {self.config.cluster_name}")
+
+    # --- statements ------------------------------------------------------------------------------
+
+    def _arn(self, resource: str, name: str = "*", *, account: bool = True) -> str:
+        return self.stack.format_arn(service="ec2", resource=resource, resource_name=name,
+                                     account=None if account else "")
+
+    def _describe(self, actions: tuple[str, ...]) -> iam.PolicyStatement:
+        return iam.PolicyStatement(sid="DescribeEc2", actions=list(actions), resources=["*"],
+                                   conditions={"StringEquals": {"aws:RequestedRegion": self.stack.region}})
+
+    def _pricing(self) -> iam.PolicyStatement:
+        # The Price List API has no resource types, and its endpoint is in us-east-1 whatever our region.
+        return iam.PolicyStatement(sid="ReadPrices", actions=["pricing:GetProducts"], resources=["*"])
+
+    def _describe_cluster(self) -> iam.PolicyStatement:
+        return iam.PolicyStatement(sid="DescribeCluster", actions=["eks:DescribeCluster"],
+                                   resources=[self.cluster_arn])
+
+    def _owned_conditions(self, key: str) -> dict[str, dict[str, str]]:
+        cluster = self.config.cluster_name
+        return {"StringEquals": {f"{key}/{cluster_tag(cluster)}": "owned"},
+                "StringLike": {f"{key}/{NODEPOOL_TAG}": "*"}}
+
+    def _terminate(self) -> iam.PolicyStatement:
+        return iam.PolicyStatement(sid="TerminateOwnInstances", actions=["ec2:TerminateInstances"],
+                                   resources=[self._arn("instance")],
+                                   conditions=self._owned_conditions("aws:ResourceTag"))
+
+    def _grant_provisioner(self) -> None:
+        cluster = self.config.cluster_name
+        created = [self._arn(t) for t in CREATED_RESOURCE_TYPES]
+        request_tags = self._owned_conditions("aws:RequestTag")
+        request_tags["StringEquals"][f"aws:RequestTag/{EKS_CLUSTER_TAG}"] = cluster
+        statements = [
+            self._describe(PROVISIONER_DESCRIBE),
+            self._pricing(),
+            self._describe_cluster(),
+            iam.PolicyStatement(
+                sid="LaunchFromReferencedResources", actions=["ec2:CreateFleet", "ec2:RunInstances"],
+                resources=[self._arn("image", account=False), self._arn("snapshot", account=False),
+                           *(self._arn(t) for t in REFERENCED_RESOURCE_TYPES)]),
+            iam.PolicyStatement(
+                sid="LaunchTaggedForCluster",
+                actions=["ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:RunInstances"],
+                resources=created, conditions=request_tags),
+            iam.PolicyStatement(
+                sid="LaunchFromOwnLaunchTemplates", actions=["ec2:CreateFleet", "ec2:RunInstances"],
+                resources=[self._arn("launch-template")], conditions=self._owned_conditions("aws:ResourceTag")),
+            iam.PolicyStatement(
+                sid="TagOnlyOnCreate", actions=["ec2:CreateTags"], resources=created,
+                conditions={"StringEquals": {
+                    "ec2:CreateAction": ["CreateFleet", "CreateLaunchTemplate", "RunInstances"],
+                    f"aws:RequestTag/{cluster_tag(cluster)}": "owned"}}),
+            self._terminate(),
+            iam.PolicyStatement(
+                sid="DeleteOwnLaunchTemplates", actions=["ec2:DeleteLaunchTemplate"],
+                resources=[self._arn("launch-template")], conditions=self._owned_conditions("aws:ResourceTag")),
+            iam.PolicyStatement(
+                sid="PassNodeRole", actions=["iam:PassRole"], resources=[self.node_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}),
+            iam.PolicyStatement(
+                sid="ReadPublicAmiParameters", actions=["ssm:GetParameter"],
+                resources=[self.stack.format_arn(service="ssm", account="", resource="parameter",
+                                                 resource_name="aws/service/*")]),
+        ]
+        for statement in statements:
+            self.provisioner_role.add_to_policy(statement)
+
+    def _grant_interruption(self) -> None:
+        for statement in (self._describe(INTERRUPTION_DESCRIBE), self._describe_cluster(), self._terminate()):
+            self.interruption_role.add_to_policy(statement)
+
+    def _grant_disruption(self) -> None:
+        for statement in (self._describe(DISRUPTION_DESCRIBE), self._pricing(), self._describe_cluster(),
+                          self._terminate()):
+            self.disruption_role.add_to_policy(statement)
+
+    def allow_invoke_provisioner(self, provisioner_arn: str) -> None:
+        """Interruption and disruption ask the provisioner for replacement capacity at once."""
+        for role in (self.interruption_role, self.disruption_role):
+            role.add_to_policy(iam.PolicyStatement(sid="InvokeProvisioner", actions=["lambda:InvokeFunction"],
+                                                   resources=[provisioner_arn]))
+
+    @property
+    def function_roles(self) -> dict[str, iam.Role]:
+        return {"provisioner": self.provisioner_role, "interruption": self.interruption_role,
+                "disruption": self.disruption_role}
+
+    # --- EKS access --------------------------------------------------------------------------------
+
+    def _access_entries(self) -> None:
+        cluster = self.config.cluster_name
+        if self.config.node_role.create_access_entry:
+            eks.CfnAccessEntry(self, "NodeAccessEntry", cluster_name=cluster,
+                               principal_arn=self.node_role.role_arn, type="EC2_LINUX")
+        admin = None
+        if self.config.rbac.cluster_admin:
+            admin = [eks.CfnAccessEntry.AccessPolicyProperty(
+                policy_arn=CLUSTER_ADMIN_POLICY, access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster"))]
+        for name, role in self.function_roles.items():
+            eks.CfnAccessEntry(self, f"{name.capitalize()}AccessEntry", cluster_name=cluster,
+                               principal_arn=role.role_arn, type="STANDARD",
+                               kubernetes_groups=[KUBERNETES_GROUP], access_policies=admin)
+
+    def rbac_command(self) -> str:
+        """The one command an operator runs after deploying (printed as a stack output)."""
+        region = self.stack.region
+        return (f"aws eks update-kubeconfig --region {region} --name {self.config.cluster_name} && "
+                f"kubectl apply -f {RBAC_MANIFEST.relative_to(RBAC_MANIFEST.parents[2])}")

@@ -1,0 +1,238 @@
+"""The synthesised template: rules, queue, functions, schedules, event source, monitoring, outputs; then
+cdk-nag and cfn-lint over the whole of it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+from cfnlint.api import lint_file
+
+from autoscaler import metrics_catalog as mc
+from infra.functions import HANDLERS
+from infra.interruption_queue import EVENT_PATTERNS
+from tests.infra.conftest import Synth, render
+
+RULES = {
+    "InterruptionSpotInterruptionRule": {"source": ["aws.ec2"],
+                                         "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+    "InterruptionRebalanceRule": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
+    "InterruptionScheduledChangeRule": {
+        "source": ["aws.health"], "detail-type": ["AWS Health Event"],
+        "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}},
+    "InterruptionStateChangeRule": {
+        "source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
+        "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}},
+}
+
+
+def test_the_four_rules_have_exact_patterns_and_target_the_queue(demo: Synth) -> None:
+    assert len(demo.of_type("AWS::Events::Rule")) == 4 == len(EVENT_PATTERNS)
+    for prefix, pattern in RULES.items():
+        _, rule = demo.one("AWS::Events::Rule", prefix)
+        assert rule["Properties"]["EventPattern"] == pattern
+        assert render(rule["Properties"]["Targets"]) == [{
+            "Arn": "${InterruptionQueue.Arn}", "DeadLetterConfig": {"Arn": "${InterruptionDeadLetterQueue.Arn}"},
+            "Id": "Target0"}]
+
+
+def test_queue_is_encrypted_short_lived_and_redrives_to_an_alarmed_dlq(demo: Synth) -> None:
+    _, queue = demo.one("AWS::SQS::Queue", "InterruptionQueue")
+    props = render(queue["Properties"])
+    assert props["MessageRetentionPeriod"] == 300
+    assert props["SqsManagedSseEnabled"] is True
+    assert props["VisibilityTimeout"] == demo.config.interruption.timeout_seconds + 10
+    assert props["RedrivePolicy"] == {"deadLetterTargetArn": "${InterruptionDeadLetterQueue.Arn}",
+                                      "maxReceiveCount": 3}
+    _, dlq = demo.one("AWS::SQS::Queue", "InterruptionDeadLetterQueue")
+    assert dlq["Properties"]["MessageRetentionPeriod"] == 14 * 86400
+    assert dlq["Properties"]["SqsManagedSseEnabled"] is True
+    _, alarm = demo.one("AWS::CloudWatch::Alarm", "MonitoringDeadLetterQueueNotEmptyAlarm")
+    assert render(alarm["Properties"]["Dimensions"]) == [
+        {"Name": "QueueName", "Value": "${InterruptionDeadLetterQueue.QueueName}"}]
+    assert alarm["Properties"]["Threshold"] == 1
+
+
+@pytest.mark.parametrize("queue", ["InterruptionQueuePolicy", "InterruptionDeadLetterQueuePolicy"])
+def test_queue_policy_lets_only_our_rules_send_and_denies_plain_http(demo: Synth, queue: str) -> None:
+    _, policy = demo.one("AWS::SQS::QueuePolicy", queue)
+    statements = render(policy["Properties"]["PolicyDocument"]["Statement"])
+    deny, *allows = statements
+    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    sources = set()
+    for allow in allows:
+        assert allow["Effect"] == "Allow"
+        assert allow["Principal"] == {"Service": "events.amazonaws.com"}
+        assert "sqs:SendMessage" in allow["Action"]
+        assert set(allow["Condition"]) == {"ArnEquals"}
+        sources.add(allow["Condition"]["ArnEquals"]["aws:SourceArn"])
+    assert sources == {f"${{{rule}.Arn}}" for rule in RULES}
+
+
+def _function(synth: Synth, name: str) -> dict[str, Any]:
+    _, function = synth.one("AWS::Lambda::Function", f"Functions{name.capitalize()}")
+    return dict(render(function["Properties"]))
+
+
+@pytest.mark.parametrize("name", ["provisioner", "interruption", "disruption"])
+def test_functions_runtime_tracing_logs_and_powertools(demo: Synth, name: str) -> None:
+    props = _function(demo, name)
+    assert props["Handler"] == HANDLERS[name] == f"autoscaler.handlers.{name}.handler"
+    assert props["Runtime"] == "python3.13" and props["Architectures"] == ["arm64"]
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    env = props["Environment"]["Variables"]
+    assert env["POWERTOOLS_SERVICE_NAME"] == mc.service_name("demo")
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == mc.NAMESPACE
+    log_group = props["LoggingConfig"]["LogGroup"].strip("${}")
+    assert demo.resources[next(k for k in demo.resources if k.startswith(log_group))]["Properties"][
+        "RetentionInDays"] == 30
+    assert "VpcConfig" not in props
+
+
+def test_provisioner_runs_alone_every_minute_and_watches_until_shortly_before_the_next_run(demo: Synth) -> None:
+    props = _function(demo, "provisioner")
+    assert props["ReservedConcurrentExecutions"] == 1
+    assert demo.config.provisioner.watch_seconds == 50
+    assert props["Timeout"] == 80 and props["Timeout"] > demo.config.provisioner.watch_seconds
+    _, schedule = demo.one("AWS::Scheduler::Schedule", "FunctionsProvisionerSchedule")
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert schedule["Properties"]["State"] == "ENABLED"
+    assert render(schedule["Properties"]["Target"]["Arn"]) == "${FunctionsProvisioner.Arn}"
+    assert schedule["Properties"]["Target"]["RetryPolicy"] == {"MaximumEventAgeInSeconds": 60,
+                                                               "MaximumRetryAttempts": 0}
+    demo.template.has_resource_properties("AWS::Lambda::EventInvokeConfig", {
+        "FunctionName": Match.object_like({"Ref": Match.string_like_regexp("FunctionsProvisioner")}),
+        "MaximumEventAgeInSeconds": 60, "MaximumRetryAttempts": 0})
+
+
+def test_interruption_consumes_the_queue_with_partial_batch_responses(demo: Synth) -> None:
+    mappings = list(demo.of_type("AWS::Lambda::EventSourceMapping").values())
+    assert len(mappings) == 1
+    props = render(mappings[0]["Properties"])
+    assert props["EventSourceArn"] == "${InterruptionQueue.Arn}"
+    assert props["FunctionName"] == "${FunctionsInterruption}"
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BatchSize"] == 10
+    assert props["ScalingConfig"] == {"MaximumConcurrency": 10}
+    assert "ReservedConcurrentExecutions" not in _function(demo, "interruption")
+
+
+def test_disruption_is_scheduled_and_runs_alone(demo: Synth) -> None:
+    assert _function(demo, "disruption")["ReservedConcurrentExecutions"] == 1
+    _, schedule = demo.one("AWS::Scheduler::Schedule", "FunctionsDisruptionSchedule")
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert render(schedule["Properties"]["Target"]["Arn"]) == "${FunctionsDisruption.Arn}"
+
+
+def test_full_config_puts_functions_in_the_vpc_and_applies_its_settings(full: Synth) -> None:
+    for name in HANDLERS:
+        assert _function(full, name)["VpcConfig"] == {
+            "SubnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+            "SecurityGroupIds": ["sg-0123456789abcdef0"]}
+    assert _function(full, "provisioner")["Timeout"] == 60  # watch mode off
+    _, schedule = full.one("AWS::Scheduler::Schedule", "FunctionsDisruptionSchedule")
+    assert schedule["Properties"]["State"] == "DISABLED"
+    assert schedule["Properties"]["ScheduleExpression"] == "cron(0/5 * * * ? *)"
+    mapping = next(iter(full.of_type("AWS::Lambda::EventSourceMapping").values()))["Properties"]
+    assert mapping["BatchSize"] == 5 and mapping["ScalingConfig"] == {"MaximumConcurrency": 4}
+    assert {g["Properties"]["RetentionInDays"] for g in full.of_type("AWS::Logs::LogGroup").values()} == {90}
+    full.template.has_resource_properties("AWS::SNS::Subscription",
+                                          {"Protocol": "email", "Endpoint": "oncall@example.com"})
+    for alarm in full.of_type("AWS::CloudWatch::Alarm").values():
+        assert len(alarm["Properties"]["AlarmActions"]) == 1
+
+
+def test_outputs(demo: Synth) -> None:
+    outputs = render(demo.template.to_json()["Outputs"])
+    assert outputs["InterruptionQueueArn"]["Value"] == "${InterruptionQueue.Arn}"
+    for name in HANDLERS:
+        assert outputs[f"{name.capitalize()}FunctionName"]["Value"] == f"${{Functions{name.capitalize()}}}"
+    assert outputs["DashboardUrl"]["Value"] == ("https://us-west-2.console.aws.amazon.com/cloudwatch/home?"
+                                                 "region=us-west-2#dashboards:name=${MonitoringDashboard}")
+
+
+# --- monitoring ----------------------------------------------------------------------------------------
+
+def _dashboard(synth: Synth) -> dict[str, Any]:
+    _, dashboard = synth.one("AWS::CloudWatch::Dashboard", "MonitoringDashboard")
+    body: dict[str, Any] = json.loads(render(dashboard["Properties"]["DashboardBody"]))
+    return body
+
+
+def _custom_metrics(body: dict[str, Any]) -> list[str]:
+    names: list[str] = []
+    for widget in body["widgets"]:
+        for line in widget["properties"].get("metrics", []):
+            if isinstance(line[0], dict):
+                names += re.findall(r"\((\w+)\) FROM SCHEMA\(\"" + mc.NAMESPACE, line[0]["expression"])
+            elif line[0] == mc.NAMESPACE:
+                names.append(line[1])
+    return names
+
+
+def test_every_dashboard_metric_is_one_the_code_emits(demo: Synth) -> None:
+    shown = _custom_metrics(_dashboard(demo))
+    assert shown and set(shown) <= set(mc.CATALOGUE)
+
+
+def test_dashboard_shows_what_the_issue_asks_for(demo: Synth) -> None:
+    body = _dashboard(demo)
+    shown = set(_custom_metrics(body))
+    assert {"PendingPods", "NodesLaunched", "LaunchFailures", "PlanSeconds", "PodToLaunchSeconds",
+            "InterruptionEvents", "DrainSeconds", "EvictionsBlockedByPDB", "ManagedHourlyCost"} <= shown
+    text = json.dumps(body)
+    for grouping in ("GROUP BY InstanceType", "GROUP BY CapacityType", "GROUP BY Zone", "GROUP BY Reason",
+                     "GROUP BY Kind, Action"):
+        assert grouping in text
+    for aws_metric in ('"AWS/SQS", "ApproximateNumberOfMessagesVisible"', '"AWS/Lambda", "Errors"',
+                       '"AWS/Lambda", "Duration"', '"AWS/Lambda", "Throttles"'):
+        assert aws_metric in text
+
+
+def test_grouped_queries_use_each_metrics_full_dimension_set(demo: Synth) -> None:
+    for expression in re.findall(r'SELECT [^"]+\((\w+)\) FROM SCHEMA\(\\?"[^"\\]+\\?", ([\w, ]+)\)',
+                                 json.dumps(_dashboard(demo))):
+        name, schema = expression
+        assert schema.split(", ") == [mc.SERVICE_DIMENSION, *mc.CATALOGUE[name].dimensions]
+
+
+def test_alarms_read_catalogue_metrics(demo: Synth) -> None:
+    alarms = {k: v["Properties"] for k, v in demo.of_type("AWS::CloudWatch::Alarm").items()}
+    assert len(alarms) == 6
+    custom = [m["MetricStat"]["Metric"] for a in alarms.values() for m in a.get("Metrics", [])]
+    assert {m["MetricName"] for m in custom} == {"UnschedulablePods", "PricesStale"} <= set(mc.CATALOGUE)
+    assert all(m["Namespace"] == mc.NAMESPACE for m in custom)
+    unschedulable = next(a for k, a in alarms.items() if k.startswith("MonitoringPodsUnschedulable"))
+    assert unschedulable["EvaluationPeriods"] * unschedulable["Metrics"][0]["MetricStat"]["Period"] == 600
+    errors = [a for k, a in alarms.items() if "ErrorsAlarm" in k]
+    assert len(errors) == 3 and all(a["MetricName"] == "Errors" for a in errors)
+
+
+# --- cdk-nag and cfn-lint ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("synth_name", ["demo", "full"])
+def test_cdk_nag_aws_solutions_has_no_unsuppressed_findings(synth_name: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(synth_name)
+    pattern = Match.string_like_regexp("AwsSolutions-.*")
+    findings = synth.annotations.find_error("*", pattern) + synth.annotations.find_warning("*", pattern)
+    assert [f"{f.id}: {str(f.entry.data)[:120]}" for f in findings] == []
+
+
+def test_every_nag_suppression_has_a_reason(demo: Synth) -> None:
+    suppressions = [s for resource in demo.resources.values()
+                    for s in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", [])]
+    assert suppressions
+    assert all(len(s["reason"]) >= 40 for s in suppressions)
+
+
+@pytest.mark.parametrize("synth_name", ["demo", "full"])
+def test_cfn_lint_passes(synth_name: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    synth: Synth = request.getfixturevalue(synth_name)
+    template = tmp_path / "template.json"
+    template.write_text(json.dumps(synth.template.to_json()))
+    matches = lint_file(template)
+    assert [f"{m.rule.id} {m.message}" for m in matches] == []

@@ -1,0 +1,201 @@
+"""The cluster file model: the example loads, every bad field is named with its file, the runtime file
+round-trips, and the domain parsers are picked up when they exist."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from autoscaler import config as cfg
+from autoscaler.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "clusters" / "demo.yaml"
+SOURCE = "clusters/demo.yaml"
+
+
+@pytest.fixture
+def raw() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(DEMO.read_text())
+    return data
+
+
+def test_demo_reproduces_the_karpenter_getting_started_setup() -> None:
+    config = load_cluster_config(DEMO, source=SOURCE)
+    assert (config.cluster_name, config.region) == ("demo", "us-west-2")
+    pool = config.node_pools[0]
+    assert pool["spec"]["template"]["metadata"]["labels"] == {"intent": "apps"}
+    requirements = {r["key"]: r for r in pool["spec"]["template"]["spec"]["requirements"]}
+    assert requirements["karpenter.sh/capacity-type"]["values"] == ["spot"]
+    size = requirements["karpenter.k8s.aws/instance-size"]
+    assert size["operator"] == "NotIn" and size["values"] == ["nano", "micro", "small", "medium", "large"]
+    assert pool["spec"]["limits"]["cpu"] == 1000
+    assert pool["spec"]["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"}
+    node_class = config.node_classes[0]["spec"]
+    assert node_class["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
+    assert node_class["role"] == config.node_role_name == "KarpenterNodeRole-demo"
+    assert node_class["subnetSelectorTerms"] == node_class["securityGroupSelectorTerms"] == [
+        {"tags": {"karpenter.sh/discovery": "demo"}}]
+
+
+def test_defaults() -> None:
+    config = load_cluster_config(DEMO)
+    assert config.interruption.model_dump() == {
+        "spot_interruption": "drain", "rebalance": "taint", "scheduled_change": "drain", "state_change": "drain",
+        "batch_size": 10, "max_concurrency": 10, "timeout_seconds": 120}
+    assert config.provisioner.watch_mode and not config.provisioner.dry_run
+    assert (config.provisioner.period_seconds, config.provisioner.watch_seconds,
+            config.provisioner.timeout_seconds) == (60, 50, 80)
+    assert config.vpc is None and config.node_role.create and not config.rbac.cluster_admin
+    assert config.log_retention_days == 30
+
+
+def _set(data: dict[str, Any], path: str, value: Any) -> None:
+    keys: list[Any] = [int(k) if k.isdigit() else k for k in path.replace("[", ".").replace("]", "").split(".")]
+    target: Any = data
+    for key in keys[:-1]:
+        target = target[key]
+    if value is _DELETE:
+        del target[keys[-1]]
+    else:
+        target[keys[-1]] = value
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    ("nodePools[0].spec.limits.cpu", "lots", "nodePools[0].spec.limits.cpu: 'lots' is not a quantity"),
+    ("nodePools[0].spec.limits.memory", "1Zi", "nodePools[0].spec.limits.memory: '1Zi' is not a quantity"),
+    ("nodePools[0].kind", "Provisioner2", "nodePools[0]: apiVersion/kind 'karpenter.sh/v1' 'Provisioner2'"),
+    ("nodePools[0].metadata.name", "", "nodePools[0].metadata.name: required"),
+    ("nodePools[0].spec.template.spec.nodeClassRef.name", "other",
+     "nodePools[0].spec.template.spec.nodeClassRef.name: 'other' names no entry of nodeClasses"),
+    ("nodeClasses[0].spec.role", "SomeRole", "nodeClasses[0].spec.role: 'SomeRole' is not the node role"),
+    ("nodeClasses[0].apiVersion", "karpenter.sh/v1", "nodeClasses[0]: apiVersion/kind"),
+    ("clusterName", "bad name!", "clusterName: String should match pattern"),
+    ("region", "mars", "region: String should match pattern"),
+    ("interruption.rebalance", "explode", "interruption.rebalance: Input should be 'drain', 'taint' or 'ignore'"),
+    ("interruption.spotInterruption", "taint", "interruption.spotInterruption: Input should be 'drain' or 'ignore'"),
+    ("interruption.maxConcurrency", 1, "interruption.maxConcurrency: Input should be greater than or equal to 2"),
+    ("provisioner.schedule", "cron(* * * * ? *)", "provisioner.schedule: 'cron(* * * * ? *)': the provisioner runs"),
+    ("provisioner.registrationTimeout", "soon", "provisioner.registrationTimeout: 'soon' is not a duration"),
+    ("disruption.schedule", "hourly", "disruption.schedule: 'hourly' is not an EventBridge schedule"),
+    ("provisioner.watchMod", True, "provisioner.watchMod: Extra inputs are not permitted"),
+    ("vpc", {"vpcId": "vpc-0123456789abcdef0", "subnetIds": ["subnet-1"], "securityGroupIds": []},
+     "vpc.subnetIds: not subnet ids"),
+    ("nodeRole", {"create": True, "roleArn": "arn:aws:iam::123456789012:role/x"},
+     "nodeRole: give either create: true or an existing roleArn"),
+    ("nodeRole", {"create": False}, "nodeRole: create: false needs roleArn"),
+    ("logRetentionDays", 31, "logRetentionDays: 31 is not a CloudWatch Logs retention period"),
+    ("alarms", {"email": "not-an-address"}, "alarms.email: String should match pattern"),
+    ("nodePools", [], "nodePools: List should have at least 1 item"),
+    ("nodeClasses", _DELETE, "nodeClasses: Field required"),
+])
+def test_errors_name_the_file_and_the_field(raw: dict[str, Any], path: str, value: Any, message: str) -> None:
+    _set(raw, path, value)
+    with pytest.raises(ConfigError) as exc:
+        parse_cluster_config(raw, source=SOURCE)
+    assert any(line.startswith(f"{SOURCE}: ") for line in str(exc.value).splitlines())
+    assert f"{SOURCE}: {message}" in str(exc.value), str(exc.value)
+
+
+def test_every_problem_is_reported_at_once(raw: dict[str, Any]) -> None:
+    raw["region"] = "x"
+    raw["provisioner"]["schedule"] = "never"
+    with pytest.raises(ConfigError) as exc:
+        parse_cluster_config(raw, source=SOURCE)
+    assert len(exc.value.problems) == 2
+
+
+def test_duplicate_names_are_rejected(raw: dict[str, Any]) -> None:
+    raw["nodePools"].append(copy.deepcopy(raw["nodePools"][0]))
+    with pytest.raises(ConfigError, match=r"nodePools\[1\]\.metadata\.name: 'default' is defined twice"):
+        parse_cluster_config(raw, source=SOURCE)
+
+
+def test_v1alpha5_provisioner_limits_are_checked(raw: dict[str, Any]) -> None:
+    raw["nodePools"] = [{"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "p"},
+                         "spec": {"providerRef": {"name": "default"}, "limits": {"resources": {"cpu": "x"}}}}]
+    with pytest.raises(ConfigError, match=r"nodePools\[0\]\.spec\.limits\.resources\.cpu: 'x'"):
+        parse_cluster_config(raw, source=SOURCE)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("- just\n- a list\n", "the file must hold a mapping"),
+    ("clusterName: [unclosed\n", "not valid YAML"),
+])
+def test_unreadable_files(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        load_cluster_config(path)
+    with pytest.raises(ConfigError, match="cannot read the file"):
+        load_cluster_config(tmp_path / "missing.yaml")
+
+
+def test_runtime_config_round_trips_through_the_bundled_json(tmp_path: Path) -> None:
+    config = load_cluster_config(DEMO)
+    path = tmp_path / "cluster.json"
+    path.write_text(config.to_json())
+    assert json.loads(path.read_text())["clusterName"] == "demo"  # camelCase, as in the cluster file
+    assert cfg.load_runtime_config(path) == config
+    assert cfg.load_runtime_config(environ={cfg.ENV_CONFIG_FILE: str(path)}) == config
+
+
+def test_runtime_config_missing_or_bad(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the runtime configuration"):
+        cfg.load_runtime_config(environ={cfg.ENV_CONFIG_FILE: str(tmp_path / "none.json")})
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"clusterName": "demo"}))
+    with pytest.raises(ConfigError, match=r"bad\.json: region: Field required"):
+        cfg.load_runtime_config(bad)
+
+
+def test_runtime_config_defaults_to_the_file_in_the_asset() -> None:
+    with pytest.raises(ConfigError) as exc:
+        cfg.load_runtime_config(environ={})
+    assert exc.value.source == str(cfg.BUNDLED_CONFIG)
+    assert cfg.BUNDLED_CONFIG.parent.name == "autoscaler"
+
+
+def test_deployment_env() -> None:
+    env = cfg.load_deployment_env({cfg.ENV_QUEUE_URL: "https://sqs/q", cfg.ENV_PROVISIONER_FUNCTION: "fn"})
+    assert (env.queue_url, env.provisioner_function, env.node_role_arn) == ("https://sqs/q", "fn", None)
+
+
+def test_domain_parsers_are_called_when_they_exist(raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+
+    def parse_node_pools(pools: list[dict[str, Any]]) -> None:
+        seen.append(len(pools))
+        raise ValueError("nodePools[0].spec.template.spec.requirements[1].operator: 'Near' is not an operator")
+
+    module = types.ModuleType("autoscaler.domain.nodepool")
+    module.parse_node_pools = parse_node_pools  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "autoscaler.domain.nodepool", module)
+    with pytest.raises(ConfigError) as exc:
+        parse_cluster_config(raw, source=SOURCE)
+    assert seen == [1]
+    assert str(exc.value) == (f"{SOURCE}: nodePools[0].spec.template.spec.requirements[1].operator: "
+                              "'Near' is not an operator")
+
+
+def test_a_missing_domain_parser_is_skipped(raw: dict[str, Any]) -> None:
+    assert all(m.startswith("autoscaler.domain.") for m, *_ in cfg.NODEPOOL_VALIDATORS)
+    assert isinstance(parse_cluster_config(raw, source=SOURCE), ClusterConfig)
+
+
+def test_rate_and_duration_helpers() -> None:
+    assert cfg.rate_seconds("rate(5 minutes)") == 300
+    assert cfg.rate_seconds("rate(1 hour)") == 3600
+    assert cfg.rate_seconds("cron(0 * * * ? *)") is None
+    assert cfg.duration_seconds("1h30m") == 5400
+    assert cfg.duration_seconds("30s") == 30
