@@ -15,11 +15,10 @@ variables, read by :func:`load_deployment_env`.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +26,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from autoscaler.domain.errors import ConfigError as DomainConfigError
+from autoscaler.domain.nodeclass import parse_node_classes
 from autoscaler.domain.quantity import QuantityError, cpu_millis, to_int
 
 # Where the bundled configuration lives inside the Lambda asset, and how to point elsewhere (tests, local runs).
@@ -327,41 +328,19 @@ def check_karpenter_objects(config: ClusterConfig) -> list[str]:
     return problems
 
 
-# The domain's parsers, tried when they exist (they produce the messages a user sees for NodePool
-# semantics). Each entry: (module, function, ClusterConfig attribute, field name in the file).
-# Wiring a parser with a different signature is a one-line change here.
-NODEPOOL_VALIDATORS: list[tuple[str, str, str, str]] = [
-    ("autoscaler.domain.nodepool", "parse_node_pools", "node_pools", "nodePools"),
-    ("autoscaler.domain.nodeclass", "parse_node_classes", "node_classes", "nodeClasses"),
-]
-
-
-def _load_parser(module: str, function: str) -> Callable[[list[dict[str, Any]]], object] | None:
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name == module:
-            return None
-        raise
-    parser: Callable[[list[dict[str, Any]]], object] | None = getattr(mod, function, None)
-    return parser
-
-
 def validate_karpenter_objects(config: ClusterConfig) -> list[str]:
     """All problems with the config's NodePools and EC2NodeClasses: structural checks, then the domain's
-    own parsers (when installed). Returns ``"field.path: message"`` strings; empty means valid."""
+    own parsers (which produce the messages a user sees for Karpenter semantics). Returns
+    ``"field.path: message"`` strings; empty means valid."""
     problems = check_karpenter_objects(config)
     if problems:
         return problems
-    for module, function, attribute, field in NODEPOOL_VALIDATORS:
-        parser = _load_parser(module, function)
-        if parser is None:
-            continue
-        try:
-            parser(getattr(config, attribute))
-        except Exception as exc:  # the parsers' error types are theirs; the message is what matters here
-            message = str(exc)
-            problems.append(message if message.startswith(field) else f"{field}: {message}")
+    try:
+        # v1alpha1 AWSNodeTemplates took the instance profile from a global setting; the stack's
+        # node role plays that part here.
+        parse_node_classes(config.node_classes, default_role=config.node_role_name)
+    except DomainConfigError as exc:
+        problems.append(f"nodeClasses: {exc}")
     return problems
 
 

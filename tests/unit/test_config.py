@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,7 @@ import pytest
 import yaml
 
 from autoscaler import config as cfg
-from autoscaler.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
+from autoscaler.config import ConfigError, load_cluster_config, parse_cluster_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "clusters" / "demo.yaml"
@@ -171,26 +169,10 @@ def test_deployment_env() -> None:
     assert (env.queue_url, env.provisioner_function, env.node_role_arn) == ("https://sqs/q", "fn", None)
 
 
-def test_domain_parsers_are_called_when_they_exist(raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[int] = []
-
-    def parse_node_pools(pools: list[dict[str, Any]]) -> None:
-        seen.append(len(pools))
-        raise ValueError("nodePools[0].spec.template.spec.requirements[1].operator: 'Near' is not an operator")
-
-    module = types.ModuleType("autoscaler.domain.nodepool")
-    module.parse_node_pools = parse_node_pools  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "autoscaler.domain.nodepool", module)
-    with pytest.raises(ConfigError) as exc:
+def test_node_class_semantics_are_checked_by_the_domain_parser(raw: dict[str, Any]) -> None:
+    raw["nodeClasses"][0]["spec"]["amiSelectorTerms"] = [{"alias": "ubuntu@latest"}]
+    with pytest.raises(ConfigError, match=r"nodeClasses: EC2NodeClass \S+: spec\.amiSelectorTerms\.0\.alias"):
         parse_cluster_config(raw, source=SOURCE)
-    assert seen == [1]
-    assert str(exc.value) == (f"{SOURCE}: nodePools[0].spec.template.spec.requirements[1].operator: "
-                              "'Near' is not an operator")
-
-
-def test_a_missing_domain_parser_is_skipped(raw: dict[str, Any]) -> None:
-    assert all(m.startswith("autoscaler.domain.") for m, *_ in cfg.NODEPOOL_VALIDATORS)
-    assert isinstance(parse_cluster_config(raw, source=SOURCE), ClusterConfig)
 
 
 def test_rate_and_duration_helpers() -> None:

@@ -65,3 +65,11 @@ def test_invalid_node_classes_name_the_field(spec: dict[str, Any], message: str)
 def test_duplicate_names_rejected() -> None:
     with pytest.raises(ConfigError, match="defined twice"):
         parse_node_classes([_v1(), _v1()])
+
+
+def test_aws_node_template_without_profile_uses_the_stack_role_or_says_what_is_missing() -> None:
+    legacy = {"apiVersion": "karpenter.k8s.aws/v1alpha1", "kind": "AWSNodeTemplate", "metadata": {"name": "old"},
+              "spec": {"subnetSelector": {"a": "b"}, "securityGroupSelector": {"a": "b"}}}
+    assert parse_node_class(legacy, default_role="KarpenterNodeRole-demo").role == "KarpenterNodeRole-demo"
+    with pytest.raises(ConfigError, match=r"AWSNodeTemplate old: spec\.instanceProfile is required"):
+        parse_node_class(legacy)

@@ -193,7 +193,7 @@ def _legacy_selector(selector: Mapping[str, str], *, ids_key: str) -> list[dict[
     return [{"tags": tags}] if tags else []
 
 
-def _from_v1alpha1(name: str, spec: Mapping[str, Any]) -> NodeClass:
+def _from_v1alpha1(name: str, spec: Mapping[str, Any], *, default_role: str | None) -> NodeClass:
     """AWSNodeTemplate: selectors are tag maps and the instance profile came from global settings."""
     converted: dict[str, Any] = {
         "subnetSelectorTerms": _legacy_selector(spec.get("subnetSelector") or {}, ids_key="aws-ids"),
@@ -222,13 +222,20 @@ def _from_v1alpha1(name: str, spec: Mapping[str, Any]) -> NodeClass:
                 "detailedMonitoring"):
         if key in spec:
             converted[key] = spec[key]
-    if "instanceProfile" not in converted and "role" in spec:
-        converted["role"] = spec["role"]
+    if "instanceProfile" not in converted:
+        # v1alpha1 took the profile from the global aws.defaultInstanceProfile setting.
+        role = spec.get("role") or default_role
+        if not role:
+            raise ConfigError(f"AWSNodeTemplate {name}: spec.instanceProfile is required "
+                              "(v1alpha1 took it from the global aws.defaultInstanceProfile setting)")
+        converted["role"] = role
     return _from_v1(name, converted)
 
 
-def parse_node_class(obj: Mapping[str, Any]) -> NodeClass:
-    """Validate one EC2NodeClass / AWSNodeTemplate manifest; raise ConfigError naming the field."""
+def parse_node_class(obj: Mapping[str, Any], *, default_role: str | None = None) -> NodeClass:
+    """Validate one EC2NodeClass / AWSNodeTemplate manifest; raise ConfigError naming the field.
+
+    ``default_role`` is the node role used for an AWSNodeTemplate that names no instance profile."""
     kind = str(obj.get("kind") or "EC2NodeClass")
     api = str(obj.get("apiVersion") or "karpenter.k8s.aws/v1")
     name = str((obj.get("metadata") or {}).get("name") or "")
@@ -240,7 +247,7 @@ def parse_node_class(obj: Mapping[str, Any]) -> NodeClass:
         raise ConfigError(f"{subject}: spec is required")
     try:
         if kind == "AWSNodeTemplate" or api.endswith("/v1alpha1"):
-            return _from_v1alpha1(name, spec)
+            return _from_v1alpha1(name, spec, default_role=default_role)
         if kind != "EC2NodeClass":
             raise ConfigError(f"{subject}: kind must be EC2NodeClass or AWSNodeTemplate")
         if api not in ("karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1"):
@@ -250,11 +257,11 @@ def parse_node_class(obj: Mapping[str, Any]) -> NodeClass:
         raise describe_validation_error(subject, exc, path_prefix="spec.") from exc
 
 
-def parse_node_classes(objs: Iterable[Mapping[str, Any]]) -> dict[str, NodeClass]:
+def parse_node_classes(objs: Iterable[Mapping[str, Any]], *, default_role: str | None = None) -> dict[str, NodeClass]:
     """Parse all node classes; duplicate names are an error."""
     out: dict[str, NodeClass] = {}
     for obj in objs:
-        nc = parse_node_class(obj)
+        nc = parse_node_class(obj, default_role=default_role)
         if nc.name in out:
             raise ConfigError(f"EC2NodeClass {nc.name}: defined twice")
         out[nc.name] = nc
