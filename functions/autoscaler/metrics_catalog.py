@@ -11,8 +11,9 @@ CloudWatch treats each distinct set as a different metric, so emit exactly these
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
 NAMESPACE = "EKSServerlessAutoscaler"
 SERVICE_DIMENSION = "service"
@@ -110,3 +111,32 @@ CATALOGUE: dict[str, MetricDef] = {m.name: m for m in (
 def emitted_by(emitter: Emitter) -> list[MetricDef]:
     """The metrics one function emits."""
     return [m for m in CATALOGUE.values() if emitter in m.emitters]
+
+
+class MetricsSink(Protocol):
+    """Where services emit metrics. The handlers' sink writes Embedded Metric Format through Powertools;
+    tests use :class:`RecordingSink`."""
+
+    def emit(self, metric: MetricDef, value: float, **dimensions: str) -> None:
+        """Record one data point. ``dimensions`` must be exactly ``metric.dimensions`` (ValueError otherwise)."""
+        ...
+
+
+def check_dimensions(metric: MetricDef, dimensions: Mapping[str, str]) -> None:
+    if set(dimensions) != set(metric.dimensions):
+        raise ValueError(f"metric {metric.name} takes dimensions {list(metric.dimensions)}, got {sorted(dimensions)}")
+
+
+@dataclass
+class RecordingSink:
+    """A sink that keeps every data point, for tests and the local simulation."""
+
+    points: list[tuple[str, float, dict[str, str]]] = field(default_factory=list)
+
+    def emit(self, metric: MetricDef, value: float, **dimensions: str) -> None:
+        check_dimensions(metric, dimensions)
+        self.points.append((metric.name, value, dict(dimensions)))
+
+    def total(self, name: str, **dimensions: str) -> float:
+        return sum(v for n, v, d in self.points
+                   if n == name and all(d.get(k) == val for k, val in dimensions.items()))
