@@ -25,7 +25,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autoscaler.domain import resources as res
 from autoscaler.domain.allocatable import GI, allocatable, capacity
@@ -39,6 +39,7 @@ from autoscaler.domain.models import (
     PodAffinityTerm,
     Requirement,
     Taint,
+    TopologySpreadConstraint,
     tolerates_all,
 )
 from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
@@ -143,6 +144,8 @@ class _Class:
     variant: tuple[Requirement, ...] = ()
     cap: int = 1 << 30  # pods of this class per node
     conflicts: set[int] = field(default_factory=set)
+    # hostname spread: (maxSkew, ids of the classes its selector matches, the constraint)
+    host_spread: list[tuple[int, frozenset[int], TopologySpreadConstraint]] = field(default_factory=list)
     placed: int = 0
     zone_counts: dict[str, int] = field(default_factory=dict)
 
@@ -200,6 +203,10 @@ class _Node:
     target: _Target | None = None
     type_: _Type | None = None
     reserved: dict[str, int] = field(default_factory=dict)
+    free: Vec = ()
+
+    def __post_init__(self) -> None:
+        self.free = _sub(self.limit, self.used)
     allowed: frozenset[str] | None = None  # instance types every class on the node allows
 
 
@@ -219,8 +226,13 @@ class _Scheduler:
         self.classes = self._classes(pending)
         self.pools = self._pools()
         self.existing = self._existing_nodes()
-        self.open: list[_Node] = []
+        self.open: list[_Node] = []  # new nodes that may still take pods
+        self.new_nodes: list[_Node] = []  # every new node, for the output
         self.late: list[tuple[_Class, int, str]] = []
+        self.share_cache: dict[int, Vec] = {}
+        self.target_cache: dict[tuple[object, ...], _Target | str] = {}
+        self.fits_cache: dict[tuple[object, ...], list[_Type]] = {}
+        self.sorted_cache: dict[tuple[object, ...], list[tuple[float, str, _Type]]] = {}
         self.deferred: dict[tuple[object, ...], tuple[_Target, frozenset[str], frozenset[str], list[list[object]]]] = {}
 
     # ---- preparation ----
@@ -265,8 +277,11 @@ class _Scheduler:
                   or any(t.topology_key == HOSTNAME_LABEL for t in c.rep.topology_spread)]
         for c in shaped:
             for t in c.rep.topology_spread:
-                if t.topology_key == HOSTNAME_LABEL and _selects(t.label_selector, owner_ns=c.rep.namespace, pod=c):
-                    c.cap = min(c.cap, t.max_skew)
+                if t.topology_key == HOSTNAME_LABEL:
+                    ids = frozenset(d.id for d in out if _selects(t.label_selector, owner_ns=c.rep.namespace, pod=d))
+                    c.host_spread.append((t.max_skew, ids, t))
+                    if c.id in ids:
+                        c.cap = min(c.cap, t.max_skew)
             ports = {(hp.port, hp.protocol) for hp in c.rep.host_ports}
             for d in out:
                 anti = any(t.topology_key == HOSTNAME_LABEL and _selects(t, owner_ns=c.rep.namespace, pod=d)
@@ -439,17 +454,21 @@ class _Scheduler:
         for variant in c.variants:
             targets, reasons = [], []
             for pool in self.pools:
-                t = self._target(c, variant, pool)
+                key = (pool.index, variant, c.zone_pin, c.rep.tolerations)
+                t = self.target_cache.get(key)
+                if t is None:
+                    t = self.target_cache[key] = self._target(c, variant, pool)
                 if isinstance(t, str):
                     reasons.append(t)
                     continue
-                fits = [x for x in t.types if _fit(x.alloc, c.req) >= 1]
+                fits = self.fits_cache.get((key, c.req))
+                if fits is None:
+                    fits = self.fits_cache[(key, c.req)] = [x for x in t.types if _le(c.req, x.alloc)]
                 if not fits:
                     reasons.append(f"NodePool {pool.pool.name}: requests ({_fmt(c.rep.requests)}) exceed the "
                                    f"largest instance type it allows")
                     continue
-                t.types = fits
-                targets.append(t)
+                targets.append(replace(t, types=fits))
             if targets or any(self._node_ok(c, n, variant) for n in self.existing):
                 c.targets, c.variant = targets, variant
                 return None
@@ -471,7 +490,10 @@ class _Scheduler:
             0 if any(t.topology_key == HOSTNAME_LABEL for t in c.rep.pod_affinity) else
             1 if c.cap < (1 << 30) or c.conflicts else 2 if c.rep.pod_affinity else 3,
             tuple(-x for x in c.req)))
-        for c in order:
+        floor = tuple(min(c.req[i] for c in self.classes) for i in range(len(self.keys))) if self.classes else ()
+        for i, c in enumerate(order):
+            if i % 8 == 7:  # drop nodes no class could use any more, so scans stay short
+                self.open = [n for n in self.open if _fit(n.free, floor) > 0]
             if c.error is None:
                 c.error = self._resolve(c)
             if c.error is not None:
@@ -604,12 +626,15 @@ class _Scheduler:
         return False
 
     def _node_cap(self, c: _Class, n: _Node) -> int:
+        """Pods of ``c`` the node may still take: its own cap, and for each hostname spread constraint
+        maxSkew minus the matching pods already there (a new node is always a domain with zero, so the
+        minimum is zero and skew is the node's own count)."""
         cap = c.cap - n.classes.get(c.id, 0)
-        if n.bound:
-            for t in c.rep.topology_spread:
-                if t.topology_key == HOSTNAME_LABEL:
-                    cap = min(cap, t.max_skew - sum(
-                        1 for p in n.bound if _selects(t.label_selector, owner_ns=c.rep.namespace, pod=p)))
+        for skew, ids, t in c.host_spread:
+            have = sum(k for d, k in n.classes.items() if d in ids)
+            if n.bound:
+                have += sum(1 for p in n.bound if _selects(t.label_selector, owner_ns=c.rep.namespace, pod=p))
+            cap = min(cap, skew - have)
         return cap
 
     def _hostname_affinity(self, c: _Class) -> list[_Node] | None:
@@ -618,7 +643,7 @@ class _Scheduler:
         if not terms:
             return None
         found = []
-        for n in [*self.existing, *self.open]:
+        for n in [*self.existing, *self.new_nodes]:
             if all(any(_selects(t, owner_ns=c.rep.namespace, pod=p) for p in n.bound)
                    or any(_selects(t, owner_ns=c.rep.namespace, pod=self.classes[d]) for d in n.classes)
                    for t in terms):
@@ -627,6 +652,7 @@ class _Scheduler:
 
     def _put(self, c: _Class, n: _Node, k: int) -> None:
         n.used = _add(n.used, c.req, k)
+        n.free = _sub(n.limit, n.used)
         n.classes[c.id] = n.classes.get(c.id, 0) + k
         c.placed += k
 
@@ -643,7 +669,9 @@ class _Scheduler:
                 continue
             if not self._node_ok(c, n, c.variant) or self._conflict(c, n):
                 continue
-            k = min(count, self._node_cap(c, n), _fit(_sub(n.limit, n.used), c.req))
+            k = min(count, _fit(n.free, c.req))
+            if k > 0:
+                k = min(k, self._node_cap(c, n))
             if k > 0:
                 self._put(c, n, k)
                 count -= k
@@ -685,6 +713,8 @@ class _Scheduler:
                   count: int) -> int:
         """How many pods of ``c`` a node opened earlier in this plan takes (narrowing its zones, capacity
         types and instance types to what ``c`` allows)."""
+        if _fit(n.free, c.req) == 0:
+            return 0
         t, ty = n.target, n.type_
         assert t is not None and ty is not None
         x = next((x for x in c.targets if x.pool is t.pool), None)
@@ -702,7 +732,7 @@ class _Scheduler:
             return 0
         if self._conflict(c, n):
             return 0
-        k = min(count, self._node_cap(c, n), _fit(_sub(n.limit, n.used), c.req))
+        k = min(count, self._node_cap(c, n), _fit(n.free, c.req))
         if k > 0:
             n.zones, n.cts = frozenset(z), frozenset(ct)
             if not same:
@@ -726,7 +756,7 @@ class _Scheduler:
             per_node = min(c.cap, count)
             if single:
                 per_node = count
-            share = self._share(c, t, math.ceil(count / max(per_node, 1)))
+            share = self._share(c, t)
             want = _add(share, c.req, per_node)
             fitting = [x for x in types if _le(want, x.alloc)]
             if fitting:
@@ -752,16 +782,30 @@ class _Scheduler:
                 return
         self._unschedulable(c, count, reason or self._why_not(c, zones))
 
-    def _share(self, c: _Class, t: _Target, nodes: int) -> Vec:
-        """The part of the still-unplaced, unshaped demand on the same NodePool each new node should hold."""
+    def _share(self, c: _Class, t: _Target) -> Vec:
+        """What each node opened for a shaped class should also hold: the rest of the NodePool's pending
+        demand divided by the number of nodes its largest shaped family needs (a family is a class and
+        the classes it may not share a node with), so the other pods fill those nodes instead of new ones."""
+        if t.pool.index in self.share_cache:
+            return self.share_cache[t.pool.index]
+        in_pool = [d for d in self.classes if d.error is None and d.targets and d.targets[0].pool is t.pool]
         total = [0] * len(self.keys)
-        for d in self.classes:
-            if d.error is None and d.cap >= (1 << 30) and not d.conflicts and d is not c:
-                left = len(d.pods) - d.placed
-                if left > 0 and (not d.targets or d.targets[0].pool is t.pool):
-                    for i, r in enumerate(d.req):
-                        total[i] += r * left
-        return tuple(x // max(nodes, 1) for x in total)
+        for d in in_pool:
+            for i, r in enumerate(d.req):
+                total[i] += r * len(d.pods)
+        nodes, family_demand = 1, [0] * len(self.keys)
+        for d in in_pool:
+            if d.cap >= (1 << 30) and not d.conflicts:
+                continue
+            fam = [e for e in in_pool if e.id == d.id or e.id in d.conflicts
+                   or any(e.id in ids for _, ids, _t in d.host_spread)]
+            need = math.ceil(sum(len(e.pods) for e in fam) / max(d.cap, 1))
+            if need > nodes:
+                nodes = need
+                family_demand = [sum(e.req[i] * len(e.pods) for e in fam) for i in range(len(self.keys))]
+        share = tuple(max(0, (a - b)) // nodes for a, b in zip(total, family_demand, strict=True))
+        self.share_cache[t.pool.index] = share
+        return share
 
     def _limit_key(self, pool: _Pool, ty: _Type) -> str:
         for k, lim in pool.pool.limits.items():
@@ -779,6 +823,7 @@ class _Scheduler:
         node = _Node("", dict(t.labels), pool.pool.taints, ty.alloc, tuple(0 for _ in self.keys), zones, cts,
                      target=t, type_=ty, reserved=ty.capacity)
         self.open.append(node)
+        self.new_nodes.append(node)
         return node
 
     # ---- bulk packing of unshaped classes ----
@@ -852,6 +897,7 @@ class _Scheduler:
                         share[cid] += k
                     break
                 node.used = used
+                node.free = _sub(node.limit, used)
                 node.classes = put
                 for cid, k in put.items():
                     rem[cid] -= k
@@ -897,7 +943,7 @@ class _Scheduler:
             for key in pods_for(ex):
                 self.plan.existing[key] = ex.name
         cache: dict[tuple[object, ...], tuple[str, tuple[str, ...], tuple[str, ...], float] | str] = {}
-        for n in self.open:
+        for n in self.new_nodes:
             keys = pods_for(n)
             if not keys:
                 continue
@@ -935,19 +981,25 @@ class _Scheduler:
         for ct in ("spot", "on-demand"):
             if ct not in n.cts:
                 continue
+            skey = (id(t), n.zones, ct)
+            ordered = self.sorted_cache.get(skey)
+            if ordered is None:
+                ordered = sorted(((p, x.name, x) for x in t.types if (p := _price(x, n.zones, ct)) < _INF),
+                                 key=lambda e: (e[0], e[1]))
+                self.sorted_cache[skey] = ordered
             cands = []
-            for x in t.types:
-                if not _le(n.used, x.alloc) or (n.allowed is not None and x.name not in n.allowed):
+            need_all = any(r.min_values for r in t.pool.pool.requirements)
+            for p, name, x in ordered:
+                if not _le(n.used, x.alloc) or (n.allowed is not None and name not in n.allowed):
                     continue
                 if t.pool.pool.limits and any(x.capacity.get(k, 0) > v for k, v in ty.capacity.items()
                                               if k in t.pool.pool.limits):
                     continue
-                p = _price(x, n.zones, ct)
-                if p < _INF:
-                    cands.append((p, x.name, x))
+                cands.append((p, name, x))
+                if len(cands) >= MAX_INSTANCE_TYPES and not need_all:
+                    break
             if not cands:
                 continue
-            cands.sort(key=lambda e: (e[0], e[1]))
             chosen = _with_min_values([e[2] for e in cands], t.pool.pool.requirements)
             if chosen is None:
                 result = (f"NodePool {t.pool.pool.name}: the instance types that fit do not meet its minValues")
@@ -985,7 +1037,8 @@ def _split_by_mix(types: list[_Type], items: list[tuple[_Class, int]], demand: l
                   zones: frozenset[str], cts: frozenset[str], keys: list[str]) -> list[tuple[_Type, dict[int, int]]]:
     """Choose one or two instance types whose fractional mix covers ``demand`` most cheaply (the LP over
     CPU, memory and pods restricted to pairs), and split the classes between them by CPU:memory ratio."""
-    fitting = [x for x in types if all(_fit(x.alloc, c.req) >= 1 for c, _ in items)]
+    biggest = tuple(max(c.req[i] for c, _ in items) for i in range(len(keys)))
+    fitting = [x for x in types if _le(biggest, x.alloc)]
     if not fitting:
         fitting = types
     priced = [(x, _sizing_price(x, zones, cts)) for x in fitting]
