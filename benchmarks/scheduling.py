@@ -19,7 +19,10 @@ import statistics
 import sys
 from typing import Any
 
+from scipy.optimize import linprog  # dev-only dependency: the LP bound
+
 from autoscaler.domain import allocatable as alloc
+from autoscaler.domain.labels import instance_type_labels
 from autoscaler.domain.models import (
     LabelSelector,
     OwnerRef,
@@ -28,7 +31,7 @@ from autoscaler.domain.models import (
     TopologySpreadConstraint,
 )
 from autoscaler.domain.nodeclass import parse_node_class
-from autoscaler.domain.nodepool import parse_node_pool
+from autoscaler.domain.nodepool import parse_node_pool, requirement_allows
 from autoscaler.domain.objects import instance_type_from_ec2
 from autoscaler.domain.plan import Plan, PlanInput
 from autoscaler.domain.scheduler import plan
@@ -88,11 +91,6 @@ def make_input(pods: list[Pod]) -> PlanInput:
 
 
 def lp_bound(snap: PlanInput, pods: list[Pod]) -> float:
-    from scipy.optimize import linprog  # dev-only dependency
-
-    from autoscaler.domain.labels import instance_type_labels
-    from autoscaler.domain.nodepool import requirement_allows
-
     pool = snap.node_pools[0]
     price: dict[str, float] = {}
     for o in snap.offerings:

@@ -407,6 +407,9 @@ class _Scheduler:
 
     def _target(self, c: _Class, variant: tuple[Requirement, ...], pool: _Pool) -> _Target | str:
         name = f"NodePool {pool.pool.name}"
+        if not pool.types:
+            return (f"{name}: no instance type has a priced offering its requirements allow "
+                    f"(capacity types {list(pool.pool.capacity_types)})")
         untolerated = tolerates_all(c.rep.tolerations, pool.pool.taints)
         if untolerated:
             t = untolerated[0]
