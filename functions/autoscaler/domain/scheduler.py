@@ -852,59 +852,39 @@ class _Scheduler:
 
     def _pack_group(self, t: _Target, zones: frozenset[str], cts: frozenset[str],
                     items: list[tuple[_Class, int]]) -> list[tuple[_Class, int]]:
-        """Open nodes for ``items`` on target ``t``; returns what a NodePool limit left over."""
+        """Open nodes for ``items`` on target ``t``; returns what a NodePool limit left over.
+
+        Node by node: solve the two-type LP on the demand still to place, open the type the LP uses
+        most (or, for the last fraction of a node, the cheapest type that takes everything left), and
+        fill it balancing CPU against memory so the node is full in both."""
         types = [x for x in t.types if _sizing_price(x, zones, cts) < _INF]
         rem = {c.id: n for c, n in items}
         cls = {c.id: c for c, _ in items}
-        demand = [0] * len(self.keys)
-        for c, n in items:
-            for i, r in enumerate(c.req):
-                demand[i] += r * n
-        groups = _split_by_mix(types, items, demand, zones=zones, cts=cts, keys=self.keys)
-        for ty, share in groups:
-            order = sorted(share, key=lambda cid: tuple(-x for x in cls[cid].req))
-            while any(share[cid] > 0 for cid in order):
-                load = [0] * len(self.keys)
-                for cid in order:
-                    for i, r in enumerate(cls[cid].req):
-                        load[i] += r * share[cid]
-                nodes_left = max([1, *(math.ceil(d / a) if a > 0 else (1 << 30) if d > 0 else 1
-                                       for d, a in zip(load, ty.alloc, strict=True))])
-                free = list(ty.alloc)
-                put: dict[int, int] = {}
-                for cid in order:
-                    if share[cid] <= 0:
-                        continue
-                    k = min(math.ceil(share[cid] / nodes_left), _fit(free, cls[cid].req))
-                    if k > 0:
-                        put[cid] = k
-                        share[cid] -= k
-                        free = [f - r * k for f, r in zip(free, cls[cid].req, strict=True)]
-                for cid in order:
-                    if share[cid] > 0:
-                        k = min(share[cid], _fit(free, cls[cid].req))
-                        if k > 0:
-                            put[cid] = put.get(cid, 0) + k
-                            share[cid] -= k
-                            free = [f - r * k for f, r in zip(free, cls[cid].req, strict=True)]
-                if not put:
-                    break  # nothing fits this type; left for the fallback below
-                used = tuple(a - f for a, f in zip(ty.alloc, free, strict=True))
-                node_type = ty
-                if nodes_left == 1:  # the last, partly filled node: size it to its load
-                    node_type = min((x for x in types if _le(used, x.alloc)),
-                                    key=lambda x: _sizing_price(x, zones, cts), default=ty)
-                node = self._new_node(t, node_type, zones, cts)
-                if node is None:
-                    for cid, k in put.items():
-                        share[cid] += k
-                    break
-                node.used = used
-                node.free = _sub(node.limit, used)
-                node.classes = put
-                for cid, k in put.items():
-                    rem[cid] -= k
-                    cls[cid].placed += k
+        cpu, mem = self.keys.index(res.CPU), self.keys.index(res.MEMORY)
+        while types and any(rem.values()):
+            live = [(cls[cid], n) for cid, n in rem.items() if n > 0]
+            demand = [0] * len(self.keys)
+            for c, n in live:
+                for i, r in enumerate(c.req):
+                    demand[i] += r * n
+            a, xa, b, xb = _mix(types, live, demand, zones=zones, cts=cts, keys=self.keys)
+            if a is None:
+                break
+            if xa >= 1 or (b is not None and xb >= 1):
+                ty = a if xa >= xb or b is None else b
+            else:
+                ty = min((x for x in types if _le(demand, x.alloc)), key=lambda x: _sizing_price(x, zones, cts),
+                         default=a)
+            put, used = _fill_balanced(ty, live, cpu=cpu, mem=mem)
+            if not put:
+                break  # the largest remaining class does not fit this type; handled below
+            node = self._new_node(t, ty, zones, cts)
+            if node is None:
+                break
+            node.used, node.free, node.classes = used, _sub(node.limit, used), put
+            for cid, k in put.items():
+                rem[cid] -= k
+                cls[cid].placed += k
         # Anything the mix could not place (a class too big for the chosen type, or a limit) goes one
         # class at a time onto its own cheapest type, then is handed back.
         leftovers = []
@@ -1036,18 +1016,16 @@ def _with_min_values(types: list[_Type], reqs: Iterable[Requirement]) -> list[_T
     return chosen
 
 
-def _split_by_mix(types: list[_Type], items: list[tuple[_Class, int]], demand: list[int], *,
-                  zones: frozenset[str], cts: frozenset[str], keys: list[str]) -> list[tuple[_Type, dict[int, int]]]:
-    """Choose one or two instance types whose fractional mix covers ``demand`` most cheaply (the LP over
-    CPU, memory and pods restricted to pairs), and split the classes between them by CPU:memory ratio."""
+def _mix(types: list[_Type], items: list[tuple[_Class, int]], demand: list[int], *, zones: frozenset[str],
+         cts: frozenset[str], keys: list[str]) -> tuple[_Type | None, float, _Type | None, float]:
+    """The cheapest fractional cover of ``demand`` by one type or a pair of types (the LP over CPU,
+    memory and pods, restricted to two types, which is where its optimum lies for two binding
+    resources): (type a, nodes of a, type b or None, nodes of b)."""
     biggest = tuple(max(c.req[i] for c, _ in items) for i in range(len(keys)))
-    fitting = [x for x in types if _le(biggest, x.alloc)]
-    if not fitting:
-        fitting = types
-    priced = [(x, _sizing_price(x, zones, cts)) for x in fitting]
-    priced = [(x, p) for x, p in priced if p < _INF]
+    fitting = [x for x in types if _le(biggest, x.alloc)] or types
+    priced = [(x, p) for x in fitting if (p := _sizing_price(x, zones, cts)) < _INF]
     if not priced:
-        return []
+        return None, 0.0, None, 0.0
     dims = [i for i, d in enumerate(demand) if d > 0]
 
     def single(x: _Type) -> float:
@@ -1058,8 +1036,10 @@ def _split_by_mix(types: list[_Type], items: list[tuple[_Class, int]], demand: l
     best: tuple[_Type, float, _Type | None, float] = (best_single[0], single(best_single[0]), None, 0.0)
     cand: dict[str, tuple[_Type, float]] = {}
     for i in dims:
-        for x, p in sorted(priced, key=lambda e: e[1] / e[0].alloc[i] if e[0].alloc[i] else _INF)[:8]:
+        for x, p in sorted(priced, key=lambda e: e[1] / e[0].alloc[i] if e[0].alloc[i] else _INF)[:6]:
             cand[x.name] = (x, p)
+    for x, p in sorted(priced, key=lambda e: e[1] * single(e[0]))[:8]:  # balanced types pair well too
+        cand[x.name] = (x, p)
     pool = list(cand.values())
     for ai, (a, pa) in enumerate(pool):
         for b, pb in pool[ai + 1:]:
@@ -1077,28 +1057,40 @@ def _split_by_mix(types: list[_Type], items: list[tuple[_Class, int]], demand: l
                     cost = pa * xa + pb * xb
                     if cost < best_cost * 0.995:
                         best_cost, best = cost, (a, xa, b, xb)
-    a, xa, second, xb = best
-    counts = {c.id: n for c, n in items}
-    if second is None:
-        return [(a, counts)]
-    b = second
-    # The type with less memory per CPU takes the classes with the least memory per CPU, up to its CPU share.
-    cpu, mem = keys.index(res.CPU), keys.index(res.MEMORY)
-    if a.alloc[mem] * b.alloc[cpu] > b.alloc[mem] * a.alloc[cpu]:
-        a, xa, b, xb = b, xb, a, xa
-    budget = xa * a.alloc[cpu]
-    share_a: dict[int, int] = {}
-    share_b: dict[int, int] = {}
-    for c, n in sorted(items, key=lambda e: (e[0].req[mem] / max(e[0].req[cpu], 1), e[0].id)):
-        take = 0
-        if budget > 0 and _fit(a.alloc, c.req) >= 1:
-            take = min(n, int(budget // max(c.req[cpu], 1)))
-            budget -= take * c.req[cpu]
-        if take:
-            share_a[c.id] = take
-        if n - take:
-            share_b[c.id] = n - take
-    return [(a, share_a), (b, share_b)]
+    return best
+
+
+def _fill_balanced(ty: _Type, items: list[tuple[_Class, int]], *, cpu: int,
+                   mem: int) -> tuple[dict[int, int], Vec]:
+    """Fill one node of ``ty`` from ``items``, taking from the CPU-heavy end when memory is the fuller
+    dimension and from the memory-heavy end otherwise, in chunks, until nothing more fits."""
+    ac, am = max(ty.alloc[cpu], 1), max(ty.alloc[mem], 1)
+    order = sorted((c for c, n in items), key=lambda c: ((c.req[mem] / am) / max(c.req[cpu] / ac, 1e-12), c.id))
+    left = {c.id: n for c, n in items}
+    free = list(ty.alloc)
+    put: dict[int, int] = {}
+    lo, hi = 0, len(order) - 1
+    while lo <= hi:
+        cpu_full = 1 - free[cpu] / ac
+        mem_full = 1 - free[mem] / am
+        c = order[lo] if cpu_full <= mem_full else order[hi]
+        k = min(left[c.id], _fit(free, c.req))
+        if k <= 0:
+            if c is order[lo]:
+                lo += 1
+            else:
+                hi -= 1
+            continue
+        k = min(k, max(1, _fit(ty.alloc, c.req) // 16))
+        put[c.id] = put.get(c.id, 0) + k
+        left[c.id] -= k
+        free = [f - r * k for f, r in zip(free, c.req, strict=True)]
+        if left[c.id] == 0:
+            if c is order[lo]:
+                lo += 1
+            else:
+                hi -= 1
+    return put, tuple(a - f for a, f in zip(ty.alloc, free, strict=True))
 
 
 def _water_fill(domains: set[str], counts: Mapping[str, int], n: int) -> dict[str, int]:
