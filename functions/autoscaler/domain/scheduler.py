@@ -493,9 +493,9 @@ class _Scheduler:
             0 if any(t.topology_key == HOSTNAME_LABEL for t in c.rep.pod_affinity) else
             1 if c.cap < (1 << 30) or c.conflicts else 2 if c.rep.pod_affinity else 3,
             tuple(-x for x in c.req)))
-        floor = tuple(min(c.req[i] for c in self.classes) for i in range(len(self.keys))) if self.classes else ()
         for i, c in enumerate(order):
-            if i % 8 == 7:  # drop nodes no class could use any more, so scans stay short
+            if i % 8 == 7:  # drop nodes no remaining class could use, so scans stay short
+                floor = tuple(min(d.req[j] for d in order[i:]) for j in range(len(self.keys)))
                 self.open = [n for n in self.open if _fit(n.free, floor) > 0]
             if c.error is None:
                 c.error = self._resolve(c)
@@ -679,9 +679,13 @@ class _Scheduler:
                 self._put(c, n, k)
                 count -= k
         opened = self.open if affinity_nodes is None else [n for n in affinity_nodes if not n.name]
+        rc, rm = c.req[0], c.req[1]  # cpu and memory come first in self.keys
         for n in opened:
             if count == 0:
                 return
+            f = n.free
+            if f[0] < rc or f[1] < rm or f[2] < 1:  # the common case, checked without a call
+                continue
             k = self._open_fit(c, n, zones, cts, count)
             if k > 0:
                 self._put(c, n, k)
