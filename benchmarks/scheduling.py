@@ -36,7 +36,7 @@ from autoscaler.domain.objects import instance_type_from_ec2
 from autoscaler.domain.plan import Plan, PlanInput
 from autoscaler.domain.scheduler import plan
 from autoscaler.domain.snapshot import _Prices, offerings_from
-from benchmarks.catalog import catalog
+from benchmarks._catalog import catalog
 
 SIZES = (1000, 5000, 20000, 50000)
 REPEATS = 3

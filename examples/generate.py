@@ -1,5 +1,5 @@
 """Regenerate the example snapshots from the real catalog (moto's EC2 data, shared on-demand prices,
-synthetic spot prices; see benchmarks/catalog.py). Run: ``PYTHONPATH=functions:. python examples/generate.py``.
+synthetic spot prices; see benchmarks/_catalog.py). Run: ``PYTHONPATH=functions:. python examples/generate.py``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.catalog import catalog
+from benchmarks._catalog import catalog
 
 HERE = Path(__file__).parent
 FAMILIES = {"c5", "c5a", "c6i", "c6a", "c7i", "m5", "m5a", "m6i", "m6a", "m7i", "r5", "r6i", "t3", "c6g", "m6g"}
