@@ -6,13 +6,55 @@ Sub-commands are registered in ``COMMANDS``; each gets its own argparse sub-pars
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
 
 from autoscaler import __version__
+from autoscaler.domain.errors import ConfigError
+from autoscaler.domain.plan import Plan
+from autoscaler.domain.scheduler import plan as solve
+from autoscaler.domain.snapshot import load_snapshot
 
 Command = Callable[[argparse.Namespace], int]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] = {}
+
+
+def _plan_text(result: Plan) -> str:
+    lines = [f"{len(result.launches)} node(s) to launch, ${result.hourly_price:.4f}/hour, "
+             f"{result.pending_pods} pending pod(s), solved in {result.solve_seconds:.3f}s"]
+    for ln in result.launches:
+        more = f" (+{len(ln.instance_types) - 3} more)" if len(ln.instance_types) > 3 else ""
+        lines.append(f"  {ln.node_pool} {ln.capacity_type} {','.join(ln.zones)} "
+                     f"{', '.join(ln.instance_types[:3])}{more} ${ln.hourly_price:.4f}/h: {len(ln.pods)} pod(s)")
+    for key, node in sorted(result.existing.items()):
+        lines.append(f"  {key} -> existing {node}")
+    for u in result.unschedulable:
+        lines.append(f"  {u.pod} unschedulable: {u.reason}")
+    return "\n".join(lines)
+
+
+def _register_plan(sub: argparse.ArgumentParser) -> Command:
+    sub.add_argument("--snapshot", required=True, metavar="FILE", help="cluster snapshot, YAML or JSON")
+    sub.add_argument("--output", choices=("json", "text"), default="json")
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            result = solve(load_snapshot(args.snapshot))
+        except ConfigError as exc:
+            print(f"autoscaler plan: {exc}", file=sys.stderr)
+            return 2
+        if args.output == "json":
+            print(json.dumps(result.to_json(), indent=2, sort_keys=False))
+        else:
+            print(_plan_text(result))
+        return 0
+
+    return run
+
+
+COMMANDS["plan"] = ("Plan node launches for a cluster snapshot, offline (no AWS or Kubernetes calls).",
+                    _register_plan)
 
 
 def build_parser() -> argparse.ArgumentParser:
