@@ -28,6 +28,7 @@ from pydantic.alias_generators import to_camel
 
 from autoscaler.domain.errors import ConfigError as DomainConfigError
 from autoscaler.domain.nodeclass import parse_node_classes
+from autoscaler.domain.nodepool import parse_node_pools
 from autoscaler.domain.quantity import QuantityError, cpu_millis, to_int
 
 # Where the bundled configuration lives inside the Lambda asset, and how to point elsewhere (tests, local runs).
@@ -335,6 +336,10 @@ def validate_karpenter_objects(config: ClusterConfig) -> list[str]:
     problems = check_karpenter_objects(config)
     if problems:
         return problems
+    try:
+        parse_node_pools(config.node_pools)
+    except DomainConfigError as exc:
+        problems.append(f"nodePools: {exc}")
     try:
         # v1alpha1 AWSNodeTemplates took the instance profile from a global setting; the stack's
         # node role plays that part here.

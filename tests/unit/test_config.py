@@ -169,6 +169,13 @@ def test_deployment_env() -> None:
     assert (env.queue_url, env.provisioner_function, env.node_role_arn) == ("https://sqs/q", "fn", None)
 
 
+def test_node_pool_semantics_are_checked_by_the_domain_parser(raw: dict[str, Any]) -> None:
+    raw["nodePools"][0]["spec"]["template"]["spec"]["requirements"] = [
+        {"key": "karpenter.sh/capacity-type", "operator": "Near", "values": ["spot"]}]
+    with pytest.raises(ConfigError, match=r"nodePools: NodePool default: spec\.template\.spec\.requirements\.0\.operator"):
+        parse_cluster_config(raw, source=SOURCE)
+
+
 def test_node_class_semantics_are_checked_by_the_domain_parser(raw: dict[str, Any]) -> None:
     raw["nodeClasses"][0]["spec"]["amiSelectorTerms"] = [{"alias": "ubuntu@latest"}]
     with pytest.raises(ConfigError, match=r"nodeClasses: EC2NodeClass \S+: spec\.amiSelectorTerms\.0\.alias"):
