@@ -172,7 +172,7 @@ def test_deployment_env() -> None:
 def test_node_pool_semantics_are_checked_by_the_domain_parser(raw: dict[str, Any]) -> None:
     raw["nodePools"][0]["spec"]["template"]["spec"]["requirements"] = [
         {"key": "karpenter.sh/capacity-type", "operator": "Near", "values": ["spot"]}]
-    with pytest.raises(ConfigError, match=r"nodePools: NodePool default: spec\.template\.spec\.requirements\.0\.operator"):
+    with pytest.raises(ConfigError, match=r"nodePools: NodePool default: spec\.template\.spec\.requirements\.0\.op"):
         parse_cluster_config(raw, source=SOURCE)
 
 
