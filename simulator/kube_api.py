@@ -23,13 +23,12 @@ import threading
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from simulator.kube_store import BY_PLURAL, RESOURCES, ApiError, Obj, Resource, Store
+from kubernetes.client import ApiClient, Configuration
 
-if TYPE_CHECKING:
-    from kubernetes.client import ApiClient
+from simulator.kube_store import BY_PLURAL, RESOURCES, ApiError, Obj, Resource, Store
 
 SERVER_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-emulator", "gitCommit": "emulator",
                   "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22",
@@ -75,7 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
             super().log_message(format, *args)
 
@@ -196,7 +195,7 @@ class _Handler(BaseHTTPRequestHandler):
         if name is None:
             self._collection(method, res, namespace, query)
         else:
-            self._item(method, res, namespace, name, sub, query)
+            self._item(method, res, namespace, name, sub=sub, query=query)
 
     def _collection(self, method: str, res: Resource, namespace: str | None, query: dict[str, str]) -> None:
         store = self.server.store
@@ -248,7 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         self.close_connection = True
 
-    def _item(self, method: str, res: Resource, namespace: str | None, name: str, sub: str | None,
+    def _item(self, method: str, res: Resource, namespace: str | None, name: str, *, sub: str | None,
               query: dict[str, str]) -> None:
         store = self.server.store
         if sub is not None and sub not in res.subresources:
@@ -325,8 +324,6 @@ class KubeApiServer:
 
 def client_for(url: str, *, token: str | None = None) -> ApiClient:
     """An official-client ``ApiClient`` pointed at ``url`` (the emulator, or any API server)."""
-    from kubernetes.client import ApiClient, Configuration
-
     config = Configuration(host=url)
     if token:
         config.api_key = {"authorization": token}

@@ -129,13 +129,15 @@ def json_patch(doc: Any, ops: Any) -> Any:
                                       else src_parent[src_last])
                 if kind == "move":
                     del src_parent[int(src_last) if isinstance(src_parent, list) else src_last]
-                kind, op = "add", {**op, "value": value}
+                kind, value_op = "add", {**op, "value": value}
+            else:
+                value_op = op
             parent, last = _parent(doc, parts)
             if kind == "add":
                 if isinstance(parent, list):
-                    parent.insert(len(parent) if last == "-" else int(last), copy.deepcopy(op["value"]))
+                    parent.insert(len(parent) if last == "-" else int(last), copy.deepcopy(value_op["value"]))
                 else:
-                    parent[last] = copy.deepcopy(op["value"])
+                    parent[last] = copy.deepcopy(value_op["value"])
             elif kind == "remove":
                 del parent[int(last) if isinstance(parent, list) else last]
             elif kind == "replace":

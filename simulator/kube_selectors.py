@@ -114,9 +114,6 @@ def field_predicate(selector: str | None, *, kind: str) -> Predicate | None:
         checks.append((path, op == "!=", value))
 
     def match(obj: Mapping[str, Any]) -> bool:
-        for path, negate, value in checks:
-            if (_path_value(obj, path) == value) == negate:
-                return False
-        return True
+        return all((_path_value(obj, path) == value) != negate for path, negate, value in checks)
 
     return match

@@ -501,9 +501,8 @@ class Store:
     def _check_budget(self, pdb: Obj, pod: Obj) -> None:
         st = pdb_status(pdb, self._pdb_pods(pdb))
         policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") or "IfHealthyBudget"
-        if not pod_ready(pod):
-            if policy == "AlwaysAllow" or (st.current_healthy >= st.desired_healthy > 0):
-                return
+        if not pod_ready(pod) and (policy == "AlwaysAllow" or (st.current_healthy >= st.desired_healthy > 0)):
+            return
         if st.disruptions_allowed > 0:
             return
         raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
