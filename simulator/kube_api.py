@@ -99,6 +99,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         url = urlsplit(self.path)
+        self._body_read = False  # one handler serves every request of a kept-alive connection
         try:
             injected = self.server.store.take_injected(method, url.path)
             if injected is not None:

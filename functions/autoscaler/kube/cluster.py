@@ -94,6 +94,10 @@ class KubeCluster:
         try:
             parsed = json.loads(data)
             message, reason = str(parsed.get("message") or message), str(parsed.get("reason") or "")
+            causes = [str(c.get("message")) for c in (parsed.get("details") or {}).get("causes") or ()
+                      if c.get("message")]
+            if causes:
+                message = f"{message} ({'; '.join(causes)})"
         except ValueError:
             pass
         cls = NotFoundError if status == 404 else ClusterError
