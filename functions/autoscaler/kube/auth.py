@@ -114,6 +114,8 @@ def describe_endpoint(eks: EKSClient, cluster_name: str, *, cache: bool = True) 
         ca_pem = base64.b64decode(ca_data, validate=True)
     except ValueError as exc:
         raise ValueError(f"EKS cluster {cluster_name!r}: certificateAuthority.data is not base64") from exc
+    if b"-----BEGIN CERTIFICATE-----" not in ca_pem:
+        raise ValueError(f"EKS cluster {cluster_name!r}: certificateAuthority.data is not a PEM certificate")
     info = ClusterEndpoint(cluster_name, endpoint, ca_pem)
     with _ENDPOINTS_LOCK:
         _ENDPOINTS[cluster_name] = info
