@@ -149,7 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path in ("/healthz", "/livez", "/readyz"):
             self._send(200, b"ok")
             return
-        if path == "/version":
+        if path.rstrip("/") == "/version":
             self._send(200, SERVER_VERSION)
             return
         if parts[:2] == ["_emulator", "inject"] and method == "POST":
