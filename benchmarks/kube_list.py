@@ -14,17 +14,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from kubernetes import client as k8s
+ROOT = Path(__file__).resolve().parents[1]
+if __package__ in (None, ""):  # `make bench` runs this file as a script
+    sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
 
-from autoscaler.kube.cluster import KubeCluster
-from simulator.kube_api import KubeApiServer, client_for
+from kubernetes import client as k8s  # noqa: E402
+
+from autoscaler.kube.cluster import KubeCluster  # noqa: E402
+from simulator.kube_api import KubeApiServer, client_for  # noqa: E402
 
 PAGE_SIZE = 500
 
@@ -119,9 +125,13 @@ def measure(path: str, url: str) -> None:
                       "pods": n_pods, "nodes": n_nodes}))
 
 
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)])}
+
+
 def _child(path: str, url: str) -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-m", "benchmarks.kube_list", "--measure", path, "--url", url],
-                         check=True, capture_output=True, text=True)
+                         check=True, capture_output=True, text=True, cwd=ROOT, env=_env())
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -144,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     emulator = subprocess.Popen([sys.executable, "-m", "benchmarks.kube_list", "--serve", "--pods", str(args.pods),
-                                 "--nodes", str(args.nodes)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                 "--nodes", str(args.nodes)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                cwd=ROOT, env=_env())
     try:
         assert emulator.stdout is not None
         url = emulator.stdout.readline().strip()
