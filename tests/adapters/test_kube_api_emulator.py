@@ -230,3 +230,24 @@ def test_kubectl_get_create_and_cordon(kube_api: KubeApiServer, tmp_path: Any) -
     assert kube_api.store.get("nodes", None, "n1")["spec"]["unschedulable"] is True
     kube_api.store.create("pods", pod("p"))
     assert "p" in kubectl("get", "pods", "-A", "--field-selector", "spec.nodeName=")
+
+
+def test_runs_as_a_module(tmp_path: Any) -> None:
+    import socket
+    import sys
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "simulator.kube_api", "--port", str(port)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == f"Kubernetes API emulator on http://127.0.0.1:{port}"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/namespaces", timeout=10) as resp:
+            names = {ns["metadata"]["name"] for ns in json.load(resp)["items"]}
+        assert {"default", "kube-system"} <= names
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
