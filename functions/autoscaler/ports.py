@@ -1,12 +1,25 @@
 """Protocols the domain needs from the outside world. Adapters in ``aws/`` and ``kube/`` implement
 them; tests use the real adapters against moto and the Kubernetes API emulator.
 
-Each method's docstring states its contract. Later issues add the cloud and cluster ports here.
+Each method's docstring states its contract. Later issues add the cloud port here.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Iterator, Mapping
+from typing import Literal, Protocol
+
+from autoscaler.domain.models import (
+    DaemonSet,
+    EvictionResult,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    StorageClass,
+    Taint,
+)
 
 
 class Clock(Protocol):
@@ -16,4 +29,131 @@ class Clock(Protocol):
 
     def monotonic(self) -> float:
         """A monotonic reading for measuring intervals and deadlines."""
+        ...
+
+
+class ClusterError(Exception):
+    """The Kubernetes API refused or failed a request after the adapter's retries.
+    ``status`` is the HTTP status (0 when the server could not be reached)."""
+
+    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status, self.reason = status, reason
+
+
+class NotFoundError(ClusterError):
+    """The object named in the request does not exist (HTTP 404)."""
+
+
+class ClusterPort(Protocol):
+    """What the autoscaler reads from and does to a Kubernetes cluster.
+
+    Reads return the domain's lean models, complete (every page), and retry HTTP 429 / 5xx with a
+    bounded backoff before raising ``ClusterError``. Deadlines are readings of the adapter's clock's
+    ``monotonic()``.
+    """
+
+    # ----- reads -----------------------------------------------------------------------------
+    def pending_pods(self) -> list[Pod]:
+        """Pods waiting for a node: unbound, phase Pending, not deleting, not scheduling-gated.
+        ``Pod.unschedulable`` tells whether the kube-scheduler has already given up on one."""
+        ...
+
+    def pods(self, *, node_name: str | None = None, label_selector: str | None = None,
+             namespace: str | None = None) -> list[Pod]:
+        """Pods in every phase, optionally only those bound to ``node_name``, matching a Kubernetes
+        label selector string (``app=web,tier in (a,b)``) and/or in ``namespace``."""
+        ...
+
+    def get_pod(self, namespace: str, name: str) -> Pod | None:
+        """One pod, or None when it does not exist."""
+        ...
+
+    def nodes(self, *, label_selector: str | None = None) -> list[Node]:
+        """Every node (optionally matching a label selector string)."""
+        ...
+
+    def get_node(self, name: str) -> Node | None:
+        """One node, or None when it does not exist."""
+        ...
+
+    def daemonsets(self) -> list[DaemonSet]:
+        """Every DaemonSet in every namespace."""
+        ...
+
+    def pdbs(self) -> list[PodDisruptionBudget]:
+        """Every policy/v1 PodDisruptionBudget in every namespace."""
+        ...
+
+    def pvcs(self) -> list[PersistentVolumeClaim]:
+        """Every PersistentVolumeClaim in every namespace."""
+        ...
+
+    def pvs(self) -> list[PersistentVolume]:
+        """Every PersistentVolume."""
+        ...
+
+    def storage_classes(self) -> list[StorageClass]:
+        """Every StorageClass."""
+        ...
+
+    # ----- node actions (idempotent) ---------------------------------------------------------
+    def cordon(self, name: str) -> bool:
+        """Set ``spec.unschedulable``. True if this call changed it, False if it was already set.
+        Raises NotFoundError for a missing node."""
+        ...
+
+    def uncordon(self, name: str) -> bool:
+        """Clear ``spec.unschedulable``; True if changed. Raises NotFoundError for a missing node."""
+        ...
+
+    def add_taint(self, name: str, taint: Taint) -> bool:
+        """Add ``taint`` unless a taint with the same key and effect exists (its value is then
+        updated). True if the node changed. Safe against concurrent writers (resourceVersion
+        precondition, retried on conflict). Raises NotFoundError for a missing node."""
+        ...
+
+    def remove_taint(self, name: str, *, key: str, effect: str | None = None) -> bool:
+        """Remove taints with ``key`` (and ``effect`` if given). True if any was removed; a missing
+        node is not an error (False)."""
+        ...
+
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
+        """Set labels; a None value removes that label. Raises NotFoundError for a missing node."""
+        ...
+
+    def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
+        """Set annotations; a None value removes it. Raises NotFoundError for a missing node."""
+        ...
+
+    def delete_node(self, name: str) -> bool:
+        """Delete the Node object. True if deleted, False if it was already gone. Never raises for 404."""
+        ...
+
+    # ----- pod actions -----------------------------------------------------------------------
+    def evict(self, namespace: str, name: str, *, deadline: float, uid: str | None = None,
+              grace_seconds: int | None = None) -> EvictionResult:
+        """Evict through ``policy/v1`` Eviction (PodDisruptionBudgets respected). HTTP 429 (a PDB
+        allows no disruption) and 5xx are retried with backoff until ``deadline``; a deadline already
+        passed means exactly one attempt. Never raises for API errors: 404 (or a ``uid`` precondition
+        that no longer matches) is ``gone``, a 429 still standing at the deadline is ``blocked``,
+        anything else is ``error`` with the server's message. ``grace_seconds`` overrides the pod's
+        own terminationGracePeriodSeconds (None keeps it)."""
+        ...
+
+    def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None = None) -> bool:
+        """Delete without PDB checks. True if deleted, False if it was already gone."""
+        ...
+
+    def record_event(self, target: Pod | Node, *, reason: str, message: str,
+                     event_type: Literal["Normal", "Warning"] = "Normal") -> bool:
+        """Record a core/v1 Event about a pod or node, as ``kubectl describe`` shows it. Best effort:
+        returns False instead of raising when the API refuses it."""
+        ...
+
+    def watch_pending_pods(self, *, timeout_seconds: float,
+                           resource_version: str | None = None) -> Iterator[Pod]:
+        """Yield pods as they become pending (added, or modified while pending) until
+        ``timeout_seconds`` have passed. Without ``resource_version`` it starts from now (only
+        changes after the call). The same pod may be yielded more than once."""
         ...

@@ -308,3 +308,23 @@ class Offering:
     capacity_type: CapacityType
     price: float
     available: bool = True
+
+
+EvictionOutcome = Literal["evicted", "gone", "blocked", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionResult:
+    """What one eviction request came to: ``evicted`` (the API server accepted it), ``gone`` (the pod
+    no longer exists), ``blocked`` (a PodDisruptionBudget allowed no disruption until the deadline),
+    ``error`` (anything else, with the API server's message)."""
+
+    pod: str  # namespace/name
+    outcome: EvictionOutcome
+    message: str = ""
+    attempts: int = 1
+
+    @property
+    def ok(self) -> bool:
+        """True when the pod is on its way out or already gone."""
+        return self.outcome in ("evicted", "gone")

@@ -7,6 +7,7 @@ scheduler is on plain ints and never loses precision to floats.
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -50,12 +51,28 @@ def _is_exponent(text: str) -> bool:
 
 def cpu_millis(value: str | int | float) -> int:
     """CPU quantity in millicores, rounded up as the API server does ("1.0001" -> 1001)."""
+    if isinstance(value, str):
+        return _cpu_millis_text(value)
     millis = parse_quantity(value) * 1000
     return int(millis.to_integral_value(rounding="ROUND_CEILING"))
 
 
 def to_int(value: str | int | float) -> int:
     """Any non-CPU quantity (bytes, counts) as an integer, rounded up."""
+    if isinstance(value, str):
+        return _to_int_text(value)
+    return int(parse_quantity(value).to_integral_value(rounding="ROUND_CEILING"))
+
+
+# Quantity strings repeat across a cluster's 50,000 pods ("250m", "256Mi"): parse each once.
+# Only strings are cached, since True == 1 would otherwise share a cache entry with 1.
+@lru_cache(maxsize=4096)
+def _cpu_millis_text(value: str) -> int:
+    return int((parse_quantity(value) * 1000).to_integral_value(rounding="ROUND_CEILING"))
+
+
+@lru_cache(maxsize=4096)
+def _to_int_text(value: str) -> int:
     return int(parse_quantity(value).to_integral_value(rounding="ROUND_CEILING"))
 
 

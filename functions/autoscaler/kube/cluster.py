@@ -1,0 +1,405 @@
+"""``KubeCluster``: the ``ClusterPort`` over the official ``kubernetes`` client.
+
+Requests go through the client's ``ApiClient`` (its configuration carries the endpoint, the CA and
+the refreshing EKS token), but responses are read as raw JSON and parsed straight into the domain's
+lean models: the generated models cost tens of seconds and gigabytes on 50,000 pods. Lists are
+paginated with ``limit``/``continue``; reads retry 429 and 5xx with a bounded exponential backoff.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+from urllib.parse import quote
+
+import urllib3
+from kubernetes.client import ApiClient
+
+from autoscaler.domain.clock import SystemClock
+from autoscaler.domain.models import (
+    DaemonSet,
+    EvictionResult,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    StorageClass,
+    Taint,
+)
+from autoscaler.domain.objects import (
+    daemonset_from_dict,
+    node_from_dict,
+    pdb_from_dict,
+    pod_from_dict,
+    pv_from_dict,
+    pvc_from_dict,
+    storage_class_from_dict,
+)
+from autoscaler.ports import Clock, ClusterError, NotFoundError
+
+T = TypeVar("T")
+Raw = dict[str, Any]
+
+# Unbound pods that are not finished: the API server filters, the domain's Pod.is_pending decides.
+PENDING_FIELD_SELECTOR = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
+_RETRYABLE = frozenset({429, 500, 502, 503, 504})
+_CONFLICT_ATTEMPTS = 5
+
+
+def _q(value: str) -> str:
+    return quote(value, safe="")
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Parsing a large list allocates millions of objects that all stay alive, so every cyclic-GC
+    pass is wasted work (measured: 5.6 s -> 2.3 s for 50,000 pods). Pause it for the list only."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class KubeCluster:
+    """The cluster adapter. One instance per Lambda container; thread-safe as the ApiClient is."""
+
+    def __init__(self, api: ApiClient, *, clock: Clock | None = None,
+                 sleep: Callable[[float], None] = time.sleep, page_size: int = 500,
+                 read_attempts: int = 5, backoff_base: float = 0.2, backoff_max: float = 5.0,
+                 request_timeout: float = 30.0, component: str = "eks-serverless-autoscaler") -> None:
+        self._api = api
+        self._clock: Clock = clock or SystemClock()
+        self._sleep = sleep
+        self._page_size = page_size
+        self._read_attempts = read_attempts
+        self._backoff_base, self._backoff_max = backoff_base, backoff_max
+        self._timeout = request_timeout
+        self._component = component
+
+    # ----- HTTP plumbing ---------------------------------------------------------------------
+    def _send(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
+              body: Any = None, content_type: str | None = None,
+              timeout: float | tuple[float, float] | None = None) -> Any:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        params = self._api.param_serialize(method=method, resource_path=path, query_params=query or [],
+                                           header_params=headers, body=body, auth_settings=["BearerToken"])
+        try:
+            return self._api.call_api(*params, _request_timeout=timeout or self._timeout)
+        except urllib3.exceptions.HTTPError as exc:
+            raise ClusterError(f"{method} {path}: cannot reach the Kubernetes API: {exc}") from exc
+
+    def _raise_for(self, method: str, path: str, resp: Any) -> None:
+        status = int(resp.status)
+        if 200 <= status < 300:
+            return
+        data = resp.read()
+        message, reason = data.decode(errors="replace")[:500], ""
+        try:
+            parsed = json.loads(data)
+            message, reason = str(parsed.get("message") or message), str(parsed.get("reason") or "")
+            causes = [str(c.get("message")) for c in (parsed.get("details") or {}).get("causes") or ()
+                      if c.get("message")]
+            if causes:
+                message = f"{message} ({'; '.join(causes)})"
+        except ValueError:
+            pass
+        cls = NotFoundError if status == 404 else ClusterError
+        raise cls(f"{method} {path}: HTTP {status} {reason}: {message}", status=status, reason=reason)
+
+    def _backoff(self, attempt: int) -> float:
+        return float(min(self._backoff_max, self._backoff_base * (2 ** attempt)))
+
+    def _call(self, method: str, path: str, *, retry: bool = False, **kwargs: Any) -> Raw:
+        """One request, parsed. ``retry``: retry 429 / 5xx / unreachable (for reads and
+        idempotent writes)."""
+        attempts = self._read_attempts if retry else 1
+        for attempt in range(attempts):
+            try:
+                resp = self._send(method, path, **kwargs)
+                self._raise_for(method, path, resp)
+                data = resp.read()
+                return json.loads(data) if data else {}
+            except ClusterError as exc:
+                if attempt + 1 >= attempts or (exc.status and exc.status not in _RETRYABLE):
+                    raise
+                self._sleep(self._backoff(attempt))
+        raise AssertionError("unreachable")
+
+    def _list(self, path: str, *, field_selector: str | None = None,
+              label_selector: str | None = None) -> Iterator[Raw]:
+        """Every item of a collection, page by page. An expired continue token (410) restarts the
+        list once, as client-go's pager does."""
+        base: list[tuple[str, str]] = [("limit", str(self._page_size))]
+        if field_selector:
+            base.append(("fieldSelector", field_selector))
+        if label_selector:
+            base.append(("labelSelector", label_selector))
+        token: str | None = None
+        restarted = False
+        while True:
+            query = [*base, ("continue", token)] if token else base
+            try:
+                page = self._call("GET", path, retry=True, query=query)
+            except ClusterError as exc:
+                if exc.status == 410 and token and not restarted:
+                    restarted, token = True, None
+                    continue
+                raise
+            yield from page.get("items") or ()
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    def _parse_all(self, parse: Callable[[Raw], T], path: str, *, field_selector: str | None = None,
+                   label_selector: str | None = None) -> list[T]:
+        with _gc_paused():
+            return [parse(item) for item in self._list(path, field_selector=field_selector,
+                                                       label_selector=label_selector)]
+
+    def _get(self, path: str) -> Raw | None:
+        try:
+            return self._call("GET", path, retry=True)
+        except NotFoundError:
+            return None
+
+    # ----- reads -----------------------------------------------------------------------------
+    def pending_pods(self) -> list[Pod]:
+        pods = self._parse_all(pod_from_dict, "/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR)
+        return [p for p in pods if p.is_pending]
+
+    def pods(self, *, node_name: str | None = None, label_selector: str | None = None,
+             namespace: str | None = None) -> list[Pod]:
+        path = f"/api/v1/namespaces/{_q(namespace)}/pods" if namespace else "/api/v1/pods"
+        fs = f"spec.nodeName={node_name}" if node_name else None
+        return self._parse_all(pod_from_dict, path, field_selector=fs, label_selector=label_selector)
+
+    def get_pod(self, namespace: str, name: str) -> Pod | None:
+        raw = self._get(f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}")
+        return pod_from_dict(raw) if raw is not None else None
+
+    def nodes(self, *, label_selector: str | None = None) -> list[Node]:
+        return self._parse_all(node_from_dict, "/api/v1/nodes", label_selector=label_selector)
+
+    def get_node(self, name: str) -> Node | None:
+        raw = self._get(f"/api/v1/nodes/{_q(name)}")
+        return node_from_dict(raw) if raw is not None else None
+
+    def daemonsets(self) -> list[DaemonSet]:
+        return self._parse_all(daemonset_from_dict, "/apis/apps/v1/daemonsets")
+
+    def pdbs(self) -> list[PodDisruptionBudget]:
+        return self._parse_all(pdb_from_dict, "/apis/policy/v1/poddisruptionbudgets")
+
+    def pvcs(self) -> list[PersistentVolumeClaim]:
+        return self._parse_all(pvc_from_dict, "/api/v1/persistentvolumeclaims")
+
+    def pvs(self) -> list[PersistentVolume]:
+        return self._parse_all(pv_from_dict, "/api/v1/persistentvolumes")
+
+    def storage_classes(self) -> list[StorageClass]:
+        return self._parse_all(storage_class_from_dict, "/apis/storage.k8s.io/v1/storageclasses")
+
+    # ----- node actions ----------------------------------------------------------------------
+    def _node_path(self, name: str) -> str:
+        return f"/api/v1/nodes/{_q(name)}"
+
+    def _update_node(self, name: str, change: Callable[[Raw], Raw | None]) -> bool:
+        """Read-modify-write with a resourceVersion precondition, retried on 409 Conflict.
+        ``change`` returns the merge patch to send, or None when the node already is as wanted."""
+        path = self._node_path(name)
+        for attempt in range(_CONFLICT_ATTEMPTS):
+            node = self._call("GET", path, retry=True)
+            patch = change(node)
+            if patch is None:
+                return False
+            patch.setdefault("metadata", {})["resourceVersion"] = node["metadata"]["resourceVersion"]
+            try:
+                self._call("PATCH", path, body=patch, content_type="application/merge-patch+json")
+                return True
+            except ClusterError as exc:
+                if exc.status != 409 or attempt + 1 >= _CONFLICT_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _set_unschedulable(self, name: str, value: bool) -> bool:
+        def change(node: Raw) -> Raw | None:
+            if bool((node.get("spec") or {}).get("unschedulable")) == value:
+                return None
+            return {"spec": {"unschedulable": value if value else None}}
+        return self._update_node(name, change)
+
+    def cordon(self, name: str) -> bool:
+        return self._set_unschedulable(name, True)
+
+    def uncordon(self, name: str) -> bool:
+        return self._set_unschedulable(name, False)
+
+    def add_taint(self, name: str, taint: Taint) -> bool:
+        wanted: Raw = {"key": taint.key, "effect": taint.effect}
+        if taint.value:
+            wanted["value"] = taint.value
+
+        def change(node: Raw) -> Raw | None:
+            taints = list((node.get("spec") or {}).get("taints") or ())
+            same = [t for t in taints if t.get("key") == taint.key and t.get("effect") == taint.effect]
+            if same and all((t.get("value") or "") == taint.value for t in same):
+                return None
+            kept = [t for t in taints if not (t.get("key") == taint.key and t.get("effect") == taint.effect)]
+            return {"spec": {"taints": [*kept, wanted]}}
+        return self._update_node(name, change)
+
+    def remove_taint(self, name: str, *, key: str, effect: str | None = None) -> bool:
+        def change(node: Raw) -> Raw | None:
+            taints = list((node.get("spec") or {}).get("taints") or ())
+            kept = [t for t in taints if not (t.get("key") == key and (effect is None or t.get("effect") == effect))]
+            if len(kept) == len(taints):
+                return None
+            return {"spec": {"taints": kept or None}}
+        try:
+            return self._update_node(name, change)
+        except NotFoundError:
+            return False
+
+    def _patch_meta(self, name: str, field: str, values: Mapping[str, str | None]) -> None:
+        if values:
+            self._call("PATCH", self._node_path(name), retry=True, body={"metadata": {field: dict(values)}},
+                       content_type="application/merge-patch+json")
+
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
+        self._patch_meta(name, "labels", labels)
+
+    def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
+        self._patch_meta(name, "annotations", annotations)
+
+    def delete_node(self, name: str) -> bool:
+        try:
+            self._call("DELETE", self._node_path(name), retry=True)
+            return True
+        except NotFoundError:
+            return False
+
+    # ----- pod actions -----------------------------------------------------------------------
+    def evict(self, namespace: str, name: str, *, deadline: float, uid: str | None = None,
+              grace_seconds: int | None = None) -> EvictionResult:
+        key = f"{namespace}/{name}"
+        path = f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}/eviction"
+        options: Raw = {}
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        body: Raw = {"apiVersion": "policy/v1", "kind": "Eviction",
+                     "metadata": {"name": name, "namespace": namespace}}
+        if options:
+            body["deleteOptions"] = options
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self._call("POST", path, body=body, content_type="application/json")
+                return EvictionResult(key, "evicted", attempts=attempt)
+            except NotFoundError:
+                return EvictionResult(key, "gone", attempts=attempt)
+            except ClusterError as exc:
+                if exc.status == 409 and uid:
+                    return EvictionResult(key, "gone", "a new pod of the same name replaced it", attempt)
+                retryable = exc.status == 0 or exc.status in _RETRYABLE
+                wait = self._backoff(attempt - 1)
+                if not retryable or self._clock.monotonic() + wait > deadline:
+                    outcome: Literal["blocked", "error"] = "blocked" if exc.status == 429 else "error"
+                    return EvictionResult(key, outcome, str(exc), attempt)
+                self._sleep(wait)
+
+    def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None = None) -> bool:
+        body = {"gracePeriodSeconds": grace_seconds} if grace_seconds is not None else None
+        try:
+            self._call("DELETE", f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}", retry=True,
+                       body=body, content_type="application/json")
+            return True
+        except NotFoundError:
+            return False
+
+    def record_event(self, target: Pod | Node, *, reason: str, message: str,
+                     event_type: Literal["Normal", "Warning"] = "Normal") -> bool:
+        if isinstance(target, Pod):
+            kind, namespace, name, uid = "Pod", target.namespace, target.name, target.uid
+        else:
+            # Events about cluster-scoped objects live in "default", as kubectl describe expects.
+            kind, namespace, name, uid = "Node", "default", target.name, target.name
+        stamp = datetime.fromtimestamp(self._clock.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        involved: Raw = {"apiVersion": "v1", "kind": kind, "name": name, "uid": uid}
+        if kind == "Pod":
+            involved["namespace"] = namespace
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": involved, "reason": reason, "message": message[:1024], "type": event_type,
+            "source": {"component": self._component}, "reportingComponent": self._component,
+            "reportingInstance": self._component, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        }
+        try:
+            self._call("POST", f"/api/v1/namespaces/{_q(namespace)}/events", retry=True, body=event,
+                       content_type="application/json")
+            return True
+        except ClusterError:
+            return False
+
+    # ----- watch -----------------------------------------------------------------------------
+    def _current_rv(self) -> str:
+        page = self._call("GET", "/api/v1/pods", retry=True,
+                          query=[("limit", "1"), ("fieldSelector", PENDING_FIELD_SELECTOR)])
+        return str((page.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch_pending_pods(self, *, timeout_seconds: float,
+                           resource_version: str | None = None) -> Iterator[Pod]:
+        end = self._clock.monotonic() + timeout_seconds
+        rv = resource_version or self._current_rv()
+        while (left := end - self._clock.monotonic()) > 0:
+            query = [("watch", "1"), ("fieldSelector", PENDING_FIELD_SELECTOR), ("resourceVersion", rv),
+                     ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(max(1, int(left))))]
+            resp = self._send("GET", "/api/v1/pods", query=query, timeout=(10.0, left + 10.0))
+            try:
+                self._raise_for("GET", "/api/v1/pods?watch=1", resp)
+            except ClusterError as exc:
+                if exc.status not in _RETRYABLE:
+                    raise
+                self._sleep(min(self._backoff(0), max(0.0, end - self._clock.monotonic())))
+                continue
+            for event in _watch_events(resp.response):
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:  # history compacted: start again from now
+                        rv = self._current_rv()
+                        break
+                    raise ClusterError(f"watch pods: {obj.get('message')}", status=int(obj.get("code") or 0))
+                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                if kind in ("ADDED", "MODIFIED"):
+                    pod = pod_from_dict(obj)
+                    if pod.is_pending:
+                        yield pod
+            resp.response.release_conn()
+
+
+def _watch_events(raw: Any) -> Iterator[Raw]:
+    """Newline-delimited JSON events from a streaming urllib3 response."""
+    buf = b""
+    for chunk in raw.stream(65536, decode_content=True):
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip():
+                yield json.loads(line)
+    if buf.strip():
+        yield json.loads(buf)

@@ -1,0 +1,641 @@
+"""The object store behind the Kubernetes API emulator: resources, resourceVersions, selectors,
+pagination, the watch log, patches, bindings and evictions with the API server's PDB arithmetic.
+
+Tests may seed and inspect it directly (``store.create``, ``store.get``, ``store.seed``); every
+write bumps the global resourceVersion and is seen by open watches, except ``seed`` which is the
+fast bulk path for benchmarks and sets no watch events.
+
+Where the emulator simplifies: there are no workload controllers, so a PDB's ``expectedPods`` is the
+number of non-terminal pods its selector matches (the disruption controller would use the owning
+controller's scale); pods are removed at once on delete unless ``graceful_deletion`` is set, in which
+case they keep a ``deletionTimestamp`` until ``finish_terminating()`` (standing in for the kubelet).
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import copy
+import json
+import math
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from simulator.kube_patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from simulator.kube_selectors import Predicate, SelectorError, field_predicate, label_predicate
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace or "", name)
+
+CRITICAL_CLASSES = ("system-cluster-critical", "system-node-critical")
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("", "v1", "pods", "Pod", True, ("po",), ("status", "binding", "eviction")),
+    Resource("", "v1", "nodes", "Node", False, ("no",), ("status",)),
+    Resource("", "v1", "events", "Event", True, ("ev",)),
+    Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), ("status",)),
+    Resource("", "v1", "persistentvolumes", "PersistentVolume", False, ("pv",), ("status",)),
+    Resource("", "v1", "namespaces", "Namespace", False, ("ns",), ("status",)),
+    Resource("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",), ("status",)),
+    Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), ("status",)),
+    Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",)),
+)
+BY_PLURAL = {r.plural: r for r in RESOURCES}
+
+
+class ApiError(Exception):
+    """An error the API server returns as a ``Status`` object."""
+
+    def __init__(self, code: int, reason: str, message: str, *, details: Mapping[str, Any] | None = None):
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, dict(details or {})
+
+    def status(self) -> Obj:
+        body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                     "message": self.message, "reason": self.reason, "code": self.code}
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+def _not_found(res: Resource, name: str) -> ApiError:
+    kind = f"{res.plural}.{res.group}" if res.group else res.plural
+    return ApiError(404, "NotFound", f'{kind} "{name}" not found',
+                    details={"name": name, "group": res.group, "kind": res.plural})
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class WatchEvent:
+    rv: int
+    plural: str
+    type: str  # ADDED | MODIFIED | DELETED
+    obj: Obj
+    old: Obj | None = None
+
+
+@dataclass
+class _Injected:
+    path_substring: str
+    status: int
+    remaining: int
+    method: str | None
+
+
+@dataclass
+class PdbStatus:
+    expected_pods: int
+    current_healthy: int
+    desired_healthy: int
+    disruptions_allowed: int
+
+    def as_dict(self) -> Obj:
+        return {"expectedPods": self.expected_pods, "currentHealthy": self.current_healthy,
+                "desiredHealthy": self.desired_healthy, "disruptionsAllowed": self.disruptions_allowed,
+                "observedGeneration": 1}
+
+
+def _scaled(value: Any, total: int, *, where: str) -> int:
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    if text.endswith("%"):
+        try:
+            pct = int(text[:-1])
+        except ValueError as exc:
+            raise ApiError(422, "Invalid", f"{where}: {text!r} is not an integer or percentage") from exc
+        return math.ceil(pct * total / 100)  # the API server rounds percentages up
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise ApiError(422, "Invalid", f"{where}: {text!r} is not an integer or percentage") from exc
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """metav1.LabelSelector semantics for policy/v1: nil matches nothing, empty matches everything."""
+    if selector is None:
+        return False
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in selector.get("matchExpressions") or ():
+        key, op, values = e.get("key"), e.get("operator"), set(e.get("values") or ())
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def pdb_status(pdb: Mapping[str, Any], pods: list[Obj]) -> PdbStatus:
+    """The disruption controller's arithmetic over the pods a PDB selects."""
+    spec = pdb.get("spec") or {}
+    where = f"PodDisruptionBudget {pdb['metadata'].get('namespace')}/{pdb['metadata']['name']}"
+    live = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    expected = len(live)
+    healthy = sum(1 for p in live if pod_ready(p))
+    if spec.get("maxUnavailable") is not None:
+        max_unavailable = _scaled(spec["maxUnavailable"], expected, where=f"{where}.spec.maxUnavailable")
+        desired = max(0, expected - max_unavailable)
+    elif spec.get("minAvailable") is not None:
+        desired = _scaled(spec["minAvailable"], expected, where=f"{where}.spec.minAvailable")
+    else:
+        desired = expected  # neither set: the API server defaults minAvailable to 1 on create
+    return PdbStatus(expected, healthy, desired, max(0, healthy - desired))
+
+
+@dataclass
+class Store:
+    """Thread-safe object store with a global resourceVersion and a watch log."""
+
+    graceful_deletion: bool = False
+    watch_log_limit: int = 50_000
+    _objs: dict[str, dict[Key, Obj]] = field(default_factory=lambda: {r.plural: {} for r in RESOURCES})
+    _json: dict[str, dict[Key, bytes]] = field(default_factory=lambda: {r.plural: {} for r in RESOURCES})
+    _sorted: dict[str, list[Key] | None] = field(default_factory=dict)
+    _rv: int = 1
+    _log: list[WatchEvent] = field(default_factory=list)
+    _log_rvs: list[int] = field(default_factory=list)
+    _compacted_rv: int = 0
+    _injected: list[_Injected] = field(default_factory=list)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path) served, for tests
+
+    def __post_init__(self) -> None:
+        self._cond = threading.Condition(self._lock)
+        for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self.create("namespaces", {"metadata": {"name": ns}})
+
+    # ----- error injection -------------------------------------------------------------------
+    def inject_error(self, path_substring: str, status: int, count: int = 1, *, method: str | None = None) -> None:
+        """The next ``count`` requests whose path contains ``path_substring`` (and, if given, use
+        ``method``) get HTTP ``status`` with a Kubernetes Status body."""
+        with self._lock:
+            self._injected.append(_Injected(path_substring, status, count, method.upper() if method else None))
+
+    def take_injected(self, method: str, path: str) -> int | None:
+        with self._lock:
+            self.requests.append((method, path))
+            for inj in self._injected:
+                if inj.remaining > 0 and inj.path_substring in path and inj.method in (None, method):
+                    inj.remaining -= 1
+                    return inj.status
+            return None
+
+    # ----- basics ----------------------------------------------------------------------------
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def _res(self, plural: str) -> Resource:
+        try:
+            return BY_PLURAL[plural]
+        except KeyError:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({plural})") from None
+
+    def _key(self, res: Resource, namespace: str | None, name: str) -> Key:
+        return ((namespace or "default") if res.namespaced else "", name)
+
+    def _bump(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def _store(self, res: Resource, key: Key, obj: Obj | None, *, event: str | None, old: Obj | None) -> None:
+        objs = self._objs[res.plural]
+        if obj is None:
+            objs.pop(key, None)
+            self._json[res.plural].pop(key, None)
+            self._sorted[res.plural] = None
+        else:
+            if key not in objs:
+                self._sorted[res.plural] = None
+            objs[key] = obj
+            self._json[res.plural].pop(key, None)
+        if event is not None:
+            payload = obj if obj is not None else old
+            assert payload is not None
+            self._log.append(WatchEvent(self._rv, res.plural, event, payload, old))
+            self._log_rvs.append(self._rv)
+            if len(self._log) > self.watch_log_limit:
+                cut = len(self._log) // 2
+                self._compacted_rv = self._log_rvs[cut - 1]
+                del self._log[:cut]
+                del self._log_rvs[:cut]
+            self._cond.notify_all()
+
+    def _decorate(self, res: Resource, obj: Obj) -> Obj:
+        obj["apiVersion"], obj["kind"] = res.api_version, res.kind
+        return obj
+
+    def get(self, plural: str, namespace: str | None, name: str) -> Obj:
+        res = self._res(plural)
+        with self._lock:
+            obj = self._objs[plural].get(self._key(res, namespace, name))
+            if obj is None:
+                raise _not_found(res, name)
+            if plural == "poddisruptionbudgets":
+                return self._with_pdb_status(obj)
+            return copy.deepcopy(obj)
+
+    def exists(self, plural: str, namespace: str | None, name: str) -> bool:
+        res = self._res(plural)
+        with self._lock:
+            return self._key(res, namespace, name) in self._objs[plural]
+
+    def objects(self, plural: str) -> list[Obj]:
+        """A deep copy of every object of a kind, for tests to inspect."""
+        with self._lock:
+            return [copy.deepcopy(o) for o in self._objs[plural].values()]
+
+    # ----- create / update / delete ----------------------------------------------------------
+    def _defaults(self, res: Resource, obj: Obj) -> None:
+        meta = obj["metadata"]
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", now_rfc3339())
+        meta.setdefault("generation", 1)
+        if res.plural == "pods":
+            obj.setdefault("spec", {})
+            obj.setdefault("status", {}).setdefault("phase", "Pending")
+        elif res.plural == "namespaces":
+            obj.setdefault("status", {"phase": "Active"})
+        elif res.plural == "poddisruptionbudgets":
+            spec = obj.setdefault("spec", {})
+            if spec.get("minAvailable") is None and spec.get("maxUnavailable") is None:
+                spec["minAvailable"] = 1
+
+    def create(self, plural: str, obj: Mapping[str, Any], *, namespace: str | None = None) -> Obj:
+        res = self._res(plural)
+        new = copy.deepcopy(dict(obj))
+        meta = new.setdefault("metadata", {})
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                raise ApiError(422, "Invalid", f"{res.kind}: metadata.name or metadata.generateName is required")
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        if res.namespaced:
+            if namespace and meta.get("namespace") and meta["namespace"] != namespace:
+                raise ApiError(400, "BadRequest", "the namespace of the provided object does not match "
+                               "the namespace sent on the request")
+            meta["namespace"] = namespace or meta.get("namespace") or "default"
+        else:
+            meta.pop("namespace", None)
+        with self._lock:
+            key = self._key(res, meta.get("namespace"), meta["name"])
+            if key in self._objs[plural]:
+                raise ApiError(409, "AlreadyExists", f'{plural} "{meta["name"]}" already exists',
+                               details={"name": meta["name"], "kind": plural})
+            if res.namespaced and ("", key[0]) not in self._objs["namespaces"]:
+                # Lenient: a real server answers 404 for a missing namespace; tests seed freely.
+                self.create("namespaces", {"metadata": {"name": key[0]}})
+            self._defaults(res, new)
+            self._decorate(res, new)
+            new["metadata"]["resourceVersion"] = self._bump()
+            self._store(res, key, new, event="ADDED", old=None)
+            return copy.deepcopy(new)
+
+    def seed(self, plural: str, objs: list[Obj]) -> None:
+        """Fast bulk insert for benchmarks: takes ownership of ``objs``, records no watch events."""
+        res = self._res(plural)
+        with self._lock:
+            store, cache = self._objs[plural], self._json[plural]
+            for obj in objs:
+                meta = obj.setdefault("metadata", {})
+                if res.namespaced:
+                    meta.setdefault("namespace", "default")
+                self._defaults(res, obj)
+                self._decorate(res, obj)
+                self._rv += 1
+                meta["resourceVersion"] = str(self._rv)
+                key = self._key(res, meta.get("namespace"), meta["name"])
+                store[key] = obj
+                cache[key] = json.dumps(obj, separators=(",", ":")).encode()
+            self._sorted[plural] = None
+
+    def _write(self, res: Resource, key: Key, new: Obj, old: Obj) -> Obj:
+        want = (new.get("metadata") or {}).get("resourceVersion")
+        if want and want != old["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {res.plural} "{key[1]}": '
+                           "the object has been modified; please apply your changes to the latest version "
+                           "and try again", details={"name": key[1], "kind": res.plural})
+        meta = new.setdefault("metadata", {})
+        for immutable in ("name", "namespace", "uid", "creationTimestamp"):
+            if immutable in old["metadata"]:
+                meta[immutable] = old["metadata"][immutable]
+        self._decorate(res, new)
+        meta["resourceVersion"] = self._bump()
+        self._store(res, key, new, event="MODIFIED", old=old)
+        return copy.deepcopy(new)
+
+    def replace(self, plural: str, namespace: str | None, name: str, obj: Mapping[str, Any]) -> Obj:
+        res = self._res(plural)
+        with self._lock:
+            key = self._key(res, namespace, name)
+            old = self._objs[plural].get(key)
+            if old is None:
+                raise _not_found(res, name)
+            return self._write(res, key, copy.deepcopy(dict(obj)), old)
+
+    def patch(self, plural: str, namespace: str | None, name: str, body: Any, *,
+              content_type: str = "application/merge-patch+json") -> Obj:
+        res = self._res(plural)
+        with self._lock:
+            key = self._key(res, namespace, name)
+            old = self._objs[plural].get(key)
+            if old is None:
+                raise _not_found(res, name)
+            base = copy.deepcopy(old)
+            base["metadata"].pop("resourceVersion", None)
+            ctype = content_type.split(";", 1)[0].strip()
+            try:
+                if ctype == "application/merge-patch+json":
+                    new = merge_patch(base, body)
+                elif ctype == "application/strategic-merge-patch+json":
+                    if res.group not in ("", "apps", "policy", "storage.k8s.io"):
+                        raise ApiError(415, "UnsupportedMediaType", "strategic merge patch is not supported "
+                                       f"for {res.kind}")
+                    new = strategic_merge_patch(base, body)
+                elif ctype == "application/json-patch+json":
+                    with_rv = copy.deepcopy(old)
+                    new = json_patch(with_rv, body)
+                    if new["metadata"].get("resourceVersion") == old["metadata"]["resourceVersion"]:
+                        new["metadata"].pop("resourceVersion")
+                else:
+                    raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown "
+                                   f"format - accepted media types include: application/json-patch+json, "
+                                   f"application/merge-patch+json, application/strategic-merge-patch+json "
+                                   f"(got {ctype!r})")
+            except PatchError as exc:
+                raise ApiError(422, "Invalid", str(exc)) from exc
+            if not isinstance(new, dict):
+                raise ApiError(422, "Invalid", f"patch of {res.kind} {name} did not produce an object")
+            return self._write(res, key, new, old)
+
+    def delete(self, plural: str, namespace: str | None, name: str, *,
+               grace_period_seconds: int | None = None, precondition_uid: str | None = None) -> Obj:
+        res = self._res(plural)
+        with self._lock:
+            key = self._key(res, namespace, name)
+            old = self._objs[plural].get(key)
+            if old is None:
+                raise _not_found(res, name)
+            if precondition_uid and old["metadata"].get("uid") != precondition_uid:
+                raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {precondition_uid}, "
+                               f"UID in object meta: {old['metadata'].get('uid')}")
+            if plural == "pods" and self.graceful_deletion and grace_period_seconds != 0:
+                if old["metadata"].get("deletionTimestamp"):
+                    return copy.deepcopy(old)
+                new = copy.deepcopy(old)
+                grace = grace_period_seconds if grace_period_seconds is not None else \
+                    int((old.get("spec") or {}).get("terminationGracePeriodSeconds") or 30)
+                new["metadata"]["deletionTimestamp"] = now_rfc3339()
+                new["metadata"]["deletionGracePeriodSeconds"] = grace
+                new["metadata"]["resourceVersion"] = self._bump()
+                self._store(res, key, new, event="MODIFIED", old=old)
+                return copy.deepcopy(new)
+            gone = copy.deepcopy(old)
+            gone["metadata"]["resourceVersion"] = self._bump()
+            self._store(res, key, None, event="DELETED", old=gone)
+            return gone
+
+    def finish_terminating(self) -> int:
+        """Stand in for the kubelet: remove every pod that has a deletionTimestamp. Returns how many."""
+        with self._lock:
+            keys = [k for k, p in self._objs["pods"].items() if p["metadata"].get("deletionTimestamp")]
+            for ns, name in keys:
+                old = self._objs["pods"][(ns, name)]
+                gone = copy.deepcopy(old)
+                gone["metadata"]["resourceVersion"] = self._bump()
+                self._store(BY_PLURAL["pods"], (ns, name), None, event="DELETED", old=gone)
+            return len(keys)
+
+    # ----- pod helpers for tests -------------------------------------------------------------
+    def set_pod_ready(self, namespace: str, name: str, ready: bool = True) -> Obj:
+        """Mark a pod Running and Ready (or not Ready), as the kubelet would report it."""
+        status = "True" if ready else "False"
+        pod = self.get("pods", namespace, name)
+        conds = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
+        conds.append({"type": "Ready", "status": status, "lastTransitionTime": now_rfc3339()})
+        return self.patch("pods", namespace, name, {"status": {"phase": "Running", "conditions": conds}})
+
+    def bind(self, namespace: str, name: str, node_name: str) -> Obj:
+        """The pods/binding subresource: set spec.nodeName (once) and PodScheduled=True."""
+        with self._lock:
+            pod = self.get("pods", namespace, name)
+            if (pod.get("spec") or {}).get("nodeName"):
+                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": '
+                               f"pod {name} is already assigned to node \"{pod['spec']['nodeName']}\"")
+            conds = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "PodScheduled"]
+            conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
+            return self.patch("pods", namespace, name, {"spec": {"nodeName": node_name},
+                                                        "status": {"conditions": conds}})
+
+    # ----- eviction --------------------------------------------------------------------------
+    def pdbs_for(self, pod: Mapping[str, Any]) -> list[Obj]:
+        ns, labels = pod["metadata"].get("namespace"), pod["metadata"].get("labels") or {}
+        return [p for (pns, _), p in self._objs["poddisruptionbudgets"].items()
+                if pns == ns and selector_matches((p.get("spec") or {}).get("selector"), labels)]
+
+    def _pdb_pods(self, pdb: Mapping[str, Any]) -> list[Obj]:
+        ns, sel = pdb["metadata"].get("namespace"), (pdb.get("spec") or {}).get("selector")
+        return [p for (pns, _), p in self._objs["pods"].items()
+                if pns == ns and selector_matches(sel, p["metadata"].get("labels") or {})]
+
+    def _with_pdb_status(self, pdb: Obj) -> Obj:
+        out = copy.deepcopy(pdb)
+        out["status"] = pdb_status(pdb, self._pdb_pods(pdb)).as_dict()
+        return out
+
+    def evict(self, namespace: str, name: str, body: Mapping[str, Any] | None = None) -> Obj:
+        """policy/v1 Eviction, following the API server's eviction REST handler."""
+        delete_opts = (body or {}).get("deleteOptions") or {}
+        grace = delete_opts.get("gracePeriodSeconds")
+        uid = (delete_opts.get("preconditions") or {}).get("uid")
+        with self._lock:
+            pod = self.get("pods", namespace, name)
+            phase = (pod.get("status") or {}).get("phase")
+            can_ignore = phase in ("Succeeded", "Failed", "Pending") or pod["metadata"].get("deletionTimestamp")
+            if not can_ignore:
+                pdbs = self.pdbs_for(pod)
+                if len(pdbs) > 1:
+                    raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, "
+                                   "which the eviction subresource does not support.")
+                if pdbs:
+                    self._check_budget(pdbs[0], pod)
+            self.delete("pods", namespace, name, grace_period_seconds=grace, precondition_uid=uid)
+            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def _check_budget(self, pdb: Obj, pod: Obj) -> None:
+        st = pdb_status(pdb, self._pdb_pods(pdb))
+        policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") or "IfHealthyBudget"
+        if not pod_ready(pod) and (policy == "AlwaysAllow" or (st.current_healthy >= st.desired_healthy > 0)):
+            return
+        if st.disruptions_allowed > 0:
+            return
+        raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+                       details={"causes": [{
+                           "reason": "DisruptionBudget",
+                           "message": f"The disruption budget {pdb['metadata']['name']} needs "
+                                      f"{st.desired_healthy} healthy pods and has {st.current_healthy} currently",
+                       }]})
+
+    # ----- list / watch ----------------------------------------------------------------------
+    def _predicates(self, res: Resource, label_selector: str | None, field_selector: str | None) -> list[Predicate]:
+        try:
+            preds = [label_predicate(label_selector), field_predicate(field_selector, kind=res.kind)]
+        except SelectorError as exc:
+            raise ApiError(400, "BadRequest", str(exc)) from exc
+        return [p for p in preds if p is not None]
+
+    def list_raw(self, plural: str, *, namespace: str | None = None, label_selector: str | None = None,
+                 field_selector: str | None = None, limit: int | None = None,
+                 continue_token: str | None = None) -> tuple[list[bytes], str, str | None, int | None]:
+        """One page as pre-serialised JSON items: (items, resourceVersion, continue, remainingItemCount)."""
+        res = self._res(plural)
+        preds = self._predicates(res, label_selector, field_selector)
+        start: Key | None = None
+        if continue_token:
+            try:
+                tok = json.loads(base64.urlsafe_b64decode(continue_token.encode()))
+                start = (str(tok["start"][0]), str(tok["start"][1]))
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                raise ApiError(400, "BadRequest", f"continue key is not valid: {continue_token!r}") from exc
+        with self._lock:
+            keys = self._sorted.get(plural)
+            if keys is None:
+                keys = sorted(self._objs[plural])
+                self._sorted[plural] = keys
+            objs, cache = self._objs[plural], self._json[plural]
+            i = bisect.bisect_right(keys, start) if start else 0
+            if namespace and res.namespaced and (start is None or start[0] < namespace):
+                i = max(i, bisect.bisect_left(keys, (namespace, "")))
+            out: list[bytes] = []
+            last: Key | None = None
+            n = len(keys)
+            pdb = plural == "poddisruptionbudgets"
+            while i < n:
+                key = keys[i]
+                if namespace and res.namespaced and key[0] != namespace:
+                    break
+                obj = objs[key]
+                if all(p(obj) for p in preds):
+                    if limit and len(out) >= limit:
+                        break
+                    if pdb:
+                        out.append(json.dumps(self._with_pdb_status(obj), separators=(",", ":")).encode())
+                    else:
+                        raw = cache.get(key)
+                        if raw is None:
+                            raw = json.dumps(obj, separators=(",", ":")).encode()
+                            cache[key] = raw
+                        out.append(raw)
+                    last = key
+                i += 1
+            more = limit is not None and limit > 0 and i < n and len(out) >= limit and last is not None
+            token = None
+            if more and last is not None:
+                token = base64.urlsafe_b64encode(json.dumps({"rv": self._rv, "start": list(last)}).encode()).decode()
+            return out, str(self._rv), token, None
+
+    def list(self, plural: str, **kwargs: Any) -> list[Obj]:
+        """Every matching object (all pages), parsed, for tests."""
+        items, _, _, _ = self.list_raw(plural, **kwargs)
+        return [json.loads(b) for b in items]
+
+    def watch(self, plural: str, *, namespace: str | None = None, resource_version: str | None = None,
+              label_selector: str | None = None, field_selector: str | None = None,
+              timeout: float = 60.0, stop: threading.Event | None = None) -> Iterator[Obj]:
+        """Watch events as ``{"type", "object"}`` dicts, like the API server's watch stream.
+
+        No resourceVersion (or "0"): synthetic ADDED events for the current state first. An object
+        that stops matching the selectors is sent as DELETED, one that starts matching as ADDED.
+        """
+        res = self._res(plural)
+        preds = self._predicates(res, label_selector, field_selector)
+
+        def ok(obj: Obj | None) -> bool:
+            if obj is None:
+                return False
+            if namespace and res.namespaced and obj["metadata"].get("namespace") != namespace:
+                return False
+            return all(p(obj) for p in preds)
+
+        end = time.monotonic() + timeout
+        with self._lock:
+            if resource_version in (None, "", "0"):
+                since = self._rv
+                initial = [copy.deepcopy(o) for o in self._objs[plural].values() if ok(o)]
+            else:
+                try:
+                    since = int(str(resource_version))
+                except ValueError as exc:
+                    raise ApiError(400, "BadRequest", f"resourceVersion {resource_version!r} is not valid") from exc
+                initial = []
+                if since < self._compacted_rv:
+                    initial = [{"__error__": True}]
+        for obj in initial:
+            if obj.get("__error__"):
+                yield {"type": "ERROR", "object": ApiError(
+                    410, "Expired", f"too old resource version: {since} ({self._compacted_rv})").status()}
+                return
+            yield {"type": "ADDED", "object": obj}
+        while True:
+            with self._cond:
+                idx = bisect.bisect_right(self._log_rvs, since)
+                while idx >= len(self._log):
+                    remaining = end - time.monotonic()
+                    if remaining <= 0 or (stop is not None and stop.is_set()):
+                        return
+                    self._cond.wait(min(remaining, 0.25))
+                    idx = bisect.bisect_right(self._log_rvs, since)
+                batch = self._log[idx:]
+            for ev in batch:
+                since = ev.rv
+                if ev.plural != plural:
+                    continue
+                now_ok = ev.type != "DELETED" and ok(ev.obj)
+                was_ok = ok(ev.old) if ev.type != "ADDED" else False
+                if ev.type == "DELETED":
+                    was_ok = ok(ev.obj)
+                if now_ok and was_ok:
+                    kind = "MODIFIED"
+                elif now_ok:
+                    kind = "ADDED"
+                elif was_ok:
+                    kind = "DELETED"
+                else:
+                    continue
+                yield {"type": kind, "object": ev.obj}

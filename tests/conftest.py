@@ -1,0 +1,18 @@
+"""Shared fixtures: the Kubernetes API emulator over real HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from simulator.kube_api import KubeApiServer
+
+
+@pytest.fixture
+def kube_api() -> Iterator[KubeApiServer]:
+    """A fresh emulator on 127.0.0.1: ``.url``, ``.store`` (seed / inspect directly) and
+    ``.inject_error(path_substring, status, count)``. Point the official client at it with
+    ``simulator.kube_api.client_for(kube_api.url)``."""
+    with KubeApiServer() as server:
+        yield server

@@ -1,0 +1,135 @@
+"""Drain ordering, PDBs, grace periods, deadlines and resumption, on the emulator-backed adapter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from autoscaler.domain.clock import ManualClock
+from autoscaler.domain.drain import DrainResult, NotEvicted, drain
+from autoscaler.kube.cluster import KubeCluster
+from simulator.kube_api import KubeApiServer, client_for
+from tests.kube_objects import node, pdb, pod
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def cluster(kube_api: KubeApiServer, clock: ManualClock) -> KubeCluster:
+    kube_api.store.create("nodes", node("n1"))
+    return KubeCluster(client_for(kube_api.url), clock=clock, sleep=clock.advance)
+
+
+def _run(cluster: KubeCluster, clock: ManualClock, *, seconds: float,
+         sleep: Callable[[float], None] | None = None) -> DrainResult:
+    return drain("n1", cluster=cluster, clock=clock, deadline=clock.monotonic() + seconds,
+                 sleep=sleep or clock.advance, poll_interval=1.0, retry_interval=5.0)
+
+
+def test_drain_skips_mirror_daemonset_and_finished_pods(kube_api: KubeApiServer, cluster: KubeCluster,
+                                                        clock: ManualClock) -> None:
+    st = kube_api.store
+    st.create("pods", pod("web", node="n1", ready=True))
+    st.create("pods", pod("static", node="n1", annotations={"kubernetes.io/config.mirror": "x"}))
+    st.create("pods", pod("agent", node="n1", owner_kind="DaemonSet"))
+    st.create("pods", pod("job", node="n1", phase="Succeeded"))
+    st.create("pods", pod("elsewhere", node="n2"))
+
+    result = _run(cluster, clock, seconds=60)
+
+    assert result.complete and result.evicted == ("default/web",)
+    assert dict(result.skipped) == {"default/static": "mirror pod", "default/agent": "daemonset pod",
+                                    "default/job": "finished (Succeeded)"}
+    assert sorted(p["metadata"]["name"] for p in st.objects("pods")) == ["agent", "elsewhere", "job", "static"]
+
+
+def test_critical_pods_go_only_after_the_others_are_gone(kube_api: KubeApiServer, cluster: KubeCluster,
+                                                         clock: ManualClock) -> None:
+    st = kube_api.store
+    st.graceful_deletion = True
+    st.create("pods", pod("dns", node="n1", priority_class="system-cluster-critical"))
+    st.create("pods", pod("cni", node="n1", priority_class="system-node-critical"))
+    st.create("pods", pod("web", node="n1"))
+    st.create("pods", pod("api", node="n1"))
+    order: list[list[str]] = []
+
+    def kubelet(seconds: float) -> None:
+        terminating = sorted(p["metadata"]["name"] for p in st.objects("pods")
+                             if p["metadata"].get("deletionTimestamp"))
+        if terminating:
+            order.append(terminating)
+        st.finish_terminating()
+        clock.advance(seconds)
+
+    result = _run(cluster, clock, seconds=120, sleep=kubelet)
+
+    assert result.complete
+    assert order == [["api", "web"], ["cni", "dns"]]
+    assert result.evicted == ("default/api", "default/web", "default/cni", "default/dns")
+
+
+def test_pdb_blocked_pod_is_reported_and_critical_wave_not_reached(kube_api: KubeApiServer,
+                                                                   cluster: KubeCluster, clock: ManualClock) -> None:
+    st = kube_api.store
+    st.create("poddisruptionbudgets", pdb("db", match={"app": "db"}, max_unavailable=0))
+    st.create("pods", pod("db-0", node="n1", labels={"app": "db"}, ready=True))
+    st.create("pods", pod("web", node="n1", ready=True))
+    st.create("pods", pod("dns", node="n1", priority_class="system-cluster-critical", ready=True))
+
+    result = _run(cluster, clock, seconds=30)
+
+    assert not result.complete
+    assert result.evicted == ("default/web",)
+    reasons = {n.pod: n.reason for n in result.not_evicted}
+    assert reasons == {"default/db-0": "pdb", "default/dns": "timeout"}
+    assert "disruption budget db needs 1 healthy pods" in next(
+        n.message for n in result.not_evicted if n.pod == "default/db-0")
+    assert clock.mono == pytest.approx(30.0)
+
+
+def test_terminating_pods_past_the_deadline_are_timeouts(kube_api: KubeApiServer, cluster: KubeCluster,
+                                                         clock: ManualClock) -> None:
+    kube_api.store.graceful_deletion = True
+    kube_api.store.create("pods", pod("slow", node="n1", grace=600))
+
+    result = _run(cluster, clock, seconds=10)
+
+    assert result.evicted == ("default/slow",)
+    assert result.not_evicted == (NotEvicted("default/slow", "timeout",
+                                             "still terminating at the deadline (grace period 600s)"),)
+    # The pod kept its own grace period: the drain did not shorten it.
+    assert kube_api.store.get("pods", "default", "slow")["metadata"]["deletionGracePeriodSeconds"] == 600
+
+
+def test_drain_resumes_a_partly_drained_node(kube_api: KubeApiServer, cluster: KubeCluster,
+                                             clock: ManualClock) -> None:
+    st = kube_api.store
+    st.graceful_deletion = True
+    st.create("pods", pod("a", node="n1"))
+    st.create("pods", pod("b", node="n1"))
+    first = _run(cluster, clock, seconds=3)
+    assert {n.pod for n in first.not_evicted} == {"default/a", "default/b"}
+    st.finish_terminating()  # the kubelet finished "a" and "b" meanwhile
+    st.create("pods", pod("c", node="n1"))
+
+    second = _run(cluster, clock, seconds=30, sleep=lambda s: (st.finish_terminating(), clock.advance(s)))
+
+    assert second.complete and second.evicted == ("default/c",)
+
+
+def test_drain_of_an_empty_node_is_complete_at_once(cluster: KubeCluster, clock: ManualClock) -> None:
+    result = _run(cluster, clock, seconds=30)
+    assert result.complete and result.evicted == () and clock.mono == 0.0
+
+
+def test_eviction_errors_are_reported_as_errors(kube_api: KubeApiServer, cluster: KubeCluster,
+                                                clock: ManualClock) -> None:
+    kube_api.store.create("pods", pod("web", node="n1", ready=True))
+    kube_api.inject_error("/pods/web/eviction", 403, 100)
+    result = _run(cluster, clock, seconds=12)
+    assert [(n.pod, n.reason) for n in result.not_evicted] == [("default/web", "error")]
+    assert "403" in result.not_evicted[0].message
