@@ -45,12 +45,14 @@ class Caller:
         self.client = client
         self.calls: Counter[str] = Counter()
 
-    def __call__(self, operation: str, **params: Any) -> dict[str, Any]:
+    def __call__(self, operation: str, *, expected_errors: tuple[str, ...] = (), **params: Any) -> dict[str, Any]:
+        """Call ``operation``; ``expected_errors`` are codes the caller handles (not logged as failures)."""
         self.calls[operation] += 1
         try:
             result: dict[str, Any] = getattr(self.client, operation)(**params)
         except ClientError as exc:
-            _log_failure(operation, exc)
+            if error_code(exc) not in expected_errors:
+                _log_failure(operation, exc)
             raise
         return result
 

@@ -124,7 +124,8 @@ class AmiResolver:
 
     def _parameter(self, name: str) -> str | None:
         try:
-            return str(self._ssm("get_parameter", Name=name)["Parameter"]["Value"])
+            found = self._ssm("get_parameter", Name=name, expected_errors=("ParameterNotFound",))
+            return str(found["Parameter"]["Value"])
         except ClientError as exc:
             if error_code(exc) == "ParameterNotFound":
                 return None  # e.g. no arm64 build of this family: that architecture is simply absent

@@ -77,7 +77,8 @@ class Instances:
 
     def describe_one(self, instance_id: str) -> list[CloudInstance]:
         try:
-            resp = self._ec2("describe_instances", InstanceIds=[instance_id])
+            resp = self._ec2("describe_instances", InstanceIds=[instance_id],
+                             expected_errors=("InvalidInstanceID.NotFound",))
         except ClientError as exc:
             if error_code(exc) == "InvalidInstanceID.NotFound":
                 return []

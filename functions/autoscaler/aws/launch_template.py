@@ -151,7 +151,9 @@ class LaunchTemplates:
 
     def _find(self, name: str) -> str | None:
         try:
-            found = self._ec2("describe_launch_templates", LaunchTemplateNames=[name]).get("LaunchTemplates", ())
+            found = self._ec2(
+                "describe_launch_templates", LaunchTemplateNames=[name],
+                expected_errors=("InvalidLaunchTemplateName.NotFoundException",)).get("LaunchTemplates", ())
         except ClientError as exc:
             if error_code(exc) in ("InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"):
                 return None
@@ -181,7 +183,8 @@ class InstanceProfiles:
         role_name = role.rsplit("/", 1)[-1]  # an ARN or a plain name
         name = f"{self._cluster}_{hashlib.sha256(role_name.encode()).hexdigest()[:16]}"
         try:
-            profile = self._iam("get_instance_profile", InstanceProfileName=name)["InstanceProfile"]
+            profile = self._iam("get_instance_profile", InstanceProfileName=name,
+                                expected_errors=("NoSuchEntity",))["InstanceProfile"]
         except ClientError as exc:
             if error_code(exc) != "NoSuchEntity":
                 raise

@@ -14,8 +14,6 @@ import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from email.mime.multipart import MIMEMultipart
-from email.mime.text import MIMEText
 from typing import Any
 
 import yaml
@@ -122,18 +120,19 @@ def _user_parts(user_data: str | None) -> list[tuple[str, str]]:
 def al2023_user_data(cluster: ClusterInfo, join: NodeJoin, user_data: str | None) -> str:
     """MIME multipart: the user's parts first, then ours. nodeadm merges NodeConfigs in order, so the
     cluster and registration settings we write are the ones that hold."""
-    msg = MIMEMultipart("mixed", boundary=_BOUNDARY)
-    for ctype, body in _user_parts(user_data):
-        maintype, _, subtype = ctype.partition("/")
-        msg.attach(MIMEText(body, subtype, "utf-8") if maintype == "text" else _part(ctype, body))
-    msg.attach(_part(NODECONFIG_CONTENT_TYPE, yaml.safe_dump(nodeconfig(cluster, join), sort_keys=False)))
-    return msg.as_string()
+    parts = _user_parts(user_data)
+    parts.append((NODECONFIG_CONTENT_TYPE, yaml.safe_dump(nodeconfig(cluster, join), sort_keys=False)))
+    return mime_multipart(parts)
 
 
-def _part(ctype: str, body: str) -> MIMEText:
-    part = MIMEText(body, "plain", "utf-8")
-    part.replace_header("Content-Type", f'{ctype}; charset="utf-8"')
-    return part
+def mime_multipart(parts: list[tuple[str, str]]) -> str:
+    """A multipart/mixed document with plain-text parts (no transfer encoding), the shape cloud-init
+    and nodeadm read and an operator can read in the console."""
+    out = [f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="{_BOUNDARY}"\n']
+    for ctype, body in parts:
+        out.append(f'--{_BOUNDARY}\nContent-Type: {ctype}; charset="us-ascii"\n\n{body.rstrip()}\n')
+    out.append(f"--{_BOUNDARY}--\n")
+    return "\n".join(out)
 
 
 # --- Bottlerocket --------------------------------------------------------------------------------
@@ -229,11 +228,7 @@ def al2_user_data(cluster: ClusterInfo, join: NodeJoin, user_data: str | None) -
     ]
     script = "#!/bin/bash -xe\nexec > >(tee /var/log/user-data.log | logger -t user-data -s 2>/dev/console) 2>&1\n"
     script += " ".join(shlex.quote(a) for a in args) + "\n"
-    msg = MIMEMultipart("mixed", boundary=_BOUNDARY)
-    for ctype, body in _user_parts(user_data):
-        msg.attach(_part(ctype, body))
-    msg.attach(MIMEText(script, "x-shellscript", "utf-8"))
-    return msg.as_string()
+    return mime_multipart([*_user_parts(user_data), ("text/x-shellscript", script)])
 
 
 def render_user_data(*, family: str, cluster: ClusterInfo, join: NodeJoin, user_data: str | None) -> str:
