@@ -5,6 +5,7 @@ invocation makes no catalog calls."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from autoscaler.aws._calls import Caller
@@ -34,18 +35,25 @@ class InstanceCatalog:
         return self._loaded_at is not None and self._clock.monotonic() - self._loaded_at < self._ttl
 
     def refresh(self) -> None:
+        infos = [info for page in self._ec2.pages("describe_instance_types") for info in page.get("InstanceTypes", ())]
+        offerings = [off for page in self._ec2.pages("describe_instance_type_offerings",
+                                                     LocationType="availability-zone")
+                     for off in page.get("InstanceTypeOfferings", ())]
+        self.load(infos, offerings)
+
+    def load(self, infos: Iterable[Mapping[str, Any]], offerings: Iterable[Mapping[str, Any]]) -> None:
+        """Fill the cache from DescribeInstanceTypes ``InstanceTypes`` and DescribeInstanceTypeOfferings
+        ``InstanceTypeOfferings`` items (also how a snapshot or a test primes it without API calls)."""
         types: dict[str, InstanceType] = {}
         raw: dict[str, dict[str, Any]] = {}
-        for page in self._ec2.pages("describe_instance_types"):
-            for info in page.get("InstanceTypes", ()):
-                it = instance_type_from_ec2(info)
-                if it is not None:
-                    types[it.name] = it
-                    raw[it.name] = info
+        for info in infos:
+            it = instance_type_from_ec2(dict(info))
+            if it is not None:
+                types[it.name] = it
+                raw[it.name] = dict(info)
         zones: dict[str, set[str]] = defaultdict(set)
-        for page in self._ec2.pages("describe_instance_type_offerings", LocationType="availability-zone"):
-            for off in page.get("InstanceTypeOfferings", ()):
-                zones[str(off["InstanceType"])].add(str(off["Location"]))
+        for off in offerings:
+            zones[str(off["InstanceType"])].add(str(off["Location"]))
         self._types, self._raw = types, raw
         self._zones_by_type = {name: frozenset(z) for name, z in zones.items() if name in types}
         self._loaded_at = self._clock.monotonic()

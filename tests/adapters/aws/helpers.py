@@ -29,11 +29,16 @@ CLUSTER = ClusterInfo(
 
 
 def shared_data_dir() -> Path:
-    """AUTOSCALER_SHARED_DATA, else <repo root>/../shared/data."""
+    """AUTOSCALER_SHARED_DATA, else <repo root>/../shared/data (searched upwards, so a git worktree
+    nested one level deeper finds it too)."""
     env = os.environ.get("AUTOSCALER_SHARED_DATA")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    root = Path(__file__).resolve().parents[3]
+    for base in root.parents:
+        if (base / "shared" / "data").is_dir():
+            return base / "shared" / "data"
+    raise FileNotFoundError(f"shared/data not found above {root}; set AUTOSCALER_SHARED_DATA")
 
 
 def on_demand_prices(region: str = REGION) -> dict[str, float]:
@@ -105,14 +110,20 @@ def node_class(name: str = "default", **spec: Any) -> NodeClass:
                              "metadata": {"name": name}, "spec": base})
 
 
+_BUILTIN: dict[str, str] = {}
+
+
 def builtin_images(ec2: Any) -> dict[str, str]:
     """One of moto's built-in images per architecture (moto's RegisterImage ignores Architecture, so
     tests use its real catalogue images instead)."""
+    if _BUILTIN:
+        return dict(_BUILTIN)
     out: dict[str, str] = {}
     for img in ec2.describe_images(Owners=["amazon"])["Images"]:
         arch = {"x86_64": "amd64", "arm64": "arm64"}.get(img.get("Architecture", ""))
         if arch and arch not in out and img.get("State") == "available":
             out[arch] = img["ImageId"]
+    _BUILTIN.update(out)  # moto's built-in images are the same in every mock: look them up once
     return out
 
 

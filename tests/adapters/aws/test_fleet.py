@@ -34,10 +34,12 @@ from tests.adapters.aws.helpers import (
 
 
 @pytest.fixture
-def cloud(ec2: Any, ssm: Any, iam: Any, network: Network) -> AwsCloud:
+def cloud(ec2: Any, ssm: Any, iam: Any, network: Network, moto_catalog: Any) -> AwsCloud:
     seed_eks_amis(ec2)
-    return AwsCloud(ec2=ec2, ssm=ssm, iam=iam, pricing=boto3.client("pricing", region_name=REGION),
-                    region=REGION, cluster=CLUSTER, clock=ManualClock())
+    built = AwsCloud(ec2=ec2, ssm=ssm, iam=iam, pricing=boto3.client("pricing", region_name=REGION),
+                     region=REGION, cluster=CLUSTER, clock=ManualClock(), catalog_ttl=3600)
+    built.catalog.load(*moto_catalog)
+    return built
 
 
 def _request(**kw: Any) -> FleetRequest:
