@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoscaler.aws._calls import client_config
 from autoscaler.aws.ami import AmiResolver
@@ -19,7 +19,7 @@ from autoscaler.aws.userdata import ClusterInfo
 from autoscaler.domain.clock import SystemClock
 from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, UnavailableOfferings, supports
 from autoscaler.domain.models import CapacityType, InstanceType, Offering
-from autoscaler.ports import Clock
+from autoscaler.ports import Clock, CloudPort
 
 # The Price List API answers in a few regions only; us-east-1 serves every region's prices.
 PRICING_REGION = "us-east-1"
@@ -116,3 +116,8 @@ class AwsCloud:
 
     def terminate(self, instance_ids: Iterable[str]) -> list[str]:
         return self.instances.terminate(instance_ids)
+
+
+if TYPE_CHECKING:
+    def _implements_cloud_port(cloud: AwsCloud) -> CloudPort:
+        return cloud  # mypy proves AwsCloud satisfies the protocol

@@ -140,7 +140,8 @@ def test_capacity_error_marks_offering_and_retries_with_what_remains(ec2: Any, c
 
 
 @pytest.mark.parametrize("code", ["InsufficientInstanceCapacity", "MaxSpotInstanceCountExceeded",
-                                  "UnfulfillableCapacity", "SpotMaxPriceTooLow"])
+                                  "UnfulfillableCapacity", "SpotMaxPriceTooLow",
+                                  "InsufficientFreeAddressesInSubnet", "VcpuLimitExceeded"])
 def test_spot_exhausted_falls_back_to_on_demand(ec2: Any, cloud: AwsCloud, code: str) -> None:
     failing = {(t, z): code for t in ("m5.large", "m5a.large") for z in ("us-east-1a", "us-east-1b")}
     fault = CapacityFault(failing=failing, only_capacity_type="spot").install(ec2)
