@@ -29,6 +29,7 @@ from tests.adapters.aws.helpers import builtin_images, node_class, put_public_pa
          "/aws/service/eks/optimized-ami/1.30/amazon-linux-2-arm64/amazon-eks-arm64-node-1.30-v20240807/image_id"),
         ("Bottlerocket", "latest", "amd64", "/aws/service/bottlerocket/aws-k8s-1.30/x86_64/latest/image_id"),
         ("Bottlerocket", "latest", "arm64", "/aws/service/bottlerocket/aws-k8s-1.30/arm64/latest/image_id"),
+        ("Bottlerocket", "v1.20.3", "amd64", "/aws/service/bottlerocket/aws-k8s-1.30/x86_64/1.20.3/image_id"),
     ],
 )
 def test_alias_parameter_names(family: str, version: str, arch: Any, want: str) -> None:
@@ -43,6 +44,7 @@ def test_alias_parameter_names(family: str, version: str, arch: Any, want: str) 
                            "arm64": "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/arm64/standard/"
                                     "recommended/image_id"}),
         ("bottlerocket@latest", {"amd64": "/aws/service/bottlerocket/aws-k8s-1.30/x86_64/latest/image_id"}),
+        ("bottlerocket@v1.20.3", {"arm64": "/aws/service/bottlerocket/aws-k8s-1.30/arm64/1.20.3/image_id"}),
         ("al2@v20240807", {"arm64": "/aws/service/eks/optimized-ami/1.30/amazon-linux-2-arm64/"
                                     "amazon-eks-arm64-node-1.30-v20240807/image_id"}),
     ],

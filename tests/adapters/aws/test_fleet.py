@@ -84,6 +84,9 @@ def test_launch_sends_types_x_zone_subnets_and_tags_everything(ec2: Any, cloud: 
     assert (tags[EKS_CLUSTER_TAG], tags[MANAGED_BY_TAG]) == (CLUSTER.name, CLUSTER.name)
     assert (tags[NODEPOOL_TAG], tags[NODECLASS_TAG], tags[NODECLAIM_TAG]) == ("general", "default", req.claim_id)
     assert tags["Name"] == f"{CLUSTER.name}/{req.claim_id}" and tags["cost-center"] == "42"
+    # moto tags the fleet too, but not the volumes of an instant fleet: the request above shows we ask.
+    [fleet] = ec2.describe_fleets()["Fleets"]
+    assert tags_of(fleet)[NODECLAIM_TAG] == req.claim_id
 
     # The launch template's user data carries the pool's labels (not per-instance ones) and taints.
     lt_id = config["LaunchTemplateSpecification"]["LaunchTemplateId"]
