@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from autoscaler.aws._calls import Caller, error_code
-from autoscaler.aws.ami import AmiResolver
+from autoscaler.aws.ami import Ami, AmiResolver, image_for, variant_of
 from autoscaler.aws.catalog import InstanceCatalog
 from autoscaler.aws.launch_template import (
     InstanceProfiles,
@@ -47,7 +47,8 @@ class PreparedLaunch:
     """Everything CreateFleet needs for one request and capacity type, resolved and cached."""
 
     capacity_type: CapacityType
-    templates: dict[str, LaunchTemplateRef]  # architecture -> template
+    templates: dict[str, LaunchTemplateRef]  # Ami.key (architecture/variant) -> template
+    images: tuple[Ami, ...]
     subnets: dict[str, Subnet]  # zone -> subnet
 
 
@@ -97,29 +98,29 @@ class FleetLauncher:
         join = NodeJoin(labels=_join_labels(request, capacity_type), taints=_join_taints(request),
                         kubelet=request.kubelet or nc.kubelet)
         types = self._catalog.instance_types()
-        wanted_arches = {types[t].architecture for t in request.instance_types if t in types}
+        candidates = [types[t] for t in request.instance_types if t in types]
+        images = tuple(self._amis.resolve(nc, {variant_of(it) for it in candidates}).values())
         templates: dict[str, LaunchTemplateRef] = {}
-        for arch, ami in self._amis.resolve(nc).items():
-            if arch not in wanted_arches:
-                continue
+        for ami in {a.key: a for it in candidates if (a := image_for(images, it)) is not None}.values():
             data = launch_template_data(node_class=nc, ami=ami, cluster=self._cluster, join=join,
                                         security_group_ids=groups, instance_profile=profile)
-            templates[arch] = self._templates.ensure(data, node_class=nc, architecture=arch)
-        return PreparedLaunch(capacity_type=capacity_type, templates=templates, subnets=subnets)
+            templates[ami.key] = self._templates.ensure(data, node_class=nc, architecture=ami.architecture)
+        return PreparedLaunch(capacity_type=capacity_type, templates=templates, subnets=subnets, images=images)
 
     def _overrides(self, request: FleetRequest, prepared: PreparedLaunch) -> dict[str, list[dict[str, Any]]]:
-        """Architecture -> overrides (type x zone) still worth trying, in the request's type order."""
+        """Image key -> overrides (type x zone) still worth trying, in the request's type order."""
         types = self._catalog.instance_types()
         out: dict[str, list[dict[str, Any]]] = {}
         ct = prepared.capacity_type
         for name in request.instance_types:
             it = types.get(name)
-            if it is None or it.architecture not in prepared.templates or not supports(it, ct):
+            ami = image_for(prepared.images, it) if it is not None else None
+            if it is None or ami is None or ami.key not in prepared.templates or not supports(it, ct):
                 continue
             zones = self._catalog.zones_of(name)
             for zone, subnet in sorted(prepared.subnets.items()):
                 if zone in zones and not self.unavailable.is_unavailable(name, zone, ct):
-                    out.setdefault(it.architecture, []).append(
+                    out.setdefault(ami.key, []).append(
                         {"InstanceType": name, "SubnetId": subnet.subnet_id, "AvailabilityZone": zone}
                     )
         return out

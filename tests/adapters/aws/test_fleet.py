@@ -26,8 +26,10 @@ from tests.adapters.aws.helpers import (
     REGION,
     CapacityFault,
     Network,
+    builtin_images,
     instances_by_id,
     node_class,
+    put_public_parameter,
     seed_eks_amis,
     tags_of,
 )
@@ -197,3 +199,24 @@ def test_zone_restriction_and_unknown_types_are_respected(ec2: Any, cloud: AwsCl
     cloud.launch(_request(zones=("us-east-1c",), instance_types=("m5.large", "no-such.type")))
     [config] = fault.requests[0]["LaunchTemplateConfigs"]
     assert [(o["InstanceType"], o["AvailabilityZone"]) for o in config["Overrides"]] == [("m5.large", "us-east-1c")]
+
+
+def test_gpu_types_get_the_accelerated_image_and_are_skipped_without_one(ec2: Any, cloud: AwsCloud) -> None:
+    fault = CapacityFault().install(ec2)
+    req = _request(capacity_types=("on-demand",), instance_types=("g5.xlarge", "m5.large"))
+    cloud.launch(req)
+    # No nvidia parameter yet: the GPU type is not offered rather than launched without drivers.
+    [only] = fault.requests[0]["LaunchTemplateConfigs"]
+    assert {o["InstanceType"] for o in only["Overrides"]} == {"m5.large"}
+
+    nvidia = builtin_images(ec2)["amd64"]
+    put_public_parameter(
+        "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/x86_64/nvidia/recommended/image_id", nvidia)
+    cloud.amis._cache.clear()
+    fault.requests.clear()
+    cloud.launch(req)
+    configs = fault.requests[0]["LaunchTemplateConfigs"]
+    assert sorted({o["InstanceType"] for o in c["Overrides"]}.pop() for c in configs) == ["g5.xlarge", "m5.large"]
+    sources = {cloud.amis.resolve(req.node_class, {"nvidia", "standard"})[k].source for k in
+               ("amd64/nvidia", "amd64/standard")}
+    assert any("/nvidia/" in s for s in sources) and any("/standard/" in s for s in sources)
