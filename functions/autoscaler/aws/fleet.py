@@ -22,6 +22,7 @@ from autoscaler.aws.launch_template import (
 from autoscaler.aws.network import NetworkResolver, Subnet
 from autoscaler.aws.userdata import ClusterInfo, NodeJoin
 from autoscaler.domain.fleet import (
+    CAPACITY_ERROR_CODES,
     UNREGISTERED_TAINT,
     FleetError,
     FleetRequest,
@@ -177,9 +178,15 @@ class FleetLauncher:
         try:
             resp = self._ec2("create_fleet", **params)
         except ClientError as exc:
-            result.errors.append(FleetError(code=error_code(exc), capacity_type=ct,
+            code = error_code(exc)
+            result.errors.append(FleetError(code=code, capacity_type=ct,
                                             message=str(exc.response.get("Error", {}).get("Message", exc))))
-            return False
+            if code not in CAPACITY_ERROR_CODES:
+                return False
+            # A capacity error for the whole request (e.g. an account vCPU quota): none of these
+            # offerings is worth retrying now, but the next capacity type may still work.
+            self._mark_all(overrides, ct)
+            return True
         zone_of_subnet = {s.subnet_id: z for z, s in prepared.subnets.items()}
         for inst in resp.get("Instances", ()):
             ov = (inst.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
@@ -204,9 +211,16 @@ class FleetLauncher:
                     self.unavailable.mark(fe.instance_type, fe.zone, ct)
                 else:
                     # EC2 did not say which offering: none of this call's overrides is worth retrying now.
-                    for ovs in overrides.values():
-                        for o in ovs:
-                            self.unavailable.mark(o["InstanceType"], o["AvailabilityZone"], ct)
+                    self._mark_all(overrides, ct)
+        return self._log_launched(request, result, retry)
+
+    def _mark_all(self, overrides: dict[str, list[dict[str, Any]]], capacity_type: str) -> None:
+        for ovs in overrides.values():
+            for o in ovs:
+                self.unavailable.mark(o["InstanceType"], o["AvailabilityZone"], capacity_type)
+
+    @staticmethod
+    def _log_launched(request: FleetRequest, result: FleetResult, retry: bool) -> bool:
         if result.launched:
             log.info("launched %s for %s", [i.instance_id for i in result.launched], request.claim_id)
         return retry

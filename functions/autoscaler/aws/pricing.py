@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -122,7 +122,7 @@ class PriceBook:
         params: dict[str, Any] = {
             "ProductDescriptions": _SPOT_PRODUCTS,
             # StartTime = now asks for the price in effect now, one record per type and zone.
-            "StartTime": datetime.fromtimestamp(self._clock.now()),
+            "StartTime": datetime.fromtimestamp(self._clock.now(), tz=UTC),
         }
         if instance_types:
             params["InstanceTypes"] = instance_types

@@ -223,9 +223,12 @@ def al2_user_data(cluster: ClusterInfo, join: NodeJoin, user_data: str | None) -
         "--apiserver-endpoint", cluster.endpoint,
         "--b64-cluster-ca", cluster.certificate_authority,
         "--dns-cluster-ip", dns,
-        "--use-max-pods", "false",
-        "--kubelet-extra-args", " ".join(extra),
     ]
+    if max_pods:
+        # Otherwise bootstrap.sh derives max pods from the instance type's ENIs, which is what the
+        # planner assumes too; one template serves many types, so we cannot write a number per type.
+        args += ["--use-max-pods", "false"]
+    args += ["--kubelet-extra-args", " ".join(extra)]
     script = "#!/bin/bash -xe\nexec > >(tee /var/log/user-data.log | logger -t user-data -s 2>/dev/console) 2>&1\n"
     script += " ".join(shlex.quote(a) for a in args) + "\n"
     return mime_multipart([*_user_parts(user_data), ("text/x-shellscript", script)])

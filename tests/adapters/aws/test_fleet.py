@@ -220,3 +220,31 @@ def test_gpu_types_get_the_accelerated_image_and_are_skipped_without_one(ec2: An
     sources = {cloud.amis.resolve(req.node_class, {"nvidia", "standard"})[k].source for k in
                ("amd64/nvidia", "amd64/standard")}
     assert any("/nvidia/" in s for s in sources) and any("/standard/" in s for s in sources)
+
+
+class _Rejected:
+    status_code = 400
+    headers: dict[str, str] = {}
+    content = b""
+
+
+@pytest.mark.parametrize(("code", "marks"), [("VcpuLimitExceeded", True), ("InvalidParameterValue", False)])
+def test_request_level_errors(ec2: Any, cloud: AwsCloud, code: str, marks: bool) -> None:
+    """CreateFleet failing as a whole: a capacity code marks every offering tried; any other error is
+    not retried for that capacity type. Either way the next capacity type is tried."""
+    seen: list[str] = []
+
+    def reject_spot(params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]] | None:
+        body = params.get("body", {})
+        seen.append(body.get("TargetCapacitySpecification.DefaultTargetCapacityType", ""))
+        if body.get("TargetCapacitySpecification.DefaultTargetCapacityType") != "spot":
+            return None
+        return _Rejected(), {"Error": {"Code": code, "Message": "rejected"},
+                             "ResponseMetadata": {"RequestId": "req-1", "HTTPStatusCode": 400}}
+
+    ec2.meta.events.register("before-call.ec2.CreateFleet", reject_spot)
+    result = cloud.launch(_request())
+    assert result.errors[0].code == code and result.errors[0].capacity_type == "spot"
+    assert seen == ["spot", "on-demand"] and [i.capacity_type for i in result.launched] == ["on-demand"]
+    marked = cloud.unavailable()
+    assert (("m5a.large", "us-east-1b", "spot") in marked) is marks and (len(marked) == 4) is marks

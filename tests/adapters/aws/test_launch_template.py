@@ -94,7 +94,11 @@ def test_al2_bootstrap_script() -> None:
     assert "--dns-cluster-ip 172.20.0.10" in script
     assert "--node-labels=karpenter.sh/nodepool=general,team=payments" in script
     assert "--register-with-taints=dedicated=payments:NoSchedule,karpenter.sh/unregistered:NoExecute" in script
-    assert "--max-pods=58" in script
+    assert "--max-pods=58" in script and "--use-max-pods false" in script
+
+    # Without maxPods bootstrap.sh keeps its per-instance-type ENI default.
+    plain = _mime_parts(_user_data(_data("al2@latest", join=NodeJoin(labels={}, taints=(UNREGISTERED_TAINT,)))))
+    assert "--use-max-pods" not in plain[-1][1] and "--max-pods" not in plain[-1][1]
 
 
 def test_template_data_defaults_imdsv2_and_block_devices() -> None:
