@@ -51,6 +51,7 @@ def test_v1alpha1_aws_node_template_converts() -> None:
         ({"instanceProfile": "x"}, r"exactly one of role and instanceProfile"),
         ({"subnetSelectorTerms": []}, r"spec\.subnetSelectorTerms: .*at least 1"),
         ({"amiSelectorTerms": [{"alias": "ubuntu@latest"}]}, r"spec\.amiSelectorTerms\.0\.alias"),
+        ({"amiSelectorTerms": [{"alias": "al2023@v1.20.3"}]}, r"vYYYYMMDD"),  # semver is Bottlerocket's only
         ({"amiSelectorTerms": [{"alias": "al2023@latest"}, {"id": "ami-1"}]}, r"alias term cannot be combined"),
         ({"metadataOptions": {"httpTokens": "sometimes"}}, r"spec\.metadataOptions\.httpTokens"),
         ({"tags": {"karpenter.sh/nodepool": "x"}}, r"set by the autoscaler"),

@@ -56,8 +56,10 @@ class AmiSelectorTerm(_Model):
         family, _, version = v.partition("@")
         if family.lower() not in _ALIAS_FAMILIES or not version:
             raise ValueError(f"alias {v!r} must be FAMILY@VERSION with FAMILY one of {sorted(_ALIAS_FAMILIES)}")
-        if version != "latest" and not (version.startswith("v") and version[1:].isdigit()):
-            raise ValueError(f"alias {v!r}: version must be 'latest' or vYYYYMMDD")
+        # EKS AMIs are pinned by date (v20240807); Bottlerocket by its release (v1.20.3).
+        semver = family.lower() == "bottlerocket" and all(p.isdigit() for p in version[1:].split("."))
+        if version != "latest" and not (version.startswith("v") and (version[1:].isdigit() or semver)):
+            raise ValueError(f"alias {v!r}: version must be 'latest' or vYYYYMMDD (Bottlerocket: vX.Y.Z)")
         return v
 
     @property

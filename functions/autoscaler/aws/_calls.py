@@ -1,0 +1,77 @@
+"""Shared plumbing for the AWS adapters: the botocore retry configuration, and one place where
+every API call is counted and every failure is logged with its request id."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+log = logging.getLogger("autoscaler.aws")
+
+
+def client_config(*, max_attempts: int = 5, read_timeout: float = 10.0) -> Config:
+    """Adaptive retries (client-side rate limiting on throttles), bounded so a Lambda never spends its
+    whole minute retrying one call."""
+    return Config(
+        retries={"mode": "adaptive", "max_attempts": max_attempts},
+        connect_timeout=5,
+        read_timeout=read_timeout,
+    )
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _log_failure(operation: str, exc: ClientError) -> None:
+    meta = exc.response.get("ResponseMetadata", {})
+    err = exc.response.get("Error", {})
+    log.warning(
+        "AWS call failed: %s %s: %s (request id %s)",
+        operation, err.get("Code"), err.get("Message"), meta.get("RequestId", "?"),
+        extra={"operation": operation, "error_code": err.get("Code"), "request_id": meta.get("RequestId")},
+    )
+
+
+class Caller:
+    """Calls one boto3 client, counting calls per operation (``calls``) and logging failures."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.calls: Counter[str] = Counter()
+
+    def __call__(self, operation: str, *, expected_errors: tuple[str, ...] = (), **params: Any) -> dict[str, Any]:
+        """Call ``operation``; ``expected_errors`` are codes the caller handles (not logged as failures)."""
+        self.calls[operation] += 1
+        try:
+            result: dict[str, Any] = getattr(self.client, operation)(**params)
+        except ClientError as exc:
+            if error_code(exc) not in expected_errors:
+                _log_failure(operation, exc)
+            raise
+        return result
+
+    def pages(self, operation: str, **params: Any) -> Iterator[dict[str, Any]]:
+        """Every page of a paginated operation; each page is one counted call."""
+        paginator = self.client.get_paginator(operation)
+        iterator = iter(paginator.paginate(**params))
+        while True:
+            self.calls[operation] += 1
+            try:
+                page = next(iterator)
+            except StopIteration:
+                self.calls[operation] -= 1  # the paginator made no request for the end
+                return
+            except ClientError as exc:
+                _log_failure(operation, exc)
+                raise
+            yield page
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())

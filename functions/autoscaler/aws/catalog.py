@@ -1,0 +1,86 @@
+"""The EC2 instance catalog of one region: instance types (DescribeInstanceTypes) and where each is
+offered (DescribeInstanceTypeOfferings by availability zone), cached in the warm container so a warm
+invocation makes no catalog calls."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from autoscaler.aws._calls import Caller
+from autoscaler.domain.models import InstanceType
+from autoscaler.domain.objects import instance_type_from_ec2
+from autoscaler.ports import Clock
+
+
+class InstanceCatalog:
+    """Instance types and their zones, refreshed at most every ``ttl`` seconds (default 5 min).
+    ``calls`` counts the EC2 requests made, per operation."""
+
+    def __init__(self, ec2: Any, *, clock: Clock, ttl: float = 300.0) -> None:
+        self._ec2 = Caller(ec2)
+        self._clock = clock
+        self._ttl = ttl
+        self._types: dict[str, InstanceType] = {}
+        self._raw: dict[str, dict[str, Any]] = {}
+        self._zones_by_type: dict[str, frozenset[str]] = {}
+        self._loaded_at: float | None = None
+
+    @property
+    def calls(self) -> dict[str, int]:
+        return dict(self._ec2.calls)
+
+    def _fresh(self) -> bool:
+        return self._loaded_at is not None and self._clock.monotonic() - self._loaded_at < self._ttl
+
+    def refresh(self) -> None:
+        infos = [info for page in self._ec2.pages("describe_instance_types") for info in page.get("InstanceTypes", ())]
+        offerings = [off for page in self._ec2.pages("describe_instance_type_offerings",
+                                                     LocationType="availability-zone")
+                     for off in page.get("InstanceTypeOfferings", ())]
+        self.load(infos, offerings)
+
+    def load(self, infos: Iterable[Mapping[str, Any]], offerings: Iterable[Mapping[str, Any]]) -> None:
+        """Fill the cache from DescribeInstanceTypes ``InstanceTypes`` and DescribeInstanceTypeOfferings
+        ``InstanceTypeOfferings`` items (also how a snapshot or a test primes it without API calls)."""
+        types: dict[str, InstanceType] = {}
+        raw: dict[str, dict[str, Any]] = {}
+        for info in infos:
+            it = instance_type_from_ec2(dict(info))
+            if it is not None:
+                types[it.name] = it
+                raw[it.name] = dict(info)
+        zones: dict[str, set[str]] = defaultdict(set)
+        for off in offerings:
+            zones[str(off["InstanceType"])].add(str(off["Location"]))
+        self._types, self._raw = types, raw
+        self._zones_by_type = {name: frozenset(z) for name, z in zones.items() if name in types}
+        self._loaded_at = self._clock.monotonic()
+
+    def _ensure(self) -> None:
+        if not self._fresh():
+            self.refresh()
+
+    def instance_types(self) -> dict[str, InstanceType]:
+        """Every type nodes can run on, by name."""
+        self._ensure()
+        return self._types
+
+    def raw_instance_types(self) -> dict[str, dict[str, Any]]:
+        """The InstanceTypeInfo objects as EC2 returned them (the snapshot's ``instanceTypes``)."""
+        self._ensure()
+        return self._raw
+
+    def zones_of(self, instance_type: str) -> frozenset[str]:
+        self._ensure()
+        return self._zones_by_type.get(instance_type, frozenset())
+
+    def offered(self) -> dict[str, frozenset[str]]:
+        """Instance type -> zones where it is offered."""
+        self._ensure()
+        return self._zones_by_type
+
+    def zones(self) -> list[str]:
+        self._ensure()
+        return sorted({z for zs in self._zones_by_type.values() for z in zs})

@@ -1,0 +1,123 @@
+"""``AwsCloud``: the ``CloudPort`` facade over the EC2, SSM, Pricing and IAM adapters. Build it once per
+Lambda container (``AwsCloud.from_session``); its caches are what make warm invocations cheap."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from autoscaler.aws._calls import client_config
+from autoscaler.aws.ami import AmiResolver
+from autoscaler.aws.catalog import InstanceCatalog
+from autoscaler.aws.fleet import FleetLauncher, PreparedLaunch
+from autoscaler.aws.instances import Instances
+from autoscaler.aws.launch_template import InstanceProfiles, LaunchTemplates
+from autoscaler.aws.network import NetworkResolver
+from autoscaler.aws.pricing import PriceBook
+from autoscaler.aws.userdata import ClusterInfo
+from autoscaler.domain.clock import SystemClock
+from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, UnavailableOfferings, supports
+from autoscaler.domain.models import CapacityType, InstanceType, Offering
+from autoscaler.ports import Clock, CloudPort
+
+# The Price List API answers in a few regions only; us-east-1 serves every region's prices.
+PRICING_REGION = "us-east-1"
+
+
+class AwsCloud:
+    """Implements ``autoscaler.ports.CloudPort`` with injected boto3 clients (no call at construction)."""
+
+    def __init__(
+        self, *, ec2: Any, ssm: Any, pricing: Any, iam: Any, region: str, cluster: ClusterInfo,
+        clock: Clock | None = None, catalog_ttl: float = 300.0,
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.region = region
+        self.cluster = cluster
+        self.catalog = InstanceCatalog(ec2, clock=self.clock, ttl=catalog_ttl)
+        self.prices = PriceBook(pricing=pricing, ec2=ec2, region=region, clock=self.clock)
+        self.network = NetworkResolver(ec2, clock=self.clock)
+        self.amis = AmiResolver(ssm=ssm, ec2=ec2, k8s_version=cluster.k8s_version, clock=self.clock)
+        self.templates = LaunchTemplates(ec2, cluster=cluster)
+        self.profiles = InstanceProfiles(iam, cluster_name=cluster.name)
+        self.unavailable_offerings = UnavailableOfferings(self.clock)
+        self.fleet = FleetLauncher(ec2, cluster=cluster, catalog=self.catalog, network=self.network, amis=self.amis,
+                                   templates=self.templates, profiles=self.profiles,
+                                   unavailable=self.unavailable_offerings)
+        self.instances = Instances(ec2, cluster_name=cluster.name)
+
+    @classmethod
+    def from_session(
+        cls, session: Any, *, region: str, cluster: ClusterInfo, clock: Clock | None = None, max_attempts: int = 5,
+    ) -> AwsCloud:
+        """Clients from a boto3 Session with bounded adaptive retries."""
+        cfg = client_config(max_attempts=max_attempts)
+        return cls(
+            ec2=session.client("ec2", region_name=region, config=cfg),
+            ssm=session.client("ssm", region_name=region, config=cfg),
+            pricing=session.client("pricing", region_name=PRICING_REGION, config=cfg),
+            iam=session.client("iam", config=cfg),
+            region=region, cluster=cluster, clock=clock,
+        )
+
+    @property
+    def calls(self) -> dict[str, int]:
+        """API calls made so far, per operation, across all adapters."""
+        total: Counter[str] = Counter()
+        for part in (self.catalog, self.prices, self.network, self.amis, self.templates, self.profiles,
+                     self.fleet, self.instances):
+            total.update(part.calls)
+        return dict(total)
+
+    def instance_types(self) -> Mapping[str, InstanceType]:
+        return self.catalog.instance_types()
+
+    def offerings(self) -> list[Offering]:
+        types = self.catalog.instance_types()
+        on_demand = self.prices.on_demand()
+        spot = self.prices.spot()
+        blocked = self.unavailable_offerings.snapshot()
+        out: list[Offering] = []
+        for name, zones in sorted(self.catalog.offered().items()):
+            it = types[name]
+            for zone in sorted(zones):
+                candidates: list[tuple[CapacityType, float | None]] = [
+                    ("on-demand", on_demand.get(name)), ("spot", spot.get((name, zone)))]
+                for ct, price in candidates:
+                    if price is None or not supports(it, ct):
+                        continue
+                    out.append(Offering(instance_type=name, zone=zone, capacity_type=ct, price=price,
+                                        available=(name, zone, ct) not in blocked))
+        return out
+
+    def unavailable(self) -> frozenset[tuple[str, str, str]]:
+        return self.unavailable_offerings.snapshot()
+
+    @property
+    def prices_stale(self) -> bool:
+        return self.prices.stale
+
+    def prepare(self, request: FleetRequest) -> list[PreparedLaunch]:
+        """Resolve and create everything a launch needs without launching (for warm-up and benchmarks)."""
+        return [self.fleet.prepare(request, ct) for ct in request.capacity_types]
+
+    def launch(self, request: FleetRequest) -> FleetResult:
+        return self.fleet.launch(request)
+
+    def in_flight(self, registered_instance_ids: Collection[str]) -> list[CloudInstance]:
+        return self.instances.in_flight(registered_instance_ids)
+
+    def owned_instances(self) -> list[CloudInstance]:
+        return self.instances.owned()
+
+    def describe_instances(self, instance_ids: Iterable[str]) -> list[CloudInstance]:
+        return self.instances.describe(instance_ids)
+
+    def terminate(self, instance_ids: Iterable[str]) -> list[str]:
+        return self.instances.terminate(instance_ids)
+
+
+if TYPE_CHECKING:
+    def _implements_cloud_port(cloud: AwsCloud) -> CloudPort:
+        return cloud  # mypy proves AwsCloud satisfies the protocol

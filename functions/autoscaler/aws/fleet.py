@@ -1,0 +1,226 @@
+"""Launching nodes with EC2 CreateFleet (``Type=instant``): overrides are the candidate instance types
+x the zones' subnets; insufficient-capacity errors mark the offering unavailable for 3 minutes and
+the launch retries with what remains, then falls back to the next capacity type."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from autoscaler.aws._calls import Caller, error_code
+from autoscaler.aws.ami import Ami, AmiResolver, image_for, variant_of
+from autoscaler.aws.catalog import InstanceCatalog
+from autoscaler.aws.launch_template import (
+    InstanceProfiles,
+    LaunchTemplateRef,
+    LaunchTemplates,
+    launch_template_data,
+)
+from autoscaler.aws.network import NetworkResolver, Subnet
+from autoscaler.aws.userdata import ClusterInfo, NodeJoin
+from autoscaler.domain.fleet import (
+    CAPACITY_ERROR_CODES,
+    UNREGISTERED_TAINT,
+    FleetError,
+    FleetRequest,
+    FleetResult,
+    LaunchedInstance,
+    UnavailableOfferings,
+    launch_tags,
+    supports,
+)
+from autoscaler.domain.models import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, CapacityType, Taint
+
+log = logging.getLogger(__name__)
+
+# Labels EC2 decides per instance (it picks the type and zone), so they cannot be baked into user data.
+_PER_INSTANCE_LABELS = ("node.kubernetes.io/instance-type", "topology.kubernetes.io/zone",
+                        "topology.kubernetes.io/region", "kubernetes.io/hostname", "kubernetes.io/arch",
+                        "kubernetes.io/os", "beta.kubernetes.io/", "failure-domain.beta.kubernetes.io/",
+                        "karpenter.k8s.aws/instance-")
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedLaunch:
+    """Everything CreateFleet needs for one request and capacity type, resolved and cached."""
+
+    capacity_type: CapacityType
+    templates: dict[str, LaunchTemplateRef]  # Ami.key (architecture/variant) -> template
+    images: tuple[Ami, ...]
+    subnets: dict[str, Subnet]  # zone -> subnet
+
+
+def _join_labels(request: FleetRequest, capacity_type: str) -> dict[str, str]:
+    labels = {k: v for k, v in request.labels.items() if not k.startswith(_PER_INSTANCE_LABELS)}
+    labels[NODEPOOL_LABEL] = request.node_pool
+    labels[CAPACITY_TYPE_LABEL] = capacity_type
+    return labels
+
+
+def _join_taints(request: FleetRequest) -> tuple[Taint, ...]:
+    out: list[Taint] = []
+    for t in (*request.taints, *request.startup_taints, UNREGISTERED_TAINT):
+        if t not in out:
+            out.append(t)
+    return tuple(out)
+
+
+class FleetLauncher:
+    def __init__(
+        self, ec2: Any, *, cluster: ClusterInfo, catalog: InstanceCatalog, network: NetworkResolver,
+        amis: AmiResolver, templates: LaunchTemplates, profiles: InstanceProfiles,
+        unavailable: UnavailableOfferings, max_attempts: int = 3,
+    ) -> None:
+        self._ec2 = Caller(ec2)
+        self._cluster = cluster
+        self._catalog = catalog
+        self._network = network
+        self._amis = amis
+        self._templates = templates
+        self._profiles = profiles
+        self.unavailable = unavailable
+        self._max_attempts = max_attempts
+
+    @property
+    def calls(self) -> dict[str, int]:
+        return dict(self._ec2.calls)
+
+    def prepare(self, request: FleetRequest, capacity_type: CapacityType) -> PreparedLaunch:
+        """Resolve subnets, security groups, AMIs and instance profile; ensure the launch templates."""
+        nc = request.node_class
+        subnets = self._network.subnets_by_zone(nc.subnet_selector_terms, node_class=nc.name)
+        if request.zones:
+            subnets = {z: s for z, s in subnets.items() if z in request.zones}
+        groups = self._network.security_groups(nc.security_group_selector_terms, node_class=nc.name)
+        profile = self._profiles.for_node_class(nc)
+        join = NodeJoin(labels=_join_labels(request, capacity_type), taints=_join_taints(request),
+                        kubelet=request.kubelet or nc.kubelet)
+        types = self._catalog.instance_types()
+        candidates = [types[t] for t in request.instance_types if t in types]
+        images = tuple(self._amis.resolve(nc, {variant_of(it) for it in candidates}).values())
+        templates: dict[str, LaunchTemplateRef] = {}
+        for ami in {a.key: a for it in candidates if (a := image_for(images, it)) is not None}.values():
+            data = launch_template_data(node_class=nc, ami=ami, cluster=self._cluster, join=join,
+                                        security_group_ids=groups, instance_profile=profile)
+            templates[ami.key] = self._templates.ensure(data, node_class=nc, architecture=ami.architecture)
+        return PreparedLaunch(capacity_type=capacity_type, templates=templates, subnets=subnets, images=images)
+
+    def _overrides(self, request: FleetRequest, prepared: PreparedLaunch) -> dict[str, list[dict[str, Any]]]:
+        """Image key -> overrides (type x zone) still worth trying, in the request's type order."""
+        types = self._catalog.instance_types()
+        out: dict[str, list[dict[str, Any]]] = {}
+        ct = prepared.capacity_type
+        for name in request.instance_types:
+            it = types.get(name)
+            ami = image_for(prepared.images, it) if it is not None else None
+            if it is None or ami is None or ami.key not in prepared.templates or not supports(it, ct):
+                continue
+            zones = self._catalog.zones_of(name)
+            for zone, subnet in sorted(prepared.subnets.items()):
+                if zone in zones and not self.unavailable.is_unavailable(name, zone, ct):
+                    out.setdefault(ami.key, []).append(
+                        {"InstanceType": name, "SubnetId": subnet.subnet_id, "AvailabilityZone": zone}
+                    )
+        return out
+
+    def launch(self, request: FleetRequest) -> FleetResult:
+        """Launch ``request.count`` nodes. Never raises for capacity problems: the result lists what
+        launched and, for everything else, why not. Configuration errors (no subnet, no AMI) raise."""
+        result = FleetResult(requested=request.count)
+        for ct in request.capacity_types:
+            prepared = self.prepare(request, ct)
+            for _attempt in range(self._max_attempts):
+                if result.complete:
+                    return result
+                overrides = self._overrides(request, prepared)
+                if not overrides:
+                    result.errors.append(FleetError(
+                        code="NoOfferingsLeft", capacity_type=ct,
+                        message=(f"no {ct} offering of {', '.join(request.instance_types)} is left to try in "
+                                 f"zones {', '.join(sorted(prepared.subnets)) or '(none)'}"),
+                    ))
+                    break
+                if not self._create_fleet(request, prepared, overrides, result):
+                    break  # an error retrying cannot fix
+            if result.complete:
+                return result
+        return result
+
+    def _create_fleet(
+        self, request: FleetRequest, prepared: PreparedLaunch,
+        overrides: dict[str, list[dict[str, Any]]], result: FleetResult,
+    ) -> bool:
+        """One CreateFleet call; returns whether a retry could help (capacity errors only)."""
+        ct = prepared.capacity_type
+        tags = launch_tags(cluster_name=self._cluster.name, node_pool=request.node_pool,
+                           node_class=request.node_class.name, claim_id=request.claim_id,
+                           extra=request.node_class.tags)
+        tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+        params: dict[str, Any] = {
+            "Type": "instant",
+            "TargetCapacitySpecification": {"TotalTargetCapacity": result.missing,
+                                            "DefaultTargetCapacityType": ct},
+            "LaunchTemplateConfigs": [
+                {"LaunchTemplateSpecification": {"LaunchTemplateId": prepared.templates[arch].template_id,
+                                                 "Version": "$Latest"},
+                 "Overrides": ovs}
+                for arch, ovs in sorted(overrides.items())
+            ],
+            "TagSpecifications": [{"ResourceType": r, "Tags": tag_list} for r in ("instance", "volume", "fleet")],
+        }
+        if ct == "spot":
+            params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+        else:
+            params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+        try:
+            resp = self._ec2("create_fleet", **params)
+        except ClientError as exc:
+            code = error_code(exc)
+            result.errors.append(FleetError(code=code, capacity_type=ct,
+                                            message=str(exc.response.get("Error", {}).get("Message", exc))))
+            if code not in CAPACITY_ERROR_CODES:
+                return False
+            # A capacity error for the whole request (e.g. an account vCPU quota): none of these
+            # offerings is worth retrying now, but the next capacity type may still work.
+            self._mark_all(overrides, ct)
+            return True
+        zone_of_subnet = {s.subnet_id: z for z, s in prepared.subnets.items()}
+        for inst in resp.get("Instances", ()):
+            ov = (inst.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+            zone = ov.get("AvailabilityZone") or zone_of_subnet.get(ov.get("SubnetId", ""), "")
+            lifecycle: CapacityType = "spot" if inst.get("Lifecycle") == "spot" else "on-demand"
+            for iid in inst.get("InstanceIds", ()):
+                result.launched.append(LaunchedInstance(
+                    instance_id=iid, instance_type=str(inst.get("InstanceType") or ov.get("InstanceType", "")),
+                    zone=zone, capacity_type=lifecycle, claim_id=request.claim_id,
+                ))
+        retry = False
+        for err in resp.get("Errors", ()):
+            ov = (err.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+            zone = ov.get("AvailabilityZone") or zone_of_subnet.get(ov.get("SubnetId", ""), "")
+            fe = FleetError(code=str(err.get("ErrorCode", "")), message=str(err.get("ErrorMessage", "")),
+                            instance_type=str(ov.get("InstanceType", "")), zone=zone,
+                            capacity_type=str(err.get("Lifecycle") or ct))
+            result.errors.append(fe)
+            if fe.is_capacity_error:
+                retry = True
+                if fe.instance_type and fe.zone:
+                    self.unavailable.mark(fe.instance_type, fe.zone, ct)
+                else:
+                    # EC2 did not say which offering: none of this call's overrides is worth retrying now.
+                    self._mark_all(overrides, ct)
+        return self._log_launched(request, result, retry)
+
+    def _mark_all(self, overrides: dict[str, list[dict[str, Any]]], capacity_type: str) -> None:
+        for ovs in overrides.values():
+            for o in ovs:
+                self.unavailable.mark(o["InstanceType"], o["AvailabilityZone"], capacity_type)
+
+    @staticmethod
+    def _log_launched(request: FleetRequest, result: FleetResult, retry: bool) -> bool:
+        if result.launched:
+            log.info("launched %s for %s", [i.instance_id for i in result.launched], request.claim_id)
+        return retry

@@ -1,0 +1,100 @@
+"""Instances this cluster's autoscaler launched, found by their tags (the product's only state), and
+termination that refuses any instance without this cluster's ownership tags."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from autoscaler.aws._calls import Caller, error_code
+from autoscaler.domain.fleet import MANAGED_BY_TAG, CloudInstance, OwnershipError, cluster_tag, ownership_problem
+
+LIVE_STATES = ("pending", "running")
+
+
+def instance_from_ec2(raw: dict[str, Any]) -> CloudInstance:
+    """A DescribeInstances ``Instance`` as a CloudInstance (tags flattened to a dict)."""
+    tags = {str(t["Key"]): str(t.get("Value", "")) for t in raw.get("Tags", ())}
+    launch = raw.get("LaunchTime")
+    return CloudInstance(
+        instance_id=str(raw["InstanceId"]),
+        instance_type=str(raw.get("InstanceType", "")),
+        zone=str((raw.get("Placement") or {}).get("AvailabilityZone", "")),
+        state=str((raw.get("State") or {}).get("Name", "")),
+        capacity_type="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
+        launch_time=launch.timestamp() if isinstance(launch, datetime) else 0.0,
+        tags=tags,
+        private_dns_name=str(raw.get("PrivateDnsName", "")),
+        raw=raw,
+    )
+
+
+class Instances:
+    def __init__(self, ec2: Any, *, cluster_name: str) -> None:
+        self._ec2 = Caller(ec2)
+        self._cluster = cluster_name
+
+    @property
+    def calls(self) -> dict[str, int]:
+        return dict(self._ec2.calls)
+
+    def owned(self, states: Iterable[str] = LIVE_STATES) -> list[CloudInstance]:
+        """Every instance carrying this cluster's managed-by and cluster tags, in ``states``."""
+        filters = [
+            {"Name": f"tag:{MANAGED_BY_TAG}", "Values": [self._cluster]},
+            {"Name": f"tag:{cluster_tag(self._cluster)}", "Values": ["owned"]},
+            {"Name": "instance-state-name", "Values": list(states)},
+        ]
+        out: list[CloudInstance] = []
+        for page in self._ec2.pages("describe_instances", Filters=filters):
+            for res in page.get("Reservations", ()):
+                out.extend(instance_from_ec2(i) for i in res.get("Instances", ()))
+        return sorted(out, key=lambda i: i.instance_id)
+
+    def in_flight(self, registered_instance_ids: Collection[str]) -> list[CloudInstance]:
+        """Owned, pending or running instances that are not yet a registered node."""
+        return [i for i in self.owned() if i.instance_id not in registered_instance_ids]
+
+    def describe(self, instance_ids: Iterable[str]) -> list[CloudInstance]:
+        """The instances that exist among ``instance_ids`` (unknown ids are left out, not an error)."""
+        ids = sorted(set(instance_ids))
+        if not ids:
+            return []
+        try:
+            pages = list(self._ec2.pages("describe_instances", InstanceIds=ids))
+        except ClientError as exc:
+            if error_code(exc) != "InvalidInstanceID.NotFound":
+                raise
+            # One unknown id fails the whole call; ask one by one so the known ones still come back.
+            found = []
+            for iid in ids:
+                found.extend(self.describe_one(iid))
+            return found
+        return [instance_from_ec2(i) for p in pages for r in p.get("Reservations", ()) for i in r.get("Instances", ())]
+
+    def describe_one(self, instance_id: str) -> list[CloudInstance]:
+        try:
+            resp = self._ec2("describe_instances", InstanceIds=[instance_id],
+                             expected_errors=("InvalidInstanceID.NotFound",))
+        except ClientError as exc:
+            if error_code(exc) == "InvalidInstanceID.NotFound":
+                return []
+            raise
+        return [instance_from_ec2(i) for r in resp.get("Reservations", ()) for i in r.get("Instances", ())]
+
+    def terminate(self, instance_ids: Iterable[str]) -> list[str]:
+        """Terminate instances, all or none: raises OwnershipError naming the first instance that lacks
+        this cluster's tags before anything is terminated. Ids already gone are skipped. Returns the
+        ids asked to terminate."""
+        found = self.describe(instance_ids)
+        for inst in found:
+            problem = ownership_problem(inst.tags, self._cluster)
+            if problem is not None:
+                raise OwnershipError(inst.instance_id, problem)
+        ids = [i.instance_id for i in found if i.state not in ("terminated", "shutting-down")]
+        if ids:
+            self._ec2("terminate_instances", InstanceIds=ids)
+        return ids

@@ -1,0 +1,196 @@
+"""Launch templates: one per distinct content (node class, AMI, security groups, instance profile,
+labels, taints, kubelet settings), named by a hash of that content and reused across invocations.
+Also resolves the instance profile from ``instanceProfile`` or ``role``."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from autoscaler.aws._calls import Caller, error_code
+from autoscaler.aws.ami import Ami
+from autoscaler.aws.userdata import ClusterInfo, NodeJoin, render_user_data
+from autoscaler.domain.fleet import NODECLASS_TAG, ownership_tags
+from autoscaler.domain.nodeclass import BlockDeviceMapping, NodeClass
+from autoscaler.domain.quantity import parse_quantity
+
+LT_NAME_PREFIX = "eks-autoscaler"
+_GIB = 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchTemplateRef:
+    name: str
+    template_id: str
+    architecture: str
+    created: bool = False
+
+
+def _default_block_devices(family: str) -> list[dict[str, Any]]:
+    """EKS-optimised defaults, as Karpenter uses them: a 20 GiB encrypted gp3 root; Bottlerocket keeps
+    a small OS volume and puts images and pods on a 20 GiB data volume."""
+    ebs = {"VolumeSize": 20, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}
+    if family == "Bottlerocket":
+        return [
+            {"DeviceName": "/dev/xvda", "Ebs": {**ebs, "VolumeSize": 4}},
+            {"DeviceName": "/dev/xvdb", "Ebs": ebs},
+        ]
+    return [{"DeviceName": "/dev/xvda", "Ebs": ebs}]
+
+
+def _block_device(bdm: BlockDeviceMapping, *, node_class: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"DeviceName": bdm.device_name}
+    if bdm.ebs is None:
+        return out
+    e = bdm.ebs
+    ebs: dict[str, Any] = {}
+    if e.volume_size is not None:
+        try:
+            size = parse_quantity(e.volume_size)
+        except ValueError as exc:
+            raise ValueError(f"EC2NodeClass {node_class}: spec.blockDeviceMappings.ebs.volumeSize: {exc}") from exc
+        ebs["VolumeSize"] = max(1, int(-(-size // _GIB)))  # round up to whole GiB
+    for key, value in (("VolumeType", e.volume_type), ("Iops", e.iops), ("Throughput", e.throughput),
+                       ("Encrypted", e.encrypted), ("KmsKeyId", e.kms_key_id),
+                       ("DeleteOnTermination", e.delete_on_termination), ("SnapshotId", e.snapshot_id)):
+        if value is not None:
+            ebs[key] = value
+    out["Ebs"] = ebs
+    return out
+
+
+def launch_template_data(
+    *, node_class: NodeClass, ami: Ami, cluster: ClusterInfo, join: NodeJoin,
+    security_group_ids: list[str], instance_profile: str,
+) -> dict[str, Any]:
+    """The CreateLaunchTemplate ``LaunchTemplateData`` (no instance type or subnet: those are fleet
+    overrides)."""
+    user_data = render_user_data(family=node_class.ami_family, cluster=cluster, join=join,
+                                 user_data=node_class.user_data)
+    mo = node_class.metadata_options
+    data: dict[str, Any] = {
+        "ImageId": ami.image_id,
+        "IamInstanceProfile": {"Name": instance_profile},
+        "UserData": base64.b64encode(user_data.encode()).decode(),
+        "MetadataOptions": {
+            "HttpEndpoint": mo.http_endpoint,
+            "HttpTokens": mo.http_tokens,
+            "HttpPutResponseHopLimit": mo.http_put_response_hop_limit,
+            "HttpProtocolIpv6": mo.http_protocol_i_pv6,
+            "InstanceMetadataTags": "disabled",
+        },
+        "BlockDeviceMappings": (
+            [_block_device(b, node_class=node_class.name) for b in node_class.block_device_mappings]
+            or _default_block_devices(node_class.ami_family)
+        ),
+        "Monitoring": {"Enabled": node_class.detailed_monitoring},
+    }
+    if node_class.associate_public_ip_address is None:
+        data["SecurityGroupIds"] = list(security_group_ids)
+    else:
+        # The public-IP choice lives on the network interface, and then the groups must go there too.
+        data["NetworkInterfaces"] = [{
+            "DeviceIndex": 0, "AssociatePublicIpAddress": node_class.associate_public_ip_address,
+            "Groups": list(security_group_ids),
+        }]
+    return data
+
+
+def content_hash(data: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:20]
+
+
+class LaunchTemplates:
+    """Ensures a launch template exists for given content; remembers name -> id in the warm container."""
+
+    def __init__(self, ec2: Any, *, cluster: ClusterInfo) -> None:
+        self._ec2 = Caller(ec2)
+        self._cluster = cluster
+        self._known: dict[str, str] = {}
+
+    @property
+    def calls(self) -> dict[str, int]:
+        return dict(self._ec2.calls)
+
+    def name_for(self, data: Mapping[str, Any]) -> str:
+        return f"{LT_NAME_PREFIX}/{self._cluster.name}/{content_hash(data)}"
+
+    def ensure(self, data: Mapping[str, Any], *, node_class: NodeClass, architecture: str) -> LaunchTemplateRef:
+        name = self.name_for(data)
+        if name in self._known:
+            return LaunchTemplateRef(name=name, template_id=self._known[name], architecture=architecture)
+        existing = self._find(name)
+        if existing:
+            self._known[name] = existing
+            return LaunchTemplateRef(name=name, template_id=existing, architecture=architecture)
+        tags = {**node_class.tags, **ownership_tags(self._cluster.name), NODECLASS_TAG: node_class.name}
+        try:
+            resp = self._ec2(
+                "create_launch_template", LaunchTemplateName=name, LaunchTemplateData=dict(data),
+                TagSpecifications=[{"ResourceType": "launch-template",
+                                    "Tags": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}],
+            )
+        except ClientError as exc:
+            # Another invocation created it between our describe and create: use theirs.
+            if error_code(exc) != "InvalidLaunchTemplateName.AlreadyExistsException":
+                raise
+            found = self._find(name)
+            if not found:
+                raise
+            self._known[name] = found
+            return LaunchTemplateRef(name=name, template_id=found, architecture=architecture)
+        template_id = str(resp["LaunchTemplate"]["LaunchTemplateId"])
+        self._known[name] = template_id
+        return LaunchTemplateRef(name=name, template_id=template_id, architecture=architecture, created=True)
+
+    def _find(self, name: str) -> str | None:
+        try:
+            found = self._ec2(
+                "describe_launch_templates", LaunchTemplateNames=[name],
+                expected_errors=("InvalidLaunchTemplateName.NotFoundException",)).get("LaunchTemplates", ())
+        except ClientError as exc:
+            if error_code(exc) in ("InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"):
+                return None
+            raise
+        return str(found[0]["LaunchTemplateId"]) if found else None
+
+
+class InstanceProfiles:
+    """The instance profile for a node class: ``instanceProfile`` as given, or one this autoscaler
+    creates for ``role`` (named ``<cluster>_<hash of role>``), like Karpenter does."""
+
+    def __init__(self, iam: Any, *, cluster_name: str) -> None:
+        self._iam = Caller(iam)
+        self._cluster = cluster_name
+        self._known: dict[str, str] = {}
+
+    @property
+    def calls(self) -> dict[str, int]:
+        return dict(self._iam.calls)
+
+    def for_node_class(self, node_class: NodeClass) -> str:
+        if node_class.instance_profile:
+            return node_class.instance_profile
+        role = str(node_class.role)
+        if role in self._known:
+            return self._known[role]
+        role_name = role.rsplit("/", 1)[-1]  # an ARN or a plain name
+        name = f"{self._cluster}_{hashlib.sha256(role_name.encode()).hexdigest()[:16]}"
+        try:
+            profile = self._iam("get_instance_profile", InstanceProfileName=name,
+                                expected_errors=("NoSuchEntity",))["InstanceProfile"]
+        except ClientError as exc:
+            if error_code(exc) != "NoSuchEntity":
+                raise
+            tags = [{"Key": k, "Value": v} for k, v in sorted(ownership_tags(self._cluster).items())]
+            profile = self._iam("create_instance_profile", InstanceProfileName=name, Tags=tags)["InstanceProfile"]
+        if not any(r.get("RoleName") == role_name for r in profile.get("Roles", ())):
+            self._iam("add_role_to_instance_profile", InstanceProfileName=name, RoleName=role_name)
+        self._known[role] = name
+        return name

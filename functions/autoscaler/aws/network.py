@@ -1,0 +1,105 @@
+"""Subnets and security groups from an EC2NodeClass's selector terms. Terms are ORed; within a term
+tags (and name) must all match. A tag value of ``*`` matches any value, as in Karpenter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from autoscaler.aws._calls import Caller
+from autoscaler.domain.errors import ConfigError
+from autoscaler.domain.nodeclass import SelectorTerm
+from autoscaler.ports import Clock
+
+
+@dataclass(frozen=True, slots=True)
+class Subnet:
+    subnet_id: str
+    zone: str
+    available_ips: int
+    vpc_id: str = ""
+
+
+def _filters(term: SelectorTerm, *, id_filter: str, name_filter: str) -> list[dict[str, Any]]:
+    if term.id:
+        return [{"Name": id_filter, "Values": [term.id]}]
+    filters: list[dict[str, Any]] = []
+    if term.name:
+        filters.append({"Name": name_filter, "Values": [term.name]})
+    for key, value in (term.tags or {}).items():
+        if value == "*":
+            filters.append({"Name": "tag-key", "Values": [key]})
+        else:
+            filters.append({"Name": f"tag:{key}", "Values": [value]})
+    return filters
+
+
+def _key(terms: tuple[SelectorTerm, ...]) -> str:
+    # Selector terms hold dicts, so they are not hashable; their JSON is.
+    return "|".join(t.model_dump_json() for t in terms)
+
+
+class NetworkResolver:
+    """Resolves selector terms, caching each distinct term set for ``ttl`` seconds (default 60 s:
+    free-IP counts move, but not within one provisioning pass)."""
+
+    def __init__(self, ec2: Any, *, clock: Clock, ttl: float = 60.0) -> None:
+        self._ec2 = Caller(ec2)
+        self._clock = clock
+        self._ttl = ttl
+        self._subnets: dict[str, tuple[float, list[Subnet]]] = {}
+        self._groups: dict[str, tuple[float, list[str]]] = {}
+
+    @property
+    def calls(self) -> dict[str, int]:
+        return dict(self._ec2.calls)
+
+    def _hit(self, entry: tuple[float, Any] | None) -> bool:
+        return entry is not None and self._clock.monotonic() - entry[0] < self._ttl
+
+    def subnets(self, terms: Iterable[SelectorTerm], *, node_class: str = "") -> list[Subnet]:
+        """Every subnet matching any term, most free addresses first."""
+        terms = tuple(terms)
+        key = _key(terms)
+        cached = self._subnets.get(key)
+        if cached is not None and self._hit(cached):
+            return cached[1]
+        found: dict[str, Subnet] = {}
+        for term in terms:
+            filters = _filters(term, id_filter="subnet-id", name_filter="tag:Name")
+            for page in self._ec2.pages("describe_subnets", Filters=filters):
+                for s in page.get("Subnets", ()):
+                    found[s["SubnetId"]] = Subnet(
+                        subnet_id=s["SubnetId"], zone=s["AvailabilityZone"],
+                        available_ips=int(s.get("AvailableIpAddressCount") or 0), vpc_id=s.get("VpcId", ""),
+                    )
+        if not found:
+            raise ConfigError(f"EC2NodeClass {node_class}: spec.subnetSelectorTerms match no subnet")
+        result = sorted(found.values(), key=lambda s: (-s.available_ips, s.subnet_id))
+        self._subnets[key] = (self._clock.monotonic(), result)
+        return result
+
+    def subnets_by_zone(self, terms: Iterable[SelectorTerm], *, node_class: str = "") -> dict[str, Subnet]:
+        """One subnet per zone: the one with the most free addresses."""
+        best: dict[str, Subnet] = {}
+        for s in self.subnets(terms, node_class=node_class):
+            best.setdefault(s.zone, s)
+        return best
+
+    def security_groups(self, terms: Iterable[SelectorTerm], *, node_class: str = "") -> list[str]:
+        terms = tuple(terms)
+        key = _key(terms)
+        cached = self._groups.get(key)
+        if cached is not None and self._hit(cached):
+            return cached[1]
+        found: set[str] = set()
+        for term in terms:
+            filters = _filters(term, id_filter="group-id", name_filter="group-name")
+            for page in self._ec2.pages("describe_security_groups", Filters=filters):
+                found.update(g["GroupId"] for g in page.get("SecurityGroups", ()))
+        if not found:
+            raise ConfigError(f"EC2NodeClass {node_class}: spec.securityGroupSelectorTerms match no security group")
+        result = sorted(found)
+        self._groups[key] = (self._clock.monotonic(), result)
+        return result

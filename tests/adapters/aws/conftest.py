@@ -1,0 +1,54 @@
+"""Fixtures for the AWS adapter tests: one in-process moto region per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from tests.adapters.aws.helpers import REGION, Network, make_network
+
+
+@pytest.fixture(scope="session")
+def moto_catalog() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """moto's full instance catalog, fetched once per session: serialising ~1,400 types takes seconds, so
+    tests that are not about the catalog prime InstanceCatalog.load() with it instead of re-fetching."""
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
+        infos = [i for p in ec2.get_paginator("describe_instance_types").paginate() for i in p["InstanceTypes"]]
+        offerings = [o for p in ec2.get_paginator("describe_instance_type_offerings").paginate(
+            LocationType="availability-zone") for o in p["InstanceTypeOfferings"]]
+    return infos, offerings
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def ec2(aws: None) -> Any:
+    return boto3.client("ec2", region_name=REGION)
+
+
+@pytest.fixture
+def ssm(aws: None) -> Any:
+    return boto3.client("ssm", region_name=REGION)
+
+
+@pytest.fixture
+def iam(aws: None) -> Any:
+    return boto3.client("iam", region_name=REGION)
+
+
+@pytest.fixture
+def network(ec2: Any) -> Network:
+    return make_network(ec2)

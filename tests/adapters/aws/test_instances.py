@@ -1,0 +1,73 @@
+"""Owned / in-flight instances found by tag, and termination that refuses what this cluster does not own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from autoscaler.aws.instances import Instances
+from autoscaler.domain.fleet import OwnershipError, is_owned, launch_tags, ownership_problem
+from tests.adapters.aws.helpers import Network, builtin_images
+
+
+def _run(ec2: Any, network: Network, tags: dict[str, str]) -> str:
+    spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}] if tags else []
+    return str(ec2.run_instances(ImageId=builtin_images(ec2)["amd64"], InstanceType="m5.large", MinCount=1,
+                                 MaxCount=1, SubnetId=network.subnets["us-east-1a"],
+                                 TagSpecifications=spec)["Instances"][0]["InstanceId"])
+
+
+def _ours(cluster: str = "prod", claim: str = "general-abc") -> dict[str, str]:
+    return launch_tags(cluster_name=cluster, node_pool="general", node_class="default", claim_id=claim)
+
+
+@pytest.mark.parametrize(
+    ("tags", "owned"),
+    [
+        (_ours(), True),
+        (_ours(cluster="staging"), False),
+        ({k: v for k, v in _ours().items() if k != "eks-serverless-autoscaler/managed-by"}, False),
+        ({"kubernetes.io/cluster/prod": "owned"}, False),  # e.g. a managed node group's instance
+        ({}, False),
+    ],
+)
+def test_ownership_rule(tags: dict[str, str], owned: bool) -> None:
+    assert is_owned(tags, "prod") is owned
+    assert (ownership_problem(tags, "prod") is None) is owned
+
+
+def test_owned_and_in_flight_by_tags(ec2: Any, network: Network) -> None:
+    mine = _run(ec2, network, _ours(claim="general-1"))
+    registered = _run(ec2, network, _ours(claim="general-2"))
+    _run(ec2, network, _ours(cluster="staging"))
+    _run(ec2, network, {})
+    gone = _run(ec2, network, _ours(claim="general-3"))
+    ec2.terminate_instances(InstanceIds=[gone])
+
+    instances = Instances(ec2, cluster_name="prod")
+    owned = instances.owned()
+    assert {i.instance_id for i in owned} == {mine, registered}
+    [first] = [i for i in owned if i.instance_id == mine]
+    assert (first.node_pool, first.claim_id, first.zone, first.instance_type) == (
+        "general", "general-1", "us-east-1a", "m5.large")
+    assert first.provider_id == f"aws:///us-east-1a/{mine}"
+    assert first.raw["InstanceId"] == mine  # the snapshot's inFlight shape
+    assert [i.instance_id for i in instances.in_flight({registered})] == [mine]
+
+
+def test_terminate_refuses_instances_without_this_clusters_tags(ec2: Any, network: Network) -> None:
+    mine = _run(ec2, network, _ours())
+    foreign = _run(ec2, network, _ours(cluster="staging"))
+    untagged = _run(ec2, network, {})
+    instances = Instances(ec2, cluster_name="prod")
+
+    for other in (foreign, untagged):
+        with pytest.raises(OwnershipError, match=other) as exc:
+            instances.terminate([mine, other])
+        assert exc.value.instance_id == other
+    states = {i.instance_id: i.state for i in instances.describe([mine, foreign, untagged])}
+    assert states == {mine: "running", foreign: "running", untagged: "running"}  # nothing was terminated
+
+    assert instances.terminate([mine, "i-00000000000000000"]) == [mine]  # unknown ids are skipped
+    assert instances.describe([mine])[0].state in ("shutting-down", "terminated")
