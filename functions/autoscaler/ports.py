@@ -1,7 +1,7 @@
 """Protocols the domain needs from the outside world. Adapters in ``aws/`` and ``kube/`` implement
 them; tests use the real adapters against moto and the Kubernetes API emulator.
 
-Each method's docstring states its contract. Later issues add the cloud port here.
+Each method's docstring states its contract.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from autoscaler.domain.models import (
     StorageClass,
     Taint,
 )
+
 if TYPE_CHECKING:
     from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult
     from autoscaler.domain.models import InstanceType, Offering
