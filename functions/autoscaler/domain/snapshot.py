@@ -80,7 +80,8 @@ def _each(raws: list[Raw], parse: Callable[[Raw], T], *, key: str) -> list[T]:
     return out
 
 
-def _in_flight(raw: Raw) -> InFlightNode | None:
+def in_flight_from_instance(raw: Mapping[str, Any]) -> InFlightNode | None:
+    """An in-flight node from a DescribeInstances ``Instance`` (None once it is going away)."""
     state = (raw.get("State") or {}).get("Name", "running")
     if state in ("shutting-down", "terminated", "stopping", "stopped"):
         return None
@@ -149,7 +150,7 @@ def parse_snapshot(data: Mapping[str, Any]) -> PlanInput:
                               key="storageClasses"),
         instance_types=types,
         offerings=offerings_from(types, locations, snap.prices),
-        in_flight=[f for f in _each(instances, _in_flight, key="inFlight") if f is not None],
+        in_flight=[f for f in _each(instances, in_flight_from_instance, key="inFlight") if f is not None],
     )
 
 

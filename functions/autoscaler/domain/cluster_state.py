@@ -1,0 +1,48 @@
+"""Read everything the planner needs from the cluster and the cloud, through the ports, into a
+``PlanInput``. Shared by the provisioner and the disruption service (which plans replacements)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import replace
+
+from autoscaler.domain.models import Pod
+from autoscaler.domain.nodeclass import NodeClass
+from autoscaler.domain.nodepool import NodePool
+from autoscaler.domain.plan import PlanInput
+from autoscaler.domain.snapshot import in_flight_from_instance
+from autoscaler.ports import CloudPort, ClusterPort
+
+
+def as_pending(pod: Pod) -> Pod:
+    """A pod that must be placed again (its node is going away): unbound and pending."""
+    return replace(pod, node_name=None, phase="Pending", ready=False)
+
+
+def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
+                      node_classes: Mapping[str, NodeClass], region: str = "",
+                      leaving_nodes: Collection[str] = ()) -> PlanInput:
+    """Pods, nodes, DaemonSets, volumes, in-flight instances, instance types and priced offerings.
+
+    Pods on ``leaving_nodes`` (being interrupted, expired, consolidated) are returned as pending and
+    those nodes are left out, so the plan makes room for them elsewhere. DaemonSet, mirror and
+    finished pods on them are dropped: they do not move.
+    """
+    leaving = set(leaving_nodes)
+    pods: list[Pod] = []
+    for pod in cluster.pods():
+        if pod.node_name in leaving:
+            if pod.is_daemonset_pod or pod.is_mirror or pod.is_finished or pod.deleting:
+                continue
+            pods.append(as_pending(pod))
+        else:
+            pods.append(pod)
+    nodes = [n for n in cluster.nodes() if n.name not in leaving]
+    registered = {n.instance_id for n in nodes if n.instance_id}
+    in_flight = [f for f in (in_flight_from_instance(i.raw) for i in cloud.in_flight(registered)) if f is not None]
+    return PlanInput(
+        node_pools=node_pools, node_classes=node_classes, pods=pods, nodes=nodes,
+        daemonsets=cluster.daemonsets(), pvcs=cluster.pvcs(), pvs=cluster.pvs(),
+        storage_classes=cluster.storage_classes(), instance_types=list(cloud.instance_types().values()),
+        offerings=cloud.offerings(), in_flight=in_flight, region=region,
+    )

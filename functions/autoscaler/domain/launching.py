@@ -1,0 +1,40 @@
+"""From a planned node (``Launch``) to the request the cloud launches (``FleetRequest``): the one place
+that decides claim ids, capacity-type preference and which kubelet settings apply."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import cast
+
+from autoscaler.domain.errors import ConfigError
+from autoscaler.domain.fleet import FleetRequest, new_claim_id
+from autoscaler.domain.models import CapacityType
+from autoscaler.domain.nodeclass import NodeClass
+from autoscaler.domain.nodepool import NodePool
+from autoscaler.domain.plan import Launch
+
+
+def fleet_request_for(launch: Launch, *, cluster_name: str, node_pools: Mapping[str, NodePool],
+                      node_classes: Mapping[str, NodeClass], claim_id: str | None = None) -> FleetRequest:
+    """The planner chose ``launch.capacity_type``; the other types the NodePool allows follow it, so
+    the launcher can fall back (spot -> on-demand) when EC2 has no capacity."""
+    node_class = node_classes.get(launch.node_class)
+    if node_class is None:
+        raise ConfigError(f"NodePool {launch.node_pool}: nodeClassRef {launch.node_class!r} names no EC2NodeClass")
+    pool = node_pools.get(launch.node_pool)
+    preference = [launch.capacity_type, *(c for c in launch.capacity_types if c != launch.capacity_type)]
+    # v1 moved kubelet settings to the EC2NodeClass; v1beta1 / v1alpha5 kept them on the pool.
+    kubelet = node_class.kubelet or (pool.kubelet if pool else None)
+    return FleetRequest(
+        claim_id=claim_id or new_claim_id(launch.node_pool),
+        cluster_name=cluster_name,
+        node_pool=launch.node_pool,
+        node_class=node_class,
+        capacity_types=tuple(cast(CapacityType, c) for c in preference),
+        instance_types=launch.instance_types,
+        zones=launch.zones,
+        labels=dict(launch.labels),
+        taints=launch.taints,
+        startup_taints=launch.startup_taints,
+        kubelet=kubelet,
+    )

@@ -1,0 +1,119 @@
+"""What every handler needs, built once per Lambda container and reused by warm invocations: the
+cluster configuration, the AWS and Kubernetes adapters, the clock and the metrics sink.
+
+Where the Kubernetes API is reached:
+- ``AUTOSCALER_KUBE_ENDPOINT`` (with optional ``AUTOSCALER_KUBE_TOKEN`` and base64
+  ``AUTOSCALER_KUBE_CA``): an explicit endpoint, for the local simulation, tests and tunnels;
+- otherwise the EKS cluster named in the configuration, with a bearer token from STS and the
+  endpoint and CA from eks:DescribeCluster.
+
+AWS clients honour ``AWS_ENDPOINT_URL`` (botocore does), which is how tests point them at moto.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from autoscaler.aws.cloud import AwsCloud
+from autoscaler.aws.userdata import ClusterInfo
+from autoscaler.config import ClusterConfig, DeploymentEnv, load_deployment_env, load_runtime_config
+from autoscaler.domain.clock import SystemClock
+from autoscaler.domain.nodeclass import NodeClass, parse_node_classes
+from autoscaler.domain.nodepool import NodePool, parse_node_pools
+from autoscaler.handlers.observability import PowertoolsSink
+from autoscaler.kube.auth import api_client_for_eks, api_client_for_endpoint
+from autoscaler.kube.cluster import KubeCluster
+from autoscaler.metrics_catalog import MetricsSink
+from autoscaler.ports import Clock
+
+ENV_KUBE_ENDPOINT = "AUTOSCALER_KUBE_ENDPOINT"
+ENV_KUBE_TOKEN = "AUTOSCALER_KUBE_TOKEN"
+ENV_KUBE_CA = "AUTOSCALER_KUBE_CA"
+DEFAULT_K8S_VERSION = "1.31"
+
+
+@dataclass
+class Runtime:
+    config: ClusterConfig
+    env: DeploymentEnv
+    node_pools: list[NodePool]
+    node_classes: dict[str, NodeClass]
+    cloud: AwsCloud
+    cluster: KubeCluster
+    clock: Clock
+    sink: MetricsSink
+    session: Any  # boto3.Session, for the few clients a handler needs itself (lambda, sqs)
+    _clients: dict[str, Any] = field(default_factory=dict)
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for ``service`` in the cluster's region, created once."""
+        if service not in self._clients:
+            self._clients[service] = self.session.client(service, region_name=self.config.region)
+        return self._clients[service]
+
+
+def _cluster_info(config: ClusterConfig, session: Any, env: Mapping[str, str]) -> ClusterInfo:
+    endpoint = env.get(ENV_KUBE_ENDPOINT)
+    if endpoint:
+        return ClusterInfo(name=config.cluster_name, endpoint=endpoint,
+                           certificate_authority=env.get(ENV_KUBE_CA, ""),
+                           k8s_version=config.kubernetes_version or DEFAULT_K8S_VERSION)
+    described = session.client("eks", region_name=config.region).describe_cluster(name=config.cluster_name)["cluster"]
+    network = described.get("kubernetesNetworkConfig") or {}
+    return ClusterInfo(name=config.cluster_name, endpoint=described["endpoint"],
+                       certificate_authority=(described.get("certificateAuthority") or {}).get("data", ""),
+                       k8s_version=config.kubernetes_version or described.get("version") or DEFAULT_K8S_VERSION,
+                       service_cidr=network.get("serviceIpv4Cidr") or "10.100.0.0/16")
+
+
+def build_runtime(*, config: ClusterConfig | None = None, environ: Mapping[str, str] | None = None,
+                  session: Any = None, clock: Clock | None = None, sink: MetricsSink | None = None) -> Runtime:
+    """Build every adapter. Arguments override what the environment would give (tests, simulation)."""
+    env = os.environ if environ is None else environ
+    config = config or load_runtime_config(environ=env)
+    session = session or boto3.Session(region_name=config.region)
+    clock = clock or SystemClock()
+    node_pools = parse_node_pools(config.node_pools)
+    node_classes = parse_node_classes(config.node_classes, default_role=config.node_role_name)
+    info = _cluster_info(config, session, env)
+    endpoint = env.get(ENV_KUBE_ENDPOINT)
+    if endpoint:
+        ca = env.get(ENV_KUBE_CA)
+        api = api_client_for_endpoint(endpoint, token=env.get(ENV_KUBE_TOKEN),
+                                      ca_pem=base64.b64decode(ca) if ca else None,
+                                      verify_tls=endpoint.startswith("https://") and bool(ca))
+    else:
+        api = api_client_for_eks(config.cluster_name, eks=session.client("eks", region_name=config.region),
+                                 sts=session.client("sts", region_name=config.region), clock=clock)
+    return Runtime(
+        config=config, env=load_deployment_env(env), node_pools=node_pools, node_classes=node_classes,
+        cloud=AwsCloud.from_session(session, region=config.region, cluster=info, clock=clock),
+        cluster=KubeCluster(api, clock=clock), clock=clock, sink=sink or PowertoolsSink(), session=session,
+    )
+
+
+_RUNTIME: Runtime | None = None
+_LOCK = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    """The container's runtime, built on first use (a cold start) and reused while warm."""
+    global _RUNTIME  # noqa: PLW0603 - one runtime per Lambda container is the point
+    with _LOCK:
+        if _RUNTIME is None:
+            _RUNTIME = build_runtime()
+        return _RUNTIME
+
+
+def set_runtime(runtime: Runtime | None) -> None:
+    """Install (or clear, with None) the runtime handlers use: tests and the local simulation."""
+    global _RUNTIME  # noqa: PLW0603
+    with _LOCK:
+        _RUNTIME = runtime
