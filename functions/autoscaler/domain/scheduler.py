@@ -187,6 +187,16 @@ def _selects(term: PodAffinityTerm | LabelSelector | None, *, owner_ns: str, pod
     return term is not None and term.matches(labels)
 
 
+@dataclass(eq=False, slots=True)
+class _Chunk:
+    """Pods of one class still to place, limited to some zones and capacity types."""
+
+    cls: _Class
+    zones: frozenset[str] | None
+    cts: frozenset[str] | None
+    left: int
+
+
 # --- placement state --------------------------------------------------------------------------------
 
 @dataclass(eq=False, slots=True)
@@ -229,7 +239,7 @@ class _Scheduler:
         self.open: list[_Node] = []  # new nodes that may still take pods
         self.new_nodes: list[_Node] = []  # every new node, for the output
         self.late: list[tuple[_Class, int, str]] = []
-        self.share_cache: dict[int, Vec] = {}
+        self.share_cache: dict[int, tuple[Vec, tuple[float, ...]]] = {}
         self.target_cache: dict[tuple[object, ...], _Target | str] = {}
         self.fits_cache: dict[tuple[object, ...], list[_Type]] = {}
         self.sorted_cache: dict[tuple[object, ...], list[tuple[float, str, _Type]]] = {}
@@ -493,17 +503,34 @@ class _Scheduler:
             0 if any(t.topology_key == HOSTNAME_LABEL for t in c.rep.pod_affinity) else
             1 if c.cap < (1 << 30) or c.conflicts else 2 if c.rep.pod_affinity else 3,
             tuple(-x for x in c.req)))
+        # Resolve every class before placing any: node sizing for shaped classes (``_share``) needs
+        # the whole pending demand of each NodePool, not just the classes placed so far.
+        for c in order:
+            if c.error is None:
+                c.error = self._resolve(c)
+        flexible: list[_Chunk] = []  # pods of unshaped classes still to place
         for i, c in enumerate(order):
             if i % 8 == 7:  # drop nodes no remaining class could use, so scans stay short
                 floor = tuple(min(d.req[j] for d in order[i:]) for j in range(len(self.keys)))
                 self.open = [n for n in self.open if _fit(n.free, floor) > 0]
-            if c.error is None:
-                c.error = self._resolve(c)
             if c.error is not None:
                 self._unschedulable(c, len(c.pods), c.error)
                 continue
+            shaped = c.cap < (1 << 30) or bool(c.conflicts) or any(
+                t.topology_key == HOSTNAME_LABEL for t in c.rep.pod_affinity)
             for zones, cts, count in self._chunks(c):
-                self._place(c, zones, cts, count)
+                if shaped:
+                    self._place(c, zones, cts, count)
+                else:
+                    left = self._place_existing(c, zones, cts, count)
+                    if left:
+                        flexible.append(_Chunk(c, zones, cts, left))
+        # Classes free to go anywhere fill the nodes opened for shaped ones together, node by node,
+        # balancing CPU against memory; what is left is packed in bulk.
+        self._fill_open(flexible)
+        for ch in flexible:
+            if ch.left:
+                self._defer(ch.cls, ch.zones, ch.cts, ch.left)
         self._pack_deferred()
         self._finish()
         return self.plan
@@ -665,19 +692,9 @@ class _Scheduler:
             _selects(t, owner_ns=c.rep.namespace, pod=c) for t in c.rep.pod_affinity
             if t.topology_key == HOSTNAME_LABEL)
         candidates = self.existing if affinity_nodes is None else [n for n in affinity_nodes if n.name]
-        for n in candidates:
-            if count == 0:
-                return
-            if (zones is not None and not n.zones & zones) or (cts is not None and not n.cts & cts):
-                continue
-            if not self._node_ok(c, n, c.variant) or self._conflict(c, n):
-                continue
-            k = min(count, _fit(n.free, c.req))
-            if k > 0:
-                k = min(k, self._node_cap(c, n))
-            if k > 0:
-                self._put(c, n, k)
-                count -= k
+        count = self._place_existing(c, zones, cts, count, candidates)
+        if count == 0:
+            return
         opened = self.open if affinity_nodes is None else [n for n in affinity_nodes if not n.name]
         rc, rm = c.req[0], c.req[1]  # cpu and memory come first in self.keys
         for n in opened:
@@ -701,6 +718,58 @@ class _Scheduler:
         if affinity_nodes is not None or c.cap < (1 << 30) or c.conflicts:
             self._open_nodes(c, zones, cts, count, single=affinity_nodes is not None)
             return
+        self._defer(c, zones, cts, count)
+
+    def _place_existing(self, c: _Class, zones: frozenset[str] | None, cts: frozenset[str] | None, count: int,
+                        candidates: list[_Node] | None = None) -> int:
+        """Put what fits on existing nodes and in-flight instances; returns how many are left."""
+        for n in self.existing if candidates is None else candidates:
+            if count == 0:
+                break
+            if (zones is not None and not n.zones & zones) or (cts is not None and not n.cts & cts):
+                continue
+            if not self._node_ok(c, n, c.variant) or self._conflict(c, n):
+                continue
+            k = min(count, _fit(n.free, c.req))
+            if k > 0:
+                k = min(k, self._node_cap(c, n))
+            if k > 0:
+                self._put(c, n, k)
+                count -= k
+        return count
+
+    def _fill_open(self, items: list[_Chunk]) -> None:
+        """Fill the nodes opened so far from ``items`` (their ``left`` decremented in place): per node,
+        take from the CPU-heavy end when memory is the fuller dimension and from the memory-heavy end
+        otherwise, in small chunks, as ``_fill_balanced`` does."""
+        cpu, mem = self.keys.index(res.CPU), self.keys.index(res.MEMORY)
+        live = sorted(items, key=lambda it: (it.cls.req[mem] / max(it.cls.req[cpu], 1), it.cls.id))
+        for n in self.open:
+            live = [it for it in live if it.left]
+            if not live:
+                return
+            lo, hi = 0, len(live) - 1
+            lim_c, lim_m = max(n.limit[cpu], 1), max(n.limit[mem], 1)
+            while lo <= hi:
+                f = n.free
+                take_lo = f[cpu] / lim_c >= f[mem] / lim_m
+                it = live[lo] if take_lo else live[hi]
+                c, left = it.cls, it.left
+                k = 0
+                if left and f[cpu] >= c.req[cpu] and f[mem] >= c.req[mem] and f[2] >= 1:
+                    want = min(left, max(1, _fit(n.limit, c.req) // 16))
+                    k = self._open_fit(c, n, it.zones, it.cts, want)
+                if k > 0:
+                    self._put(c, n, k)
+                    it.left = left - k
+                if k <= 0 or it.left == 0:
+                    if take_lo:
+                        lo += 1
+                    else:
+                        hi -= 1
+
+    def _defer(self, c: _Class, zones: frozenset[str] | None, cts: frozenset[str] | None, count: int) -> None:
+        """Queue pods for bulk packing on the first NodePool target that can hold them."""
         for t in c.targets:
             z = t.zones if zones is None else t.zones & zones
             ct = t.cts if cts is None else t.cts & cts
@@ -763,11 +832,15 @@ class _Scheduler:
             per_node = min(c.cap, count)
             if single:
                 per_node = count
-            share = self._share(c, t)
+            share, duals = self._share(c, t)
             want = _add(share, c.req, per_node)
-            fitting = [x for x in types if _le(want, x.alloc)]
+            fitting = [x for x in types if _fit(x.alloc, c.req) >= per_node]
             if fitting:
-                ty = min(fitting, key=lambda x: _sizing_price(x, z, ct))
+                # The node's price plus what the part of its share it cannot hold costs when packed in
+                # bulk (at the LP's shadow prices): small efficient nodes win when the bulk is cheap,
+                # and a node is never bought larger than the pods that will fill it.
+                ty = min(fitting, key=lambda x: (_sizing_price(x, z, ct) + sum(
+                    y * max(0, w - a) for y, w, a in zip(duals, want, x.alloc, strict=True)), x.name))
             else:
                 ty = min(types, key=lambda x: _sizing_price(x, z, ct) / max(min(_fit(x.alloc, c.req), per_node), 1e-9))
             while count > 0:
@@ -789,7 +862,7 @@ class _Scheduler:
                 return
         self._unschedulable(c, count, reason or self._why_not(c, zones))
 
-    def _share(self, c: _Class, t: _Target) -> Vec:
+    def _share(self, c: _Class, t: _Target) -> tuple[Vec, tuple[float, ...]]:
         """What each node opened for a shaped class should also hold: the rest of the NodePool's pending
         demand divided by the number of nodes its largest shaped family needs (a family is a class and
         the classes it may not share a node with), so the other pods fill those nodes instead of new ones."""
@@ -811,8 +884,11 @@ class _Scheduler:
                 nodes = need
                 family_demand = [sum(e.req[i] * len(e.pods) for e in fam) for i in range(len(self.keys))]
         share = tuple(max(0, (a - b)) // nodes for a, b in zip(total, family_demand, strict=True))
-        self.share_cache[t.pool.index] = share
-        return share
+        types = [x for x in t.pool.types if _sizing_price(x, t.pool.zones, t.pool.cts) < _INF]
+        duals = _duals(types, [(d, len(d.pods)) for d in in_pool] or [(c, len(c.pods))], total,
+                       zones=t.pool.zones, cts=t.pool.cts, keys=self.keys)
+        self.share_cache[t.pool.index] = (share, duals)
+        return share, duals
 
     def _limit_key(self, pool: _Pool, ty: _Type) -> str:
         for k, lim in pool.pool.limits.items():
@@ -1062,6 +1138,39 @@ def _mix(types: list[_Type], items: list[tuple[_Class, int]], demand: list[int],
                     if cost < best_cost * 0.995:
                         best_cost, best = cost, (a, xa, b, xb)
     return best
+
+
+def _duals(types: list[_Type], items: list[tuple[_Class, int]], demand: list[int], *, zones: frozenset[str],
+           cts: frozenset[str], keys: list[str]) -> tuple[float, ...]:
+    """Shadow prices per unit of each resource of the cheapest fractional cover of ``demand`` (the
+    dual of ``_mix``'s LP): what one more unit costs when packed in bulk. Zero where not binding."""
+    y = [0.0] * len(keys)
+    if not types or not any(demand):
+        return tuple(y)
+    a, _, b, _ = _mix(types, items, demand, zones=zones, cts=cts, keys=keys)
+    if a is None:
+        return tuple(y)
+    pa = _sizing_price(a, zones, cts)
+    dims = [i for i, d in enumerate(demand) if d > 0]
+    if b is None:
+        i = max(dims, key=lambda k: demand[k] / a.alloc[k] if a.alloc[k] > 0 else _INF)
+        if a.alloc[i] > 0:
+            y[i] = pa / a.alloc[i]
+        return tuple(y)
+    pb = _sizing_price(b, zones, cts)
+    best = -1.0
+    for ii, i in enumerate(dims):
+        for j in dims[ii + 1:]:
+            det = a.alloc[i] * b.alloc[j] - a.alloc[j] * b.alloc[i]
+            if det == 0:
+                continue
+            yi = (pa * b.alloc[j] - pb * a.alloc[j]) / det
+            yj = (a.alloc[i] * pb - b.alloc[i] * pa) / det
+            value = yi * demand[i] + yj * demand[j]
+            if yi >= 0 and yj >= 0 and value > best:
+                best, y = value, [0.0] * len(keys)
+                y[i], y[j] = yi, yj
+    return tuple(y)
 
 
 def _fill_balanced(ty: _Type, items: list[tuple[_Class, int]], *, cpu: int,
