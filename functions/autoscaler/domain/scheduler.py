@@ -542,13 +542,15 @@ class _Scheduler:
         c.placed += count
 
     def _matching_counts(self, c: _Class, selector: PodAffinityTerm | LabelSelector | None, key: str,
-                         *, namespaces: tuple[str, ...] = ()) -> dict[str, int]:
-        """Pods matching ``selector`` per domain of ``key`` (zone or capacity type): bound + planned."""
+                         *, namespaces: tuple[str, ...] = (),
+                         spread: TopologySpreadConstraint | None = None) -> dict[str, int]:
+        """Pods matching ``selector`` per domain of ``key`` (zone or capacity type): bound + planned.
+        For a spread constraint only nodes its node policies admit count."""
         counts: dict[str, int] = defaultdict(int)
         label = ZONE_LABEL if key in ZONE_KEYS else key
         for n in self.existing:
             value = n.labels.get(label)
-            if value is None:
+            if value is None or (spread is not None and not self._spread_node(c, n, spread)):
                 continue
             for p in n.bound:
                 if _selects(selector, owner_ns=c.rep.namespace, pod=p, namespaces=namespaces):
@@ -559,6 +561,31 @@ class _Scheduler:
                     for z, k in d.zone_counts.items():
                         counts[z] += k
         return counts
+
+    def _spread_node(self, c: _Class, n: _Node, tsc: TopologySpreadConstraint) -> bool:
+        """Whether an existing node is a domain of ``tsc`` (nodeAffinityPolicy, nodeTaintsPolicy)."""
+        if tsc.node_affinity_policy == "Honor" and not all(_label_ok(r, n.labels) for r in c.variant):
+            return False
+        return tsc.node_taints_policy == "Ignore" or not tolerates_all(c.rep.tolerations, n.taints)
+
+    def _spread_domains(self, c: _Class, tsc: TopologySpreadConstraint) -> set[str]:
+        """Every domain the skew is measured over: those of the NodePools and nodes the node policies
+        admit, whether or not this pod may go there (a volume pinned to one zone does not remove the
+        others from the skew, as in kube-scheduler)."""
+        is_ct = tsc.topology_key == CAPACITY_TYPE_LABEL
+        label = CAPACITY_TYPE_LABEL if is_ct else ZONE_LABEL
+        out: set[str] = set()
+        if tsc.node_affinity_policy == "Honor":
+            for t in c.targets:
+                out |= t.cts if is_ct else t.zones
+        else:
+            for pool in self.pools:
+                if tsc.node_taints_policy == "Ignore" or not tolerates_all(c.rep.tolerations, pool.pool.taints):
+                    out |= pool.cts if is_ct else pool.zones
+        for n in self.existing:
+            if n.labels.get(label) and self._spread_node(c, n, tsc):
+                out.add(n.labels[label])
+        return out
 
     def _domains(self, c: _Class, key: str) -> set[str]:
         out: set[str] = set()
@@ -612,14 +639,26 @@ class _Scheduler:
                     domains = self._domains(c, tsc.topology_key)
                     if is_zone and zones is not None:
                         domains &= zones
-                    counts = self._matching_counts(c, tsc.label_selector, tsc.topology_key)
+                    every = self._spread_domains(c, tsc) | domains
+                    counts = self._matching_counts(c, tsc.label_selector, tsc.topology_key, spread=tsc)
+                    hard = tsc.when_unsatisfiable == "DoNotSchedule"
+                    # minDomains: with fewer eligible domains than asked, the global minimum is 0.
+                    min_zero = hard and tsc.min_domains is not None and len(every) < tsc.min_domains
                     new_parts: list[tuple[frozenset[str] | None, frozenset[str] | None, int]] = []
                     for pz, pc, pn in parts:
                         doms = domains & (pz or domains) if is_zone else domains & (pc or domains)
                         if not doms:
                             self._unschedulable(c, pn, f"topology spread on {tsc.topology_key}: no allowed domain")
                             continue
-                        for dom, k in _water_fill(doms, counts, pn).items():
+                        got, over = _spread(doms, every, counts, pn, max_skew=tsc.max_skew, min_zero=min_zero)
+                        if over and hard:
+                            self._unschedulable(c, over, f"topology spread on {tsc.topology_key}: maxSkew "
+                                                f"{tsc.max_skew} would be exceeded in every domain it may use")
+                        elif over:  # ScheduleAnyway: a preference, relaxed once it cannot be met
+                            extra = _water_fill(doms, {d: counts.get(d, 0) + got.get(d, 0) for d in doms}, over)
+                            for d, k in extra.items():
+                                got[d] = got.get(d, 0) + k
+                        for dom, k in sorted(got.items()):
                             if k:
                                 new_parts.append((frozenset({dom}), pc, k) if is_zone else (pz, frozenset({dom}), k))
                                 counts[dom] = counts.get(dom, 0) + k
@@ -1204,6 +1243,37 @@ def _fill_balanced(ty: _Type, items: list[tuple[_Class, int]], *, cpu: int,
             else:
                 hi -= 1
     return put, tuple(a - f for a, f in zip(ty.alloc, free, strict=True))
+
+
+def _spread(allowed: set[str], every: set[str], counts: Mapping[str, int], n: int, *, max_skew: int,
+            min_zero: bool) -> tuple[dict[str, int], int]:
+    """Place up to ``n`` pods in ``allowed`` domains, always into the one with the fewest matching pods,
+    while kube's skew rule admits it: count + 1 - global minimum (over ``every`` domain; 0 when
+    ``min_zero``) <= maxSkew. Returns the counts per domain and how many could not be placed."""
+    have = {d: counts.get(d, 0) for d in every | allowed}
+    out: dict[str, int] = {}
+    others = [have[d] for d in have if d not in allowed]
+    floor_others = min(others) if others else _INF
+    while n > 0:
+        d = min(allowed, key=lambda x: (have[x], x))
+        if not min_zero and not others and n >= len(allowed) and all(
+                have[x] == have[d] for x in allowed):
+            q = n // len(allowed)  # level: a whole round each at once (skew stays 0 among them)
+            for x in allowed:
+                have[x] += q
+                out[x] = out.get(x, 0) + q
+            n -= q * len(allowed)
+            continue
+        low = 0 if min_zero else min(floor_others, have[d])
+        room = low + max_skew - have[d]
+        if room <= 0:
+            break
+        nxt = min((have[x] for x in allowed if x != d), default=have[d] + n)
+        k = int(min(n, room, max(1, nxt - have[d])))
+        have[d] += k
+        out[d] = out.get(d, 0) + k
+        n -= k
+    return out, n
 
 
 def _water_fill(domains: set[str], counts: Mapping[str, int], n: int) -> dict[str, int]:
