@@ -214,6 +214,8 @@ class _Node:
     type_: _Type | None = None
     reserved: dict[str, int] = field(default_factory=dict)
     free: Vec = ()
+    launched_for: tuple[str, ...] = ()  # an in-flight instance's pods
+    pinned: dict[int, list[str]] = field(default_factory=dict)  # class id -> pod keys placed by name
 
     def __post_init__(self) -> None:
         self.free = _sub(self.limit, self.used)
@@ -410,7 +412,7 @@ class _Scheduler:
             labels = {**instance_type_labels(it), ZONE_LABEL: f.zone, CAPACITY_TYPE_LABEL: f.capacity_type,
                       NODEPOOL_LABEL: f.node_pool, **(pool.pool.labels if pool else {}), **f.labels}
             out.append(_Node(f.instance_id, labels, f.taints, t.alloc if t else self.vec(alloc), self.vec({}),
-                             frozenset({f.zone}), frozenset({f.capacity_type})))
+                             frozenset({f.zone}), frozenset({f.capacity_type}), launched_for=f.pod_keys))
         return out
 
     # ---- requirements against NodePools ----
@@ -508,6 +510,7 @@ class _Scheduler:
         for c in order:
             if c.error is None:
                 c.error = self._resolve(c)
+        self._place_launched_for()
         flexible: list[_Chunk] = []  # pods of unshaped classes still to place
         for i, c in enumerate(order):
             if i % 8 == 7:  # drop nodes no remaining class could use, so scans stay short
@@ -534,6 +537,27 @@ class _Scheduler:
         self._pack_deferred()
         self._finish()
         return self.plan
+
+    def _place_launched_for(self) -> None:
+        """Pods an in-flight instance was launched for go back onto it before anything else, so a later
+        pass never launches again for them (when they still fit and still may go there)."""
+        flights = [n for n in self.existing if n.launched_for]
+        if not flights:
+            return
+        cls_of = {p.key: c for c in self.classes if c.error is None for p in c.pods}
+        for n in flights:
+            for key in n.launched_for:
+                c = cls_of.pop(key, None)
+                if c is None:
+                    continue
+                if (not self._node_ok(c, n, c.variant) or self._conflict(c, n) or _fit(n.free, c.req) < 1
+                        or self._node_cap(c, n) < 1):
+                    continue
+                self._put(c, n, 1)
+                n.pinned.setdefault(c.id, []).append(key)
+                zone = n.labels.get(ZONE_LABEL)
+                if zone:
+                    c.zone_counts[zone] = c.zone_counts.get(zone, 0) + 1
 
     def _unschedulable(self, c: _Class, count: int, reason: str) -> None:
         start = c.placed
@@ -1030,15 +1054,18 @@ class _Scheduler:
         for c, count, reason in self.late:
             self._unschedulable(c, count, reason)
         cursor = {c.id: 0 for c in self.classes}
-        unsched = {u.pod for u in self.plan.unschedulable}
-        avail = {c.id: [p for p in c.pods if p.key not in unsched] for c in self.classes}
+        taken = {u.pod for u in self.plan.unschedulable}
+        taken.update(k for n in self.existing for keys in n.pinned.values() for k in keys)
+        avail = {c.id: [p for p in c.pods if p.key not in taken] for c in self.classes}
 
         def pods_for(node: _Node) -> list[str]:
             keys: list[str] = []
             for cid, k in node.classes.items():
+                mine = node.pinned.get(cid, ())
+                keys.extend(mine)
                 i = cursor[cid]
-                keys.extend(p.key for p in avail[cid][i:i + k])
-                cursor[cid] = i + k
+                keys.extend(p.key for p in avail[cid][i:i + k - len(mine)])
+                cursor[cid] = i + k - len(mine)
             return keys
 
         for ex in self.existing:
