@@ -10,9 +10,12 @@ them"). The steps, in order:
 2. Per class: the first variant of its node requirements (preferred affinity taken as required, then
    relaxed; each required term in turn) that some NodePool or existing node satisfies; its zone and
    capacity-type spread decided as counts per domain (water-filling over existing counts).
-3. Existing nodes and in-flight instances are filled first, then nodes already opened by this plan.
+3. In-flight instances take back the pods they were launched for; then existing nodes and in-flight
+   instances are filled, then nodes already opened by this plan.
 4. Classes that shape nodes (hostname anti-affinity, host ports, hostname spread, hostname affinity)
-   open their nodes at once; the rest is packed per (NodePool, requirements, zones, capacity types)
+   open their nodes at once, each typed by its price plus the shadow cost of the share of other pods
+   it cannot hold; the flexible classes fill those nodes balancing CPU and memory, and the rest is
+   packed per (NodePool, requirements, zones, capacity types)
    group: a small LP over at most two instance types sizes the nodes, and each node takes a
    proportional share of every class, so node shapes follow the group's CPU:memory mix.
 5. Each new node gets up to 60 instance types, cheapest first, that fit everything on it.
