@@ -90,7 +90,10 @@ def make_input(pods: list[Pod]) -> PlanInput:
                      offerings=offers)
 
 
-def lp_bound(snap: PlanInput, pods: list[Pod]) -> float:
+def lp_bound(snap: PlanInput, pods: list[Pod], *, min_nodes: int = 0) -> float:
+    """The LP relaxation; with ``min_nodes`` also requiring that many nodes in total, still a lower
+    bound when every plan needs at least that many (pods with hostname anti-affinity on one selector
+    need one node each)."""
     pool = snap.node_pools[0]
     price: dict[str, float] = {}
     for o in snap.offerings:
@@ -103,7 +106,11 @@ def lp_bound(snap: PlanInput, pods: list[Pod]) -> float:
     demand = [sum(p.requests.get(k, 0) for p in pods) for k in keys]
     caps = [alloc.allocatable(t) for t in allowed]
     a_ub = [[-c[k] / max(demand[i], 1) for c in caps] for i, k in enumerate(keys)]
-    result = linprog([price[t.name] for t in allowed], A_ub=a_ub, b_ub=[-1.0] * len(keys), method="highs")
+    b_ub = [-1.0] * len(keys)
+    if min_nodes:
+        a_ub.append([-1.0] * len(caps))
+        b_ub.append(-float(min_nodes))
+    result = linprog([price[t.name] for t in allowed], A_ub=a_ub, b_ub=b_ub, method="highs")
     return float(result.fun)
 
 
@@ -124,12 +131,16 @@ def run_size(args: tuple[int, str]) -> dict[str, Any]:
     assert result is not None
     check(result, pods)
     bound = lp_bound(snap, pods)
+    one_per_node = sum(1 for p in pods if p.pod_anti_affinity)
+    node_bound = lp_bound(snap, pods, min_nodes=one_per_node)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     solve = statistics.median(times)
     return {"pods": n, "mix": mix, "solveSeconds": round(solve, 3), "podsPerSecond": round(n / solve),
             "peakMemoryMiB": round(peak / 2**20, 1), "nodesLaunched": len(result.launches),
             "unschedulable": len(result.unschedulable), "planCostPerHour": round(result.hourly_price, 3),
             "lpBoundPerHour": round(bound, 3), "costRatio": round(result.hourly_price / bound, 4),
+            "lpNodeCountBoundPerHour": round(node_bound, 3),
+            "costRatioNodeCountBound": round(result.hourly_price / node_bound, 4),
             "runs": len(times)}
 
 

@@ -395,3 +395,28 @@ def test_kubelet_max_pods_limits_pods_per_node() -> None:
     result = solve(pods_of(6, cpu=10, memory=GI // 64), pools=pools)
     assert all(len(ln.pods) <= 3 for ln in result.launches)
     assert len(result.launches) == 2
+
+
+@pytest.mark.parametrize(("launched_for", "on_flight"), [
+    (("default/web-0", "default/web-1"), ["default/web-0", "default/web-1"]),
+    ((), ["default/web-2", "default/web-3"]),
+])
+def test_in_flight_instance_takes_back_the_pods_it_was_launched_for(launched_for: tuple[str, ...],
+                                                                    on_flight: list[str]) -> None:
+    # An existing node with room comes before in-flight capacity, except for the pods an instance
+    # was launched for: those go back onto it, so a second pass never launches for them again.
+    node = Node("n1", labels={ZONE: "us-east-1a", HOST: "n1"}, allocatable={"cpu": 2000, "memory": 4 * GI,
+                                                                            "pods": 10}, ready=True)
+    flight = InFlightNode("i-0abc", "default", "m5.large", "us-east-1b", "spot", pod_keys=launched_for)
+    result = solve(pods_of(4, cpu=900, memory=GI // 2), nodes=[node], in_flight=[flight])
+    assert sorted(k for k, v in result.existing.items() if v == "i-0abc") == on_flight
+    assert not result.launches and len(result.existing) == 4
+
+
+def test_in_flight_pod_keys_respect_anti_affinity() -> None:
+    anti = (PodAffinityTerm(APP, HOST),)
+    flight = InFlightNode("i-0abc", "default", "m5.large", "us-east-1b", "spot",
+                          pod_keys=("default/web-0", "default/web-1"))
+    result = solve(pods_of(2, pod_anti_affinity=anti, cpu=100, memory=GI // 8), in_flight=[flight])
+    assert list(result.existing.items()) == [("default/web-0", "i-0abc")]
+    assert [ln.pods for ln in result.launches] == [("default/web-1",)]

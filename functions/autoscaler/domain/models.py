@@ -105,6 +105,9 @@ class TopologySpreadConstraint:
     when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
     label_selector: LabelSelector | None
     min_domains: int | None = None
+    # Which nodes count as domains (and whose pods count): kube-scheduler's defaults.
+    node_affinity_policy: Literal["Honor", "Ignore"] = "Honor"
+    node_taints_policy: Literal["Honor", "Ignore"] = "Ignore"
 
 
 @dataclass(frozen=True, slots=True)

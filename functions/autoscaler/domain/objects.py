@@ -193,12 +193,23 @@ def _pod_from_spec(meta: Raw, spec: Raw, status: Raw, *, where: str) -> Pod:
         w = f"{where}.topologySpreadConstraints[{i}]"
         if not c.get("topologyKey") or c.get("maxSkew") is None:
             raise ObjectError(f"{w}: topologyKey and maxSkew are required")
+        policies = {}
+        for field_name, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
+            value = c.get(field_name) or default
+            if value not in ("Honor", "Ignore"):
+                raise ObjectError(f"{w}.{field_name}: must be Honor or Ignore, got {value!r}")
+            policies[field_name] = value
+        min_domains = c.get("minDomains")
+        if min_domains is not None and (not isinstance(min_domains, int) or min_domains < 1):
+            raise ObjectError(f"{w}.minDomains: must be a positive integer, got {min_domains!r}")
         spread.append(TopologySpreadConstraint(
             max_skew=int(c["maxSkew"]), topology_key=str(c["topologyKey"]),
             when_unsatisfiable="ScheduleAnyway" if c.get("whenUnsatisfiable") == "ScheduleAnyway"
             else "DoNotSchedule",
             label_selector=parse_label_selector(c.get("labelSelector"), where=f"{w}.labelSelector"),
-            min_domains=c.get("minDomains"),
+            min_domains=min_domains,
+            node_affinity_policy=policies["nodeAffinityPolicy"],  # type: ignore[arg-type]
+            node_taints_policy=policies["nodeTaintsPolicy"],  # type: ignore[arg-type]
         ))
     ports = tuple(
         HostPort(port=int(p["hostPort"]), protocol=str(p.get("protocol") or "TCP"),

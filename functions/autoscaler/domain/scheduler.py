@@ -10,9 +10,12 @@ them"). The steps, in order:
 2. Per class: the first variant of its node requirements (preferred affinity taken as required, then
    relaxed; each required term in turn) that some NodePool or existing node satisfies; its zone and
    capacity-type spread decided as counts per domain (water-filling over existing counts).
-3. Existing nodes and in-flight instances are filled first, then nodes already opened by this plan.
+3. In-flight instances take back the pods they were launched for; then existing nodes and in-flight
+   instances are filled, then nodes already opened by this plan.
 4. Classes that shape nodes (hostname anti-affinity, host ports, hostname spread, hostname affinity)
-   open their nodes at once; the rest is packed per (NodePool, requirements, zones, capacity types)
+   open their nodes at once, each typed by its price plus the shadow cost of the share of other pods
+   it cannot hold; the flexible classes fill those nodes balancing CPU and memory, and the rest is
+   packed per (NodePool, requirements, zones, capacity types)
    group: a small LP over at most two instance types sizes the nodes, and each node takes a
    proportional share of every class, so node shapes follow the group's CPU:memory mix.
 5. Each new node gets up to 60 instance types, cheapest first, that fit everything on it.
@@ -187,6 +190,16 @@ def _selects(term: PodAffinityTerm | LabelSelector | None, *, owner_ns: str, pod
     return term is not None and term.matches(labels)
 
 
+@dataclass(eq=False, slots=True)
+class _Chunk:
+    """Pods of one class still to place, limited to some zones and capacity types."""
+
+    cls: _Class
+    zones: frozenset[str] | None
+    cts: frozenset[str] | None
+    left: int
+
+
 # --- placement state --------------------------------------------------------------------------------
 
 @dataclass(eq=False, slots=True)
@@ -204,6 +217,8 @@ class _Node:
     type_: _Type | None = None
     reserved: dict[str, int] = field(default_factory=dict)
     free: Vec = ()
+    launched_for: tuple[str, ...] = ()  # an in-flight instance's pods
+    pinned: dict[int, list[str]] = field(default_factory=dict)  # class id -> pod keys placed by name
 
     def __post_init__(self) -> None:
         self.free = _sub(self.limit, self.used)
@@ -229,7 +244,7 @@ class _Scheduler:
         self.open: list[_Node] = []  # new nodes that may still take pods
         self.new_nodes: list[_Node] = []  # every new node, for the output
         self.late: list[tuple[_Class, int, str]] = []
-        self.share_cache: dict[int, Vec] = {}
+        self.share_cache: dict[int, tuple[Vec, tuple[float, ...]]] = {}
         self.target_cache: dict[tuple[object, ...], _Target | str] = {}
         self.fits_cache: dict[tuple[object, ...], list[_Type]] = {}
         self.sorted_cache: dict[tuple[object, ...], list[tuple[float, str, _Type]]] = {}
@@ -400,7 +415,7 @@ class _Scheduler:
             labels = {**instance_type_labels(it), ZONE_LABEL: f.zone, CAPACITY_TYPE_LABEL: f.capacity_type,
                       NODEPOOL_LABEL: f.node_pool, **(pool.pool.labels if pool else {}), **f.labels}
             out.append(_Node(f.instance_id, labels, f.taints, t.alloc if t else self.vec(alloc), self.vec({}),
-                             frozenset({f.zone}), frozenset({f.capacity_type})))
+                             frozenset({f.zone}), frozenset({f.capacity_type}), launched_for=f.pod_keys))
         return out
 
     # ---- requirements against NodePools ----
@@ -493,20 +508,59 @@ class _Scheduler:
             0 if any(t.topology_key == HOSTNAME_LABEL for t in c.rep.pod_affinity) else
             1 if c.cap < (1 << 30) or c.conflicts else 2 if c.rep.pod_affinity else 3,
             tuple(-x for x in c.req)))
+        # Resolve every class before placing any: node sizing for shaped classes (``_share``) needs
+        # the whole pending demand of each NodePool, not just the classes placed so far.
+        for c in order:
+            if c.error is None:
+                c.error = self._resolve(c)
+        self._place_launched_for()
+        flexible: list[_Chunk] = []  # pods of unshaped classes still to place
         for i, c in enumerate(order):
             if i % 8 == 7:  # drop nodes no remaining class could use, so scans stay short
                 floor = tuple(min(d.req[j] for d in order[i:]) for j in range(len(self.keys)))
                 self.open = [n for n in self.open if _fit(n.free, floor) > 0]
-            if c.error is None:
-                c.error = self._resolve(c)
             if c.error is not None:
                 self._unschedulable(c, len(c.pods), c.error)
                 continue
+            shaped = c.cap < (1 << 30) or bool(c.conflicts) or any(
+                t.topology_key == HOSTNAME_LABEL for t in c.rep.pod_affinity)
             for zones, cts, count in self._chunks(c):
-                self._place(c, zones, cts, count)
+                if shaped:
+                    self._place(c, zones, cts, count)
+                else:
+                    left = self._place_existing(c, zones, cts, count)
+                    if left:
+                        flexible.append(_Chunk(c, zones, cts, left))
+        # Classes free to go anywhere fill the nodes opened for shaped ones together, node by node,
+        # balancing CPU against memory; what is left is packed in bulk.
+        self._fill_open(flexible)
+        for ch in flexible:
+            if ch.left:
+                self._defer(ch.cls, ch.zones, ch.cts, ch.left)
         self._pack_deferred()
         self._finish()
         return self.plan
+
+    def _place_launched_for(self) -> None:
+        """Pods an in-flight instance was launched for go back onto it before anything else, so a later
+        pass never launches again for them (when they still fit and still may go there)."""
+        flights = [n for n in self.existing if n.launched_for]
+        if not flights:
+            return
+        cls_of = {p.key: c for c in self.classes if c.error is None for p in c.pods}
+        for n in flights:
+            for key in n.launched_for:
+                c = cls_of.pop(key, None)
+                if c is None:
+                    continue
+                if (not self._node_ok(c, n, c.variant) or self._conflict(c, n) or _fit(n.free, c.req) < 1
+                        or self._node_cap(c, n) < 1):
+                    continue
+                self._put(c, n, 1)
+                n.pinned.setdefault(c.id, []).append(key)
+                zone = n.labels.get(ZONE_LABEL)
+                if zone:
+                    c.zone_counts[zone] = c.zone_counts.get(zone, 0) + 1
 
     def _unschedulable(self, c: _Class, count: int, reason: str) -> None:
         start = c.placed
@@ -515,13 +569,15 @@ class _Scheduler:
         c.placed += count
 
     def _matching_counts(self, c: _Class, selector: PodAffinityTerm | LabelSelector | None, key: str,
-                         *, namespaces: tuple[str, ...] = ()) -> dict[str, int]:
-        """Pods matching ``selector`` per domain of ``key`` (zone or capacity type): bound + planned."""
+                         *, namespaces: tuple[str, ...] = (),
+                         spread: TopologySpreadConstraint | None = None) -> dict[str, int]:
+        """Pods matching ``selector`` per domain of ``key`` (zone or capacity type): bound + planned.
+        For a spread constraint only nodes its node policies admit count."""
         counts: dict[str, int] = defaultdict(int)
         label = ZONE_LABEL if key in ZONE_KEYS else key
         for n in self.existing:
             value = n.labels.get(label)
-            if value is None:
+            if value is None or (spread is not None and not self._spread_node(c, n, spread)):
                 continue
             for p in n.bound:
                 if _selects(selector, owner_ns=c.rep.namespace, pod=p, namespaces=namespaces):
@@ -532,6 +588,31 @@ class _Scheduler:
                     for z, k in d.zone_counts.items():
                         counts[z] += k
         return counts
+
+    def _spread_node(self, c: _Class, n: _Node, tsc: TopologySpreadConstraint) -> bool:
+        """Whether an existing node is a domain of ``tsc`` (nodeAffinityPolicy, nodeTaintsPolicy)."""
+        if tsc.node_affinity_policy == "Honor" and not all(_label_ok(r, n.labels) for r in c.variant):
+            return False
+        return tsc.node_taints_policy == "Ignore" or not tolerates_all(c.rep.tolerations, n.taints)
+
+    def _spread_domains(self, c: _Class, tsc: TopologySpreadConstraint) -> set[str]:
+        """Every domain the skew is measured over: those of the NodePools and nodes the node policies
+        admit, whether or not this pod may go there (a volume pinned to one zone does not remove the
+        others from the skew, as in kube-scheduler)."""
+        is_ct = tsc.topology_key == CAPACITY_TYPE_LABEL
+        label = CAPACITY_TYPE_LABEL if is_ct else ZONE_LABEL
+        out: set[str] = set()
+        if tsc.node_affinity_policy == "Honor":
+            for t in c.targets:
+                out |= t.cts if is_ct else t.zones
+        else:
+            for pool in self.pools:
+                if tsc.node_taints_policy == "Ignore" or not tolerates_all(c.rep.tolerations, pool.pool.taints):
+                    out |= pool.cts if is_ct else pool.zones
+        for n in self.existing:
+            if n.labels.get(label) and self._spread_node(c, n, tsc):
+                out.add(n.labels[label])
+        return out
 
     def _domains(self, c: _Class, key: str) -> set[str]:
         out: set[str] = set()
@@ -585,14 +666,26 @@ class _Scheduler:
                     domains = self._domains(c, tsc.topology_key)
                     if is_zone and zones is not None:
                         domains &= zones
-                    counts = self._matching_counts(c, tsc.label_selector, tsc.topology_key)
+                    every = self._spread_domains(c, tsc) | domains
+                    counts = self._matching_counts(c, tsc.label_selector, tsc.topology_key, spread=tsc)
+                    hard = tsc.when_unsatisfiable == "DoNotSchedule"
+                    # minDomains: with fewer eligible domains than asked, the global minimum is 0.
+                    min_zero = hard and tsc.min_domains is not None and len(every) < tsc.min_domains
                     new_parts: list[tuple[frozenset[str] | None, frozenset[str] | None, int]] = []
                     for pz, pc, pn in parts:
                         doms = domains & (pz or domains) if is_zone else domains & (pc or domains)
                         if not doms:
                             self._unschedulable(c, pn, f"topology spread on {tsc.topology_key}: no allowed domain")
                             continue
-                        for dom, k in _water_fill(doms, counts, pn).items():
+                        got, over = _spread(doms, every, counts, pn, max_skew=tsc.max_skew, min_zero=min_zero)
+                        if over and hard:
+                            self._unschedulable(c, over, f"topology spread on {tsc.topology_key}: maxSkew "
+                                                f"{tsc.max_skew} would be exceeded in every domain it may use")
+                        elif over:  # ScheduleAnyway: a preference, relaxed once it cannot be met
+                            extra = _water_fill(doms, {d: counts.get(d, 0) + got.get(d, 0) for d in doms}, over)
+                            for d, k in extra.items():
+                                got[d] = got.get(d, 0) + k
+                        for dom, k in sorted(got.items()):
                             if k:
                                 new_parts.append((frozenset({dom}), pc, k) if is_zone else (pz, frozenset({dom}), k))
                                 counts[dom] = counts.get(dom, 0) + k
@@ -665,19 +758,9 @@ class _Scheduler:
             _selects(t, owner_ns=c.rep.namespace, pod=c) for t in c.rep.pod_affinity
             if t.topology_key == HOSTNAME_LABEL)
         candidates = self.existing if affinity_nodes is None else [n for n in affinity_nodes if n.name]
-        for n in candidates:
-            if count == 0:
-                return
-            if (zones is not None and not n.zones & zones) or (cts is not None and not n.cts & cts):
-                continue
-            if not self._node_ok(c, n, c.variant) or self._conflict(c, n):
-                continue
-            k = min(count, _fit(n.free, c.req))
-            if k > 0:
-                k = min(k, self._node_cap(c, n))
-            if k > 0:
-                self._put(c, n, k)
-                count -= k
+        count = self._place_existing(c, zones, cts, count, candidates)
+        if count == 0:
+            return
         opened = self.open if affinity_nodes is None else [n for n in affinity_nodes if not n.name]
         rc, rm = c.req[0], c.req[1]  # cpu and memory come first in self.keys
         for n in opened:
@@ -701,6 +784,58 @@ class _Scheduler:
         if affinity_nodes is not None or c.cap < (1 << 30) or c.conflicts:
             self._open_nodes(c, zones, cts, count, single=affinity_nodes is not None)
             return
+        self._defer(c, zones, cts, count)
+
+    def _place_existing(self, c: _Class, zones: frozenset[str] | None, cts: frozenset[str] | None, count: int,
+                        candidates: list[_Node] | None = None) -> int:
+        """Put what fits on existing nodes and in-flight instances; returns how many are left."""
+        for n in self.existing if candidates is None else candidates:
+            if count == 0:
+                break
+            if (zones is not None and not n.zones & zones) or (cts is not None and not n.cts & cts):
+                continue
+            if not self._node_ok(c, n, c.variant) or self._conflict(c, n):
+                continue
+            k = min(count, _fit(n.free, c.req))
+            if k > 0:
+                k = min(k, self._node_cap(c, n))
+            if k > 0:
+                self._put(c, n, k)
+                count -= k
+        return count
+
+    def _fill_open(self, items: list[_Chunk]) -> None:
+        """Fill the nodes opened so far from ``items`` (their ``left`` decremented in place): per node,
+        take from the CPU-heavy end when memory is the fuller dimension and from the memory-heavy end
+        otherwise, in small chunks, as ``_fill_balanced`` does."""
+        cpu, mem = self.keys.index(res.CPU), self.keys.index(res.MEMORY)
+        live = sorted(items, key=lambda it: (it.cls.req[mem] / max(it.cls.req[cpu], 1), it.cls.id))
+        for n in self.open:
+            live = [it for it in live if it.left]
+            if not live:
+                return
+            lo, hi = 0, len(live) - 1
+            lim_c, lim_m = max(n.limit[cpu], 1), max(n.limit[mem], 1)
+            while lo <= hi:
+                f = n.free
+                take_lo = f[cpu] / lim_c >= f[mem] / lim_m
+                it = live[lo] if take_lo else live[hi]
+                c, left = it.cls, it.left
+                k = 0
+                if left and f[cpu] >= c.req[cpu] and f[mem] >= c.req[mem] and f[2] >= 1:
+                    want = min(left, max(1, _fit(n.limit, c.req) // 16))
+                    k = self._open_fit(c, n, it.zones, it.cts, want)
+                if k > 0:
+                    self._put(c, n, k)
+                    it.left = left - k
+                if k <= 0 or it.left == 0:
+                    if take_lo:
+                        lo += 1
+                    else:
+                        hi -= 1
+
+    def _defer(self, c: _Class, zones: frozenset[str] | None, cts: frozenset[str] | None, count: int) -> None:
+        """Queue pods for bulk packing on the first NodePool target that can hold them."""
         for t in c.targets:
             z = t.zones if zones is None else t.zones & zones
             ct = t.cts if cts is None else t.cts & cts
@@ -763,11 +898,15 @@ class _Scheduler:
             per_node = min(c.cap, count)
             if single:
                 per_node = count
-            share = self._share(c, t)
+            share, duals = self._share(c, t)
             want = _add(share, c.req, per_node)
-            fitting = [x for x in types if _le(want, x.alloc)]
+            fitting = [x for x in types if _fit(x.alloc, c.req) >= per_node]
             if fitting:
-                ty = min(fitting, key=lambda x: _sizing_price(x, z, ct))
+                # The node's price plus what the part of its share it cannot hold costs when packed in
+                # bulk (at the LP's shadow prices): small efficient nodes win when the bulk is cheap,
+                # and a node is never bought larger than the pods that will fill it.
+                ty = min(fitting, key=lambda x: (_sizing_price(x, z, ct) + sum(
+                    y * max(0, w - a) for y, w, a in zip(duals, want, x.alloc, strict=True)), x.name))
             else:
                 ty = min(types, key=lambda x: _sizing_price(x, z, ct) / max(min(_fit(x.alloc, c.req), per_node), 1e-9))
             while count > 0:
@@ -789,7 +928,7 @@ class _Scheduler:
                 return
         self._unschedulable(c, count, reason or self._why_not(c, zones))
 
-    def _share(self, c: _Class, t: _Target) -> Vec:
+    def _share(self, c: _Class, t: _Target) -> tuple[Vec, tuple[float, ...]]:
         """What each node opened for a shaped class should also hold: the rest of the NodePool's pending
         demand divided by the number of nodes its largest shaped family needs (a family is a class and
         the classes it may not share a node with), so the other pods fill those nodes instead of new ones."""
@@ -811,8 +950,11 @@ class _Scheduler:
                 nodes = need
                 family_demand = [sum(e.req[i] * len(e.pods) for e in fam) for i in range(len(self.keys))]
         share = tuple(max(0, (a - b)) // nodes for a, b in zip(total, family_demand, strict=True))
-        self.share_cache[t.pool.index] = share
-        return share
+        types = [x for x in t.pool.types if _sizing_price(x, t.pool.zones, t.pool.cts) < _INF]
+        duals = _duals(types, [(d, len(d.pods)) for d in in_pool] or [(c, len(c.pods))], total,
+                       zones=t.pool.zones, cts=t.pool.cts, keys=self.keys)
+        self.share_cache[t.pool.index] = (share, duals)
+        return share, duals
 
     def _limit_key(self, pool: _Pool, ty: _Type) -> str:
         for k, lim in pool.pool.limits.items():
@@ -915,15 +1057,18 @@ class _Scheduler:
         for c, count, reason in self.late:
             self._unschedulable(c, count, reason)
         cursor = {c.id: 0 for c in self.classes}
-        unsched = {u.pod for u in self.plan.unschedulable}
-        avail = {c.id: [p for p in c.pods if p.key not in unsched] for c in self.classes}
+        taken = {u.pod for u in self.plan.unschedulable}
+        taken.update(k for n in self.existing for keys in n.pinned.values() for k in keys)
+        avail = {c.id: [p for p in c.pods if p.key not in taken] for c in self.classes}
 
         def pods_for(node: _Node) -> list[str]:
             keys: list[str] = []
             for cid, k in node.classes.items():
+                mine = node.pinned.get(cid, ())
+                keys.extend(mine)
                 i = cursor[cid]
-                keys.extend(p.key for p in avail[cid][i:i + k])
-                cursor[cid] = i + k
+                keys.extend(p.key for p in avail[cid][i:i + k - len(mine)])
+                cursor[cid] = i + k - len(mine)
             return keys
 
         for ex in self.existing:
@@ -1064,6 +1209,39 @@ def _mix(types: list[_Type], items: list[tuple[_Class, int]], demand: list[int],
     return best
 
 
+def _duals(types: list[_Type], items: list[tuple[_Class, int]], demand: list[int], *, zones: frozenset[str],
+           cts: frozenset[str], keys: list[str]) -> tuple[float, ...]:
+    """Shadow prices per unit of each resource of the cheapest fractional cover of ``demand`` (the
+    dual of ``_mix``'s LP): what one more unit costs when packed in bulk. Zero where not binding."""
+    y = [0.0] * len(keys)
+    if not types or not any(demand):
+        return tuple(y)
+    a, _, b, _ = _mix(types, items, demand, zones=zones, cts=cts, keys=keys)
+    if a is None:
+        return tuple(y)
+    pa = _sizing_price(a, zones, cts)
+    dims = [i for i, d in enumerate(demand) if d > 0]
+    if b is None:
+        i = max(dims, key=lambda k: demand[k] / a.alloc[k] if a.alloc[k] > 0 else _INF)
+        if a.alloc[i] > 0:
+            y[i] = pa / a.alloc[i]
+        return tuple(y)
+    pb = _sizing_price(b, zones, cts)
+    best = -1.0
+    for ii, i in enumerate(dims):
+        for j in dims[ii + 1:]:
+            det = a.alloc[i] * b.alloc[j] - a.alloc[j] * b.alloc[i]
+            if det == 0:
+                continue
+            yi = (pa * b.alloc[j] - pb * a.alloc[j]) / det
+            yj = (a.alloc[i] * pb - b.alloc[i] * pa) / det
+            value = yi * demand[i] + yj * demand[j]
+            if yi >= 0 and yj >= 0 and value > best:
+                best, y = value, [0.0] * len(keys)
+                y[i], y[j] = yi, yj
+    return tuple(y)
+
+
 def _fill_balanced(ty: _Type, items: list[tuple[_Class, int]], *, cpu: int,
                    mem: int) -> tuple[dict[int, int], Vec]:
     """Fill one node of ``ty`` from ``items``, taking from the CPU-heavy end when memory is the fuller
@@ -1095,6 +1273,37 @@ def _fill_balanced(ty: _Type, items: list[tuple[_Class, int]], *, cpu: int,
             else:
                 hi -= 1
     return put, tuple(a - f for a, f in zip(ty.alloc, free, strict=True))
+
+
+def _spread(allowed: set[str], every: set[str], counts: Mapping[str, int], n: int, *, max_skew: int,
+            min_zero: bool) -> tuple[dict[str, int], int]:
+    """Place up to ``n`` pods in ``allowed`` domains, always into the one with the fewest matching pods,
+    while kube's skew rule admits it: count + 1 - global minimum (over ``every`` domain; 0 when
+    ``min_zero``) <= maxSkew. Returns the counts per domain and how many could not be placed."""
+    have = {d: counts.get(d, 0) for d in every | allowed}
+    out: dict[str, int] = {}
+    others = [have[d] for d in have if d not in allowed]
+    floor_others = min(others) if others else _INF
+    while n > 0:
+        d = min(allowed, key=lambda x: (have[x], x))
+        if not min_zero and not others and n >= len(allowed) and all(
+                have[x] == have[d] for x in allowed):
+            q = n // len(allowed)  # level: a whole round each at once (skew stays 0 among them)
+            for x in allowed:
+                have[x] += q
+                out[x] = out.get(x, 0) + q
+            n -= q * len(allowed)
+            continue
+        low = 0 if min_zero else min(floor_others, have[d])
+        room = low + max_skew - have[d]
+        if room <= 0:
+            break
+        nxt = min((have[x] for x in allowed if x != d), default=have[d] + n)
+        k = int(min(n, room, max(1, nxt - have[d])))
+        have[d] += k
+        out[d] = out.get(d, 0) + k
+        n -= k
+    return out, n
 
 
 def _water_fill(domains: set[str], counts: Mapping[str, int], n: int) -> dict[str, int]:
