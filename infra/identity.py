@@ -16,6 +16,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from autoscaler.config import ClusterConfig
+from autoscaler.domain.fleet import EKS_CLUSTER_TAG, NODEPOOL_TAG, cluster_tag
 
 KUBERNETES_GROUP = "eks-serverless-autoscaler"
 RBAC_MANIFEST = Path(__file__).resolve().parent / "rbac" / "autoscaler-clusterrole.yaml"
@@ -23,12 +24,7 @@ CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterA
 
 # Tags on every instance and launch template the autoscaler creates (DESIGN.md "Resource tags"); the
 # policies below key on them, so an instance without them can be neither launched nor terminated.
-NODEPOOL_TAG = "karpenter.sh/nodepool"
-EKS_CLUSTER_TAG = "eks:eks-cluster-name"
-
-
-def cluster_tag(cluster_name: str) -> str:
-    return f"kubernetes.io/cluster/{cluster_name}"
+# The tag names themselves live once, in autoscaler.domain.fleet.
 
 
 # EC2 read calls; Describe* APIs support no resource-level permissions, so their resource is "*".
@@ -157,6 +153,14 @@ class Identity(Construct):
             iam.PolicyStatement(
                 sid="PassNodeRole", actions=["iam:PassRole"], resources=[self.node_role.role_arn],
                 conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}),
+            iam.PolicyStatement(
+                # An EC2NodeClass that names a role gets an instance profile the autoscaler creates and
+                # reuses, named <cluster>_<hash of role> (autoscaler.aws.launch_template.InstanceProfiles).
+                sid="ManageOwnInstanceProfiles",
+                actions=["iam:AddRoleToInstanceProfile", "iam:CreateInstanceProfile", "iam:GetInstanceProfile",
+                         "iam:TagInstanceProfile"],
+                resources=[self.stack.format_arn(service="iam", region="", resource="instance-profile",
+                                                 resource_name=f"{cluster}_*")]),
             iam.PolicyStatement(
                 sid="ReadPublicAmiParameters", actions=["ssm:GetParameter"],
                 resources=[self.stack.format_arn(service="ssm", account="", resource="parameter",

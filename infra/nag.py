@@ -25,7 +25,8 @@ def _ec2(stack: cdk.Stack, resource: str, *, account: bool = True) -> str:
     return f"Resource::arn:<AWS::Partition>:ec2:{stack.region}:{account_id}:{resource}/*"
 
 
-def _suppress(stack: cdk.Stack, path: str, rule: str, reason: str, applies_to: list[str] | None = None) -> None:
+def _suppress(stack: cdk.Stack, path: str, rule: str, reason: str,
+              applies_to: list[str | dict[str, str]] | None = None) -> None:
     kwargs: dict[str, Any] = {"id": rule, "reason": reason}
     if applies_to is not None:
         kwargs["applies_to"] = applies_to
@@ -53,8 +54,9 @@ def apply_suppressions(stack: cdk.Stack, *, node_role_created: bool) -> None:
               "the cluster's tags in the request (aws:RequestTag), launch templates and termination only for resources "
               "carrying them (aws:ResourceTag); images, snapshots, subnets, security groups and capacity "
               "reservations are chosen by the EC2NodeClass selectors at run time; public AMI parameters live "
-              "under /aws/service/.",
-              [STAR, _ec2(stack, "image", account=False), _ec2(stack, "snapshot", account=False),
+              "under /aws/service/; instance profiles the autoscaler creates are named <cluster>_<hash>.",
+              [STAR, {"regex": "/^Resource::arn:<AWS::Partition>:iam::.+:instance-profile\\/.+_\\*$/g"},
+               _ec2(stack, "image", account=False), _ec2(stack, "snapshot", account=False),
                *(_ec2(stack, t) for t in REFERENCED_RESOURCE_TYPES), *created,
                f"Resource::arn:<AWS::Partition>:ssm:{region}::parameter/aws/service/*"])
     for role in ("InterruptionRole", "DisruptionRole"):
