@@ -223,3 +223,35 @@ def test_consolidation_replaces_two_half_empty_nodes_with_one_cheaper_node(make_
     after = w.hourly_cost()
     assert after < before and after == round(d["priceAfter"], 6)
     assert [i["InstanceId"] for i in w.live_instances()] == [new_iid]
+
+
+def test_with_a_provisioner_function_replacements_are_asked_of_it(make_world: Any) -> None:
+    import json
+    from dataclasses import replace
+
+    import boto3
+    from botocore.stub import Stubber
+
+    from autoscaler.config import DeploymentEnv
+    from autoscaler.handlers.runtime import set_runtime
+
+    w = make_world(pools=[node_pool(expire_after="1h")])
+    old = w.register(w.launch("m5.large"), age=3601)
+    w.pod("web-0", old)
+    client = boto3.client("lambda", region_name="us-east-1")
+    rt = replace(w.runtime, env=DeploymentEnv(provisioner_function="prod-provisioner"))
+    rt._clients["lambda"] = client
+    set_runtime(rt)
+    start = len(w.live_instances())
+    payload = {"source": "disruption", "kind": "replacement", "nodes": [old], "unavailable": [],
+               "eventId": f"disruption-expired-{old}-{int(w.clock.now())}"}
+    with Stubber(client) as stub:
+        stub.add_response("invoke", {"StatusCode": 202}, {
+            "FunctionName": "prod-provisioner", "InvocationType": "Event",
+            "Payload": json.dumps(payload).encode()})
+        report = w.run()
+        stub.assert_no_pending_responses()
+
+    # The provisioner launches; this function launched nothing itself and waits for the capacity.
+    assert report["replacing"] == [old] and len(w.live_instances()) == start
+    assert REPLACEMENT_REQUESTED in w.nodes()[old]["metadata"]["annotations"]
