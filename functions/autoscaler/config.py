@@ -149,14 +149,33 @@ class DisruptionConfig(_Model):
     """The disruption (consolidation, expiry, empty-node removal) function's schedule and switches."""
 
     enabled: bool = True
+    # Report what would be disrupted (logs, events, metrics) and change nothing.
     dry_run: bool = False
     schedule: str = "rate(1 minute)"
     timeout_seconds: int = Field(default=300, ge=30, le=900)
+    # A drain a PodDisruptionBudget still blocks after this long is abandoned: the node is uncordoned so
+    # its capacity is not lost.
+    blocked_drain_timeout: str = "30m"
+    # How long a pass keeps evicting from one node before moving on (later passes continue the drain).
+    drain_seconds_per_pass: int = Field(default=60, ge=5, le=840)
+    # Give up a replacement that has not registered (and left room for the pods) after this long.
+    replacement_timeout: str = "20m"
+    # Pods without a controller do not come back after eviction; they block voluntary disruption unless allowed.
+    allow_bare_pods: bool = False
+    # Karpenter keeps spot -> spot consolidation behind a feature gate for the same reason: the cheapest
+    # spot offering is often the least available.
+    spot_to_spot_consolidation: bool = False
 
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: str) -> str:
         return _check_schedule(value)
+
+    @field_validator("blocked_drain_timeout", "replacement_timeout")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        duration_seconds(value)
+        return value
 
 
 class VpcConfig(_Model):

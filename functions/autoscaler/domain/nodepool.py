@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from autoscaler.domain import resources as res
+from autoscaler.domain.cron import parse_cron
 from autoscaler.domain.errors import ConfigError, describe_validation_error
 from autoscaler.domain.models import CAPACITY_TYPE_LABEL, Requirement, Taint
 from autoscaler.domain.nodeclass import KubeletConfiguration
@@ -93,6 +94,13 @@ class Budget(_Model):
     @classmethod
     def _duration(cls, v: Any) -> int | None:
         return parse_duration(v, field="duration")
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_cron(v)  # CronError is a ValueError: pydantic reports it on this field
+        return v
 
     @model_validator(mode="after")
     def _window(self) -> Budget:

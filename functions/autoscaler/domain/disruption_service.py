@@ -1,0 +1,370 @@
+"""One pass of the disruption function, through the ports: keep the ``empty-since`` annotations true,
+carry on with disruptions already under way, decide new ones (``disruption.decide``) and carry them out.
+
+Order of work for a node, every step recorded in node annotations so a later pass (another Lambda
+container) continues where this one stopped:
+
+1. ``replace`` decisions (Expired with pods that need new capacity, Underutilized/Replace) request
+   replacement capacity first and annotate ``replacement-requested``; later passes check whether the
+   node's pods now fit on registered nodes (no in-flight capacity counted) and only then go on;
+2. taint ``karpenter.sh/disrupted:NoSchedule``, cordon, annotate ``drain-started`` / ``drain-reason``;
+3. drain through the Eviction API (resumable; bounded per pass and by the Lambda's remaining time);
+   a drain that a PDB blocks leaves the node cordoned for the next pass, and one blocked for longer
+   than ``blocked_drain_timeout`` is released (taint, cordon and annotations removed);
+4. terminate the instance (only one with this cluster's ownership tags) and delete the Node.
+
+Every decision is logged with its reason and saving per hour, recorded as an Event on the node and
+counted in metrics. In dry-run nothing is written: the pass only reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoscaler.domain.cluster_state import gather_plan_input
+from autoscaler.domain.disruption import (
+    DISRUPTED_TAINT,
+    DRAIN_REASON,
+    DRAIN_REASONS,
+    DRAIN_STARTED,
+    EMPTY_SINCE,
+    REASON_OF_DRAIN,
+    REPLACEMENT_REQUESTED,
+    Blocked,
+    Candidate,
+    DisruptionInput,
+    Reason,
+    Settings,
+    decide,
+    in_progress,
+    is_ours,
+    moves,
+    pods_by_node,
+    simulate,
+)
+from autoscaler.domain.drain import drain
+from autoscaler.domain.fleet import OwnershipError
+from autoscaler.domain.launching import fleet_request_for
+from autoscaler.domain.models import Node
+from autoscaler.domain.nodeclass import NodeClass
+from autoscaler.domain.nodepool import NodePool
+from autoscaler.domain.plan import PlanInput
+from autoscaler.metrics_catalog import (
+    DISRUPTION_BLOCKED,
+    DISRUPTION_SAVINGS,
+    DRAIN_SECONDS,
+    EVICTIONS_BLOCKED_BY_PDB,
+    GUARD,
+    NODES_DISRUPTED,
+    PODS_EVICTED,
+    REASON,
+    MetricsSink,
+)
+from autoscaler.ports import Clock, CloudPort, ClusterError, ClusterPort
+
+log = logging.getLogger("autoscaler.disruption")
+
+# Asks for replacement capacity for a candidate; returns None when requested, else why not.
+ReplacementRequester = Callable[[Candidate], "str | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    dry_run: bool = False
+    settings: Settings = field(default_factory=Settings)
+    blocked_drain_timeout: float = 1800.0
+    replacement_timeout: float = 1200.0
+    drain_seconds_per_pass: float = 60.0
+
+
+@dataclass
+class PassReport:
+    """What one pass did (or, in dry-run, would do)."""
+
+    dry_run: bool
+    decided: list[Candidate] = field(default_factory=list)
+    blocked: list[Blocked] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    draining: list[str] = field(default_factory=list)  # drains still going at the end of the pass
+    replacing: list[str] = field(default_factory=list)  # waiting for replacement capacity
+    released: list[str] = field(default_factory=list)  # given back after being blocked too long
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dryRun": self.dry_run,
+            "decisions": [{"reason": c.reason, "action": c.action, "nodes": list(c.nodes), "pods": len(c.pods),
+                           "priceBefore": round(c.price_before, 6), "priceAfter": round(c.price_after, 6),
+                           "savingPerHour": round(c.saving, 6),
+                           "replacements": [list(r.instance_types[:5]) for r in c.replacements]}
+                          for c in self.decided],
+            "blocked": [{"node": b.node, "reason": b.reason, "guard": b.guard, "message": b.message}
+                        for b in self.blocked],
+            "removed": self.removed, "draining": self.draining, "replacing": self.replacing,
+            "released": self.released, "notes": self.notes,
+        }
+
+
+class DisruptionService:
+    """Build once per container (it holds no state between passes) and call ``run_pass``."""
+
+    def __init__(self, *, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
+                 node_classes: Mapping[str, NodeClass], cluster_name: str, region: str, clock: Clock,
+                 sink: MetricsSink, options: Options | None = None,
+                 request_replacement: ReplacementRequester | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.cluster, self.cloud, self.clock, self.sink = cluster, cloud, clock, sink
+        self.node_pools = node_pools
+        self.pools = {p.name: p for p in node_pools}
+        self.node_classes = node_classes
+        self.cluster_name, self.region = cluster_name, region
+        self.options = options or Options()
+        self.request_replacement = request_replacement or self.launch_replacements
+        self.sleep = sleep
+
+    # ----- the pass ----------------------------------------------------------------------------
+    def run_pass(self, *, deadline: float) -> PassReport:
+        """One pass; ``deadline`` is a ``clock.monotonic()`` reading by which it must have returned."""
+        opts = self.options
+        report = PassReport(dry_run=opts.dry_run)
+        now = self.clock.now()
+        nodes = [n for n in self.cluster.nodes() if is_ours(n, self.pools)]
+        owned = {i.instance_id for i in self.cloud.owned_instances()}
+        empty_since = self._empty_since(nodes, now)
+
+        if opts.dry_run:
+            for n in nodes:
+                if DRAIN_STARTED in n.annotations:
+                    report.draining.append(n.name)
+                elif REPLACEMENT_REQUESTED in n.annotations:
+                    report.replacing.append(n.name)
+        else:
+            for n in nodes:
+                if DRAIN_STARTED in n.annotations:
+                    self._drain(n, owned=owned, deadline=deadline, report=report)
+            self._check_replacements([n for n in nodes if REPLACEMENT_REQUESTED in n.annotations
+                                      and DRAIN_STARTED not in n.annotations], owned=owned,
+                                     deadline=deadline, report=report)
+
+        snapshot = self._snapshot()
+        by_name = {n.name: n for n in snapshot.nodes}
+        decision = decide(DisruptionInput(snapshot=snapshot, pdbs=self.cluster.pdbs(), now=now,
+                                          owned_instances=owned, empty_since=empty_since,
+                                          settings=opts.settings, exclude=report.released))
+        report.notes.extend(decision.notes)
+        for b in decision.blocked:
+            self._blocked(b, by_name.get(b.node), report)
+        for c in decision.candidates:
+            self._act(c, by_name, owned=owned, deadline=deadline, report=report)
+        return report
+
+    def _snapshot(self) -> PlanInput:
+        return gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
+                                 node_classes=self.node_classes, region=self.region)
+
+    # ----- empty-since -------------------------------------------------------------------------
+    def _empty_since(self, nodes: list[Node], now: float) -> dict[str, float]:
+        """Since when each empty node has been seen empty, as the annotations said at the start of the
+        pass; the annotation is set on newly empty nodes and cleared on used ones. A node first seen
+        empty now counts from the next pass, so it is seen empty twice before it goes. In dry-run
+        (nothing written) a node without the annotation counts as empty since its creation."""
+        on_node = pods_by_node(self.cluster.pods())
+        out: dict[str, float] = {}
+        for n in nodes:
+            if in_progress(n):
+                continue
+            empty = not any(moves(p) for p in on_node.get(n.name, []))
+            mark = _epoch(n.annotations.get(EMPTY_SINCE))
+            if empty and mark is not None:
+                out[n.name] = mark
+            elif empty and self.options.dry_run:
+                out[n.name] = n.created_at
+            elif empty:
+                self._annotate(n.name, {EMPTY_SINCE: str(int(now))})
+            elif EMPTY_SINCE in n.annotations and not self.options.dry_run:
+                self._annotate(n.name, {EMPTY_SINCE: None})
+        return out
+
+    # ----- acting on decisions -----------------------------------------------------------------
+    def _blocked(self, b: Blocked, node: Node | None, report: PassReport) -> None:
+        report.blocked.append(b)
+        log.info("disruption blocked: %s", b.message,
+                 extra={"node": b.node, "reason": b.reason, "guard": b.guard, "dryRun": self.options.dry_run})
+        self.sink.emit(DISRUPTION_BLOCKED, 1, **{GUARD: b.guard})
+        if node is not None and not self.options.dry_run:
+            self.cluster.record_event(node, reason="DisruptionBlocked", message=f"{b.reason} blocked by {b.guard}: "
+                                                                                 f"{b.message}")
+
+    def _act(self, c: Candidate, by_name: Mapping[str, Node], *, owned: set[str], deadline: float,
+             report: PassReport) -> None:
+        report.decided.append(c)
+        verb = "would disrupt" if self.options.dry_run else "disrupting"
+        log.info("%s: %s", verb, c.describe(),
+                 extra={"reason": c.reason, "action": c.action, "nodes": list(c.nodes),
+                        "savingPerHour": round(c.saving, 6), "dryRun": self.options.dry_run})
+        if self.options.dry_run:
+            return
+        self.sink.emit(DISRUPTION_SAVINGS, round(c.saving, 6))
+        nodes = [by_name[n] for n in c.nodes if n in by_name]
+        if c.action == "replace":
+            problem = self.request_replacement(c)
+            if problem is not None:
+                report.notes.append(f"{', '.join(c.nodes)}: replacement not requested: {problem}")
+                for n in nodes:
+                    self.cluster.record_event(n, reason="DisruptionLaunchFailed", event_type="Warning",
+                                              message=f"{c.reason}: replacement capacity failed: {problem}")
+                return
+            for n in nodes:
+                self._annotate(n.name, {REPLACEMENT_REQUESTED: str(int(self.clock.now())),
+                                        DRAIN_REASON: DRAIN_REASONS[c.reason]})
+                self.cluster.record_event(n, reason="DisruptionLaunching", message=c.describe())
+            report.replacing.extend(c.nodes)
+            return
+        for n in nodes:
+            self.cluster.record_event(n, reason="DisruptionTerminating", message=c.describe())
+        self._start_drains(nodes, c.reason, owned=owned, deadline=deadline, report=report)
+
+    def _start_drains(self, nodes: list[Node], reason: Reason, *, owned: set[str], deadline: float,
+                      report: PassReport) -> None:
+        started = str(int(self.clock.now()))
+        marked = []
+        for n in nodes:
+            try:
+                self.cluster.add_taint(n.name, DISRUPTED_TAINT)
+                self.cluster.cordon(n.name)
+                self._annotate(n.name, {DRAIN_STARTED: started, DRAIN_REASON: DRAIN_REASONS[reason],
+                                        EMPTY_SINCE: None}, missing_ok=False)
+            except ClusterError as exc:
+                log.warning("could not start draining %s: %s", n.name, exc)
+                continue
+            marked.append(n)
+        for n in marked:
+            fresh = self.cluster.get_node(n.name)
+            if fresh is not None:
+                self._drain(fresh, owned=owned, deadline=deadline, report=report)
+
+    def _drain(self, node: Node, *, owned: set[str], deadline: float, report: PassReport) -> None:
+        started = _epoch(node.annotations.get(DRAIN_STARTED)) or self.clock.now()
+        reason: Reason = REASON_OF_DRAIN.get(node.annotations.get(DRAIN_REASON, ""), "Underutilized")
+        stop = min(deadline, self.clock.monotonic() + self.options.drain_seconds_per_pass)
+        result = drain(node.name, cluster=self.cluster, clock=self.clock, deadline=stop, sleep=self.sleep)
+        if result.evicted:
+            self.sink.emit(PODS_EVICTED, len(result.evicted))
+        by_pdb = [p for p in result.not_evicted if p.reason == "pdb"]
+        if by_pdb:
+            self.sink.emit(EVICTIONS_BLOCKED_BY_PDB, len(by_pdb))
+        if result.complete:
+            self._remove(node, reason, started=started, owned=owned, report=report)
+            return
+        waited = self.clock.now() - started
+        stuck = "; ".join(f"{p.pod}: {p.reason} {p.message}".strip() for p in result.not_evicted[:5])
+        if waited >= self.options.blocked_drain_timeout:
+            self._release(node, guard="PDB" if by_pdb else "Drain",
+                          why=f"drain blocked for {int(waited)}s ({stuck})", report=report)
+            return
+        report.draining.append(node.name)
+        log.info("drain of %s continues next pass: %s", node.name, stuck, extra={"node": node.name})
+        self.cluster.record_event(node, reason="DisruptionBlocked", event_type="Warning",
+                                  message=f"drain continues next pass: {stuck}")
+
+    def _remove(self, node: Node, reason: Reason, *, started: float, owned: set[str], report: PassReport) -> None:
+        iid = node.instance_id
+        if iid is None or iid not in owned:
+            # decide() never picks such a node; a drain annotation put there by hand must not cost
+            # someone else's instance.
+            self._release(node, guard="NotOurs", why=f"instance {iid} is not this autoscaler's", report=report)
+            return
+        try:
+            self.cloud.terminate([iid])
+        except OwnershipError as exc:
+            self._release(node, guard="NotOurs", why=str(exc), report=report)
+            return
+        self.cluster.record_event(node, reason="DisruptionTerminating",
+                                  message=f"{reason}: drained; instance {iid} terminated, node deleted")
+        self.cluster.delete_node(node.name)
+        report.removed.append(node.name)
+        self.sink.emit(NODES_DISRUPTED, 1, **{REASON: reason})
+        self.sink.emit(DRAIN_SECONDS, max(0.0, self.clock.now() - started))
+        log.info("removed node %s (%s), instance %s terminated", node.name, reason, iid,
+                 extra={"node": node.name, "reason": reason, "instanceId": iid})
+
+    def _release(self, node: Node, *, guard: str, why: str, report: PassReport) -> None:
+        """Give a node back to the scheduler: the disruption is abandoned."""
+        self.cluster.remove_taint(node.name, key=DISRUPTED_TAINT.key, effect=DISRUPTED_TAINT.effect)
+        try:
+            self.cluster.uncordon(node.name)
+        except ClusterError as exc:
+            log.warning("could not uncordon %s: %s", node.name, exc)
+        self._annotate(node.name, {DRAIN_STARTED: None, DRAIN_REASON: None, REPLACEMENT_REQUESTED: None})
+        report.released.append(node.name)
+        self.sink.emit(DISRUPTION_BLOCKED, 1, **{GUARD: guard})
+        log.warning("disruption of %s abandoned: %s", node.name, why, extra={"node": node.name, "guard": guard})
+        self.cluster.record_event(node, reason="DisruptionBlocked", event_type="Warning",
+                                  message=f"disruption abandoned, node uncordoned: {why}")
+
+    # ----- replacements ------------------------------------------------------------------------
+    def launch_replacements(self, c: Candidate) -> str | None:
+        """Launch the candidate's replacement nodes directly (the provisioner's own steps)."""
+        for launch in c.replacements:
+            request = fleet_request_for(launch, cluster_name=self.cluster_name, node_pools=self.pools,
+                                        node_classes=self.node_classes)
+            result = self.cloud.launch(request)
+            if not result.launched:
+                errors = "; ".join(f"{e.code}: {e.message}" for e in result.errors[:3]) or "nothing launched"
+                return f"launch for NodePool {launch.node_pool} failed ({errors})"
+            log.info("launched replacement %s for %s", result.launched[0].instance_id, ", ".join(c.nodes))
+        return None
+
+    def _check_replacements(self, waiting: list[Node], *, owned: set[str], deadline: float,
+                            report: PassReport) -> None:
+        """Nodes that requested replacement capacity in the same pass wait for it together: once their
+        pods fit on registered nodes without any launch, their drain starts."""
+        if not waiting:
+            return
+        groups: dict[str, list[Node]] = defaultdict(list)
+        for n in waiting:
+            groups[n.annotations[REPLACEMENT_REQUESTED]].append(n)
+        snapshot = self._snapshot()
+        now = self.clock.now()
+        for requested, group in sorted(groups.items()):
+            names = [n.name for n in group]
+            reason: Reason = REASON_OF_DRAIN.get(group[0].annotations.get(DRAIN_REASON, ""), "Underutilized")
+            if simulate(snapshot, names).fits:
+                log.info("replacement for %s has registered; draining", ", ".join(names))
+                self._start_drains(group, reason, owned=owned, deadline=deadline, report=report)
+            elif now - (_epoch(requested) or now) >= self.options.replacement_timeout:
+                for n in group:
+                    self._annotate(n.name, {REPLACEMENT_REQUESTED: None, DRAIN_REASON: None})
+                    self.cluster.record_event(n, reason="DisruptionBlocked", event_type="Warning",
+                                              message="replacement capacity did not register in time; "
+                                                      "disruption abandoned")
+                report.notes.append(f"{', '.join(names)}: replacement did not register in time; abandoned")
+            else:
+                report.replacing.extend(names)
+                for n in group:
+                    self.cluster.record_event(n, reason="DisruptionWaitingReadiness",
+                                              message="waiting for replacement capacity to register")
+
+    # ----- helpers -----------------------------------------------------------------------------
+    def _annotate(self, name: str, values: Mapping[str, str | None], *, missing_ok: bool = True) -> None:
+        try:
+            self.cluster.annotate_node(name, values)
+        except ClusterError as exc:
+            if not missing_ok:
+                raise
+            log.warning("could not annotate node %s: %s", name, exc)
+
+
+def _epoch(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+

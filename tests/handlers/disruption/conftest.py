@@ -1,0 +1,199 @@
+"""A small world for the disruption function: moto (in-process) for EC2, the Kubernetes API emulator,
+a manual clock, and helpers that launch owned instances and register them as Nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from autoscaler.aws.cloud import AwsCloud
+from autoscaler.config import ClusterConfig, DeploymentEnv
+from autoscaler.domain.allocatable import allocatable
+from autoscaler.domain.clock import ManualClock
+from autoscaler.domain.fleet import FleetRequest, new_claim_id
+from autoscaler.domain.nodeclass import parse_node_classes
+from autoscaler.domain.nodepool import parse_node_pools
+from autoscaler.handlers import disruption
+from autoscaler.handlers.runtime import Runtime, set_runtime
+from autoscaler.kube.cluster import KubeCluster
+from autoscaler.metrics_catalog import RecordingSink
+from simulator.kube_api import KubeApiServer, client_for
+from tests.adapters.aws.conftest import moto_catalog  # noqa: F401 - shared session fixture
+from tests.adapters.aws.helpers import CLUSTER, REGION, make_network, on_demand_prices, price_list_item, seed_eks_amis
+
+NODE_CLASS = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+              "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}],
+                       "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "prod"}}],
+                       "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "prod"}}],
+                       "instanceProfile": "KarpenterNodeInstanceProfile"}}
+
+
+def node_pool(*, consolidate_after: str = "30s", expire_after: str = "720h", policy: str = "WhenEmptyOrUnderutilized",
+              budgets: list[dict[str, Any]] | None = None, families: tuple[str, ...] = ("m5", "c5")) -> dict[str, Any]:
+    disruption_spec: dict[str, Any] = {"consolidationPolicy": policy, "consolidateAfter": consolidate_after,
+                                       "budgets": budgets or [{"nodes": "100%"}]}
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "expireAfter": expire_after,
+                "requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                                  "values": list(families)}]}},
+                     "disruption": disruption_spec}}
+
+
+@dataclass
+class Ctx:
+    """What a Lambda context offers the handler."""
+
+    remaining_ms: int = 300_000
+    function_name: str = "disruption"
+    aws_request_id: str = "req-1"
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:disruption"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+class World:
+    def __init__(self, *, kube: KubeApiServer, ec2: Any, catalog: Any, pools: list[dict[str, Any]],
+                 disruption_cfg: dict[str, Any]) -> None:
+        self.kube, self.store, self.ec2 = kube, kube.store, ec2
+        self.clock = ManualClock()
+        self.sink = RecordingSink()
+        seed_eks_amis(ec2)
+        make_network(ec2)
+        pricing = boto3.client("pricing", region_name=REGION)
+        self._stub = Stubber(pricing)
+        self._stub.add_response("get_products", {
+            "FormatVersion": "aws_v1", "PriceList": [price_list_item(k, v) for k, v in on_demand_prices().items()]})
+        self._stub.activate()
+        self.cloud = AwsCloud(ec2=ec2, ssm=boto3.client("ssm", region_name=REGION),
+                              iam=boto3.client("iam", region_name=REGION), pricing=pricing, region=REGION,
+                              cluster=CLUSTER, clock=self.clock, catalog_ttl=10 * 86400)
+        self.cloud.catalog.load(*catalog)
+        self.config = ClusterConfig.model_validate({
+            "clusterName": CLUSTER.name, "region": REGION, "nodePools": pools, "nodeClasses": [NODE_CLASS],
+            "disruption": disruption_cfg})
+        self.cluster = KubeCluster(client_for(kube.url), clock=self.clock, sleep=self.clock.advance)
+        self.runtime = Runtime(
+            config=self.config, env=DeploymentEnv(), node_pools=parse_node_pools(self.config.node_pools),
+            node_classes=parse_node_classes(self.config.node_classes, default_role=self.config.node_role_name),
+            cloud=self.cloud, cluster=self.cluster, clock=self.clock, sink=self.sink,
+            session=boto3.Session(region_name=REGION))
+        set_runtime(self.runtime)
+        self.prices = on_demand_prices()
+
+    # ----- EC2 + Kubernetes ------------------------------------------------------------------
+    def launch(self, instance_type: str = "m5.large", *, zone: str = "us-east-1a") -> str:
+        """An owned instance launched through the real launcher; returns its instance id."""
+        pools = {p.name: p for p in self.runtime.node_pools}
+        result = self.cloud.launch(FleetRequest(
+            claim_id=new_claim_id("default"), cluster_name=CLUSTER.name, node_pool="default",
+            node_class=self.runtime.node_classes["default"], capacity_types=("on-demand",),
+            instance_types=(instance_type,), zones=(zone,)))
+        assert pools and result.launched, result.errors
+        return result.launched[0].instance_id
+
+    def foreign_instance(self, instance_type: str = "m5.large") -> str:
+        image = seed_eks_amis(self.ec2)["amd64"]
+        return str(self.ec2.run_instances(ImageId=image, InstanceType=instance_type, MinCount=1, MaxCount=1,
+                                          Placement={"AvailabilityZone": "us-east-1a"})["Instances"][0]["InstanceId"])
+
+    def register(self, instance_id: str, *, name: str | None = None, pool: str | None = "default",
+                 annotations: dict[str, str] | None = None, age: float = 0.0) -> str:
+        """Create the Node the kubelet would register for ``instance_id``."""
+        [raw] = [i for r in self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+                 for i in r["Instances"]]
+        it_name, zone = raw["InstanceType"], raw["Placement"]["AvailabilityZone"]
+        alloc = allocatable(self.cloud.instance_types()[it_name])
+        name = name or f"ip-{instance_id[2:]}.ec2.internal"
+        labels = {"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": it_name,
+                  "topology.kubernetes.io/zone": zone, "karpenter.sh/capacity-type": "on-demand",
+                  "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}
+        if pool:
+            labels["karpenter.sh/nodepool"] = pool
+        quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"])}
+        self.store.create("nodes", {
+            "metadata": {"name": name, "labels": labels, "annotations": annotations or {},
+                         "creationTimestamp": _stamp(self.clock.now() - age)},
+            "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
+            "status": {"allocatable": quantities, "capacity": quantities,
+                       "conditions": [{"type": "Ready", "status": "True"}]}})
+        return name
+
+    def node(self, instance_type: str = "m5.large", **kw: Any) -> str:
+        return self.register(self.launch(instance_type), **kw)
+
+    def pod(self, name: str, node: str | None, *, cpu: str = "250m", memory: str = "256Mi",
+            labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+            owner: str | None = "ReplicaSet", ready: bool = True) -> None:
+        meta: dict[str, Any] = {"name": name, "namespace": "default", "labels": labels or {"app": name},
+                                "annotations": annotations or {}, "creationTimestamp": _stamp(self.clock.now())}
+        if owner:
+            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": f"{name}-rs",
+                                        "uid": f"uid-{name}", "controller": True}]
+        spec: dict[str, Any] = {"containers": [{"name": "c", "image": "nginx",
+                                                "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+        status: dict[str, Any] = {"phase": "Pending"}
+        if node:
+            spec["nodeName"] = node
+            status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+        self.store.create("pods", {"metadata": meta, "spec": spec, "status": status})
+
+    # ----- observing -------------------------------------------------------------------------
+    def run(self, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = disruption.handler(event or {"source": "schedule", "kind": "disruption"}, Ctx())
+        return result
+
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        return {n["metadata"]["name"]: n for n in self.store.objects("nodes")}
+
+    def pods_on(self, node: str) -> list[str]:
+        return sorted(p["metadata"]["name"] for p in self.store.objects("pods")
+                      if (p.get("spec") or {}).get("nodeName") == node)
+
+    def state(self, instance_id: str) -> str:
+        [raw] = [i for r in self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+                 for i in r["Instances"]]
+        return str(raw["State"]["Name"])
+
+    def live_instances(self) -> list[dict[str, Any]]:
+        return [i for r in self.ec2.describe_instances()["Reservations"] for i in r["Instances"]
+                if i["State"]["Name"] in ("pending", "running")]
+
+    def hourly_cost(self) -> float:
+        return round(sum(self.prices[i["InstanceType"]] for i in self.live_instances()), 6)
+
+    def events(self, node: str) -> list[str]:
+        return [e["reason"] for e in self.store.objects("events") if e["involvedObject"]["name"] == node]
+
+
+def _stamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        yield
+    set_runtime(None)
+
+
+@pytest.fixture
+def make_world(aws_env: None, kube_api: KubeApiServer, moto_catalog: Any) -> Any:  # noqa: F811
+    def build(*, pools: list[dict[str, Any]] | None = None, **disruption_cfg: Any) -> World:
+        return World(kube=kube_api, ec2=boto3.client("ec2", region_name=REGION), catalog=moto_catalog,
+                     pools=pools or [node_pool()], disruption_cfg=disruption_cfg)
+    return build
