@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from simulator.kube_api import KubeApiServer
+
+# jsii prints a banner about the Node.js version when aws_cdk is first imported; noise in test output.
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 
 @pytest.fixture

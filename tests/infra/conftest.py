@@ -5,14 +5,10 @@ synthesis through the app's own ``AwsSolutionsChecks`` aspect."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-# jsii prints a banner about the Node.js version on import; it is noise in test output.
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 import aws_cdk as cdk
 import pytest
