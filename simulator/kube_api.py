@@ -107,6 +107,8 @@ class _Handler(BaseHTTPRequestHandler):
                     else "Unknown"
                 raise ApiError(injected, reason, f"injected error {injected} for {method} {url.path}")
             query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            if query.get("watch") in ("1", "true"):
+                self.server.store.watches.append(url.path)
             self._route(method, url.path, query)
         except ApiError as err:
             self._body_drain()

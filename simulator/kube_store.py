@@ -195,6 +195,7 @@ class Store:
     _injected: list[_Injected] = field(default_factory=list)
     _lock: threading.RLock = field(default_factory=threading.RLock)
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path) served, for tests
+    watches: list[str] = field(default_factory=list)  # paths served as watch streams, for tests
 
     def __post_init__(self) -> None:
         self._cond = threading.Condition(self._lock)

@@ -181,30 +181,10 @@ def test_demo_has_no_cluster_admin(demo: Synth) -> None:
     assert all("AccessPolicies" not in v["Properties"] for v in demo.of_type("AWS::EKS::AccessEntry").values())
 
 
-EXPECTED_RBAC = {
-    ("", "pods"): ["delete", "get", "list", "watch"],
-    ("", "pods/eviction"): ["create"],
-    ("", "nodes"): ["delete", "get", "list", "patch", "update", "watch"],
-    ("", "events"): ["create", "patch"],
-    ("events.k8s.io", "events"): ["create", "patch"],
-    ("", "persistentvolumeclaims"): ["get", "list", "watch"],
-    ("", "persistentvolumes"): ["get", "list", "watch"],
-    ("", "namespaces"): ["get", "list"],
-    ("apps", "daemonsets"): ["get", "list", "watch"],
-    ("policy", "poddisruptionbudgets"): ["get", "list", "watch"],
-    ("storage.k8s.io", "storageclasses"): ["get", "list", "watch"],
-}
-
-
-def test_rbac_manifest_grants_exactly_what_the_functions_do() -> None:
+def test_rbac_manifest_binds_the_functions_group_to_its_role() -> None:
+    # Which verbs the role grants is checked against real traffic in tests/adapters/test_rbac_exact.py.
     role, binding = list(yaml.safe_load_all(RBAC_MANIFEST.read_text()))
-    granted: dict[tuple[str, str], list[str]] = {}
-    for rule in role["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                assert (group, resource) not in granted, f"{group}/{resource} granted twice"
-                granted[(group, resource)] = sorted(rule["verbs"])
-    assert granted == EXPECTED_RBAC
+    granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert ("", "pods/binding") not in granted
     assert binding["kind"] == "ClusterRoleBinding"
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
