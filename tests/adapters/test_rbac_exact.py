@@ -28,10 +28,7 @@ def _rbac(method: str, path: str, *, watched: bool) -> tuple[str, str, str]:
     m = _PATH.match(path)
     assert m, path
     resource = m["resource"] + (f"/{m['sub']}" if m["sub"] else "")
-    if method == "GET":
-        verb = "watch" if watched else ("get" if m["name"] else "list")
-    else:
-        verb = _VERBS[method]
+    verb = ("watch" if watched else "get" if m["name"] else "list") if method == "GET" else _VERBS[method]
     return (m["group"] or "", resource, verb)
 
 
