@@ -142,6 +142,9 @@ class InterruptionService:
     sleep: Callable[[float], None] = time.sleep
     poll_interval: float = 1.0
     retry_interval: float = 5.0
+    # When this service cordoned each node (wall clock): DrainSeconds to sub-second precision, where the
+    # annotation (whole seconds, shared with the other functions) is all a retry has.
+    _cordoned_at: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     def action(self, event: InterruptionEvent) -> Action:
         return action_for(event.kind, self.actions)
@@ -187,6 +190,7 @@ class InterruptionService:
             return None  # deleted since the listing: nothing left to protect
         first = tainted or cordoned
         if first:
+            self._cordoned_at[node.name] = now
             state = f" ({event.state})" if event.state else ""
             self.cluster.record_event(node, reason=_EVENT_REASONS[event.kind], event_type="Warning",
                                       message=f"{event.detail_type or event.kind.value}{state} for {iid} "
@@ -269,7 +273,8 @@ class InterruptionService:
                                           message=f"{len(result.not_evicted)} pods could not be evicted in "
                                                   f"this invocation: {blocked}{more}; will retry")
             return replace(outcome, outcome=Outcome.DRAIN_INCOMPLETE)
-        started_at = _float((node.annotations if node else {}).get(DRAIN_STARTED_ANNOTATION))
+        started_at = self._cordoned_at.get(name) or _float(
+            (node.annotations if node else {}).get(DRAIN_STARTED_ANNOTATION))
         if started_at is not None:
             outcome = replace(outcome, drain_seconds=max(0.0, self.clock.now() - started_at))
         if started.owned and not gone:
