@@ -57,11 +57,16 @@ class _Accepted:
     content = b""
 
 
+class _Refused(_Accepted):
+    status_code = 404
+
+
 @dataclass
 class InvokeRecorder:
     """Records Invoke parameters and answers like Lambda does for InvocationType=Event."""
 
     calls: list[dict[str, Any]] = field(default_factory=list)
+    fail_with: str | None = None  # an error code to answer with instead (HTTP 404, not retried by botocore)
 
     def install(self, client: Any) -> InvokeRecorder:
         client.meta.events.register("before-parameter-build.lambda.Invoke", self._record)
@@ -72,6 +77,9 @@ class InvokeRecorder:
         self.calls.append({**params, "Payload": json.loads(params["Payload"])})
 
     def _answer(self, **_: Any) -> tuple[Any, dict[str, Any]]:
+        if self.fail_with:
+            return _Refused(), {"Error": {"Code": self.fail_with, "Message": "Function not found"},
+                                "ResponseMetadata": {"HTTPStatusCode": 404}}
         return _Accepted(), {"StatusCode": 202}
 
     @property

@@ -264,6 +264,21 @@ def test_kubernetes_api_failures_are_returned_for_retry(world: World) -> None:
     assert metric(world, "InterruptionOutcomes", Kind="spotInterruption", Outcome="failed") == 1
 
 
+def test_a_failed_replacement_request_is_retried_and_the_node_stays_cordoned(world: World) -> None:
+    iid = world.add_node("n1", owned=False)
+    world.add_pod("web-1", "n1")
+    body = event_for("spot-interruption-warning", iid)
+    world.invokes.fail_with = "ResourceNotFoundException"
+
+    assert world.run(body, message_ids=["m"]) == {"batchItemFailures": [{"itemIdentifier": "m"}]}
+    assert cordoned(world, "n1") and REPLACEMENT_REQUESTED_ANNOTATION not in annotations(world, "n1")
+
+    world.invokes.fail_with = None
+    assert world.run(body, message_ids=["m"]) == {"batchItemFailures": []}
+    assert REPLACEMENT_REQUESTED_ANNOTATION in annotations(world, "n1")
+    assert [c["Payload"]["nodes"] for c in world.invokes.calls] == [["n1"], ["n1"], ["n1"]]  # 2 refused, 1 sent
+
+
 # ----- configuration -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("settings", "sample", "expect"), [
