@@ -33,6 +33,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):  # `make bench` runs this file as a script
     sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
+# Before Powertools is imported (its Logger reads the level once): stdout carries only the result.
+os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
+os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"
 
 from moto import mock_aws  # noqa: E402
 
@@ -105,8 +108,6 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ[key] = "testing"
     os.environ.pop("AWS_ENDPOINT_URL", None)
-    os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"
-    os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
     warnings.simplefilter("ignore")
     # The emulator's http.server writes headers and body in separate small sends; with Nagle's algorithm on
     # and the client's delayed ACK every request then stalls ~40 ms, an artefact no real API server has.
