@@ -12,16 +12,9 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-# The event kinds, named as the interruption handler and the metrics' Kind dimension name them, with the
-# exact EventBridge patterns. State changes are limited to the states that take a node away.
-EVENT_PATTERNS: dict[str, dict[str, Any]] = {
-    "spotInterruption": {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
-    "rebalance": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
-    "scheduledChange": {"source": ["aws.health"], "detail-type": ["AWS Health Event"],
-                        "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}},
-    "stateChange": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
-                    "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}},
-}
+from infra.event_patterns import EVENT_PATTERNS
+
+__all__ = ["EVENT_PATTERNS", "InterruptionQueue"]
 
 # Karpenter's and the Node Termination Handler's templates keep messages 300 s: a spot warning is
 # useless after its two minutes, and an old one must not drain a node that replaced the instance.

@@ -151,6 +151,11 @@ class Monitoring(Construct):
                             period=PERIOD, statistic="Maximum")], width=6),
         )
         dashboard.add_widgets(
+            # One Metrics Insights query per graph: outcomes get their own.
+            self._graph("Interruption messages by kind and outcome",
+                        [self.grouped(mc.INTERRUPTION_OUTCOMES, by=(mc.KIND, mc.OUTCOME))], width=24),
+        )
+        dashboard.add_widgets(
             self._graph("Nodes disrupted by reason", [self.grouped(mc.NODES_DISRUPTED, by=(mc.REASON,))]),
             self._graph("Disruption blocked by guard", [self.grouped(mc.DISRUPTION_BLOCKED, by=(mc.GUARD,))]),
             self._graph("Disruption savings (USD/hour)", [self.metric(mc.DISRUPTION_SAVINGS)]),

@@ -32,6 +32,7 @@ RESOURCE = "Resource"
 KIND = "Kind"
 ACTION = "Action"
 GUARD = "Guard"
+OUTCOME = "Outcome"
 
 
 def service_name(cluster_name: str) -> str:
@@ -80,7 +81,14 @@ PRICES_STALE = MetricDef("PricesStale", "Count", ("provisioner",),
 
 # --- interruption ---
 INTERRUPTION_EVENTS = MetricDef("InterruptionEvents", "Count", ("interruption",),
-                                "EC2 events received, by kind and the action taken.", dimensions=(KIND, ACTION))
+                                "EC2 events received, by kind and the configured action "
+                                "(Kind malformed/unknown: Action ignore).",
+                                dimensions=(KIND, ACTION))
+INTERRUPTION_OUTCOMES = MetricDef(
+    "InterruptionOutcomes", "Count", ("interruption",),
+    "Interruption messages by kind and what came of them: acted, ignored, notInCluster, failed (returned "
+    "for retry). Kind is malformed or unknown for messages that are not one of the four EC2 events.",
+    dimensions=(KIND, OUTCOME))
 PODS_EVICTED = MetricDef("PodsEvicted", "Count", ("interruption", "disruption"),
                          "Pods evicted through the Eviction API while draining nodes.")
 EVICTIONS_BLOCKED_BY_PDB = MetricDef("EvictionsBlockedByPDB", "Count", ("interruption", "disruption"),
@@ -103,7 +111,8 @@ DISRUPTION_BLOCKED = MetricDef("DisruptionBlocked", "Count", ("disruption",),
 CATALOGUE: dict[str, MetricDef] = {m.name: m for m in (
     PENDING_PODS, UNSCHEDULABLE_PODS, PODS_NOMINATED, NODES_LAUNCHED, LAUNCH_FAILURES, PLAN_SECONDS,
     POD_TO_LAUNCH_SECONDS, NODE_POOL_USAGE, MANAGED_HOURLY_COST, PRICES_STALE,
-    INTERRUPTION_EVENTS, PODS_EVICTED, EVICTIONS_BLOCKED_BY_PDB, DRAIN_SECONDS, EVENT_TO_CORDON_SECONDS,
+    INTERRUPTION_EVENTS, INTERRUPTION_OUTCOMES, PODS_EVICTED, EVICTIONS_BLOCKED_BY_PDB, DRAIN_SECONDS,
+    EVENT_TO_CORDON_SECONDS,
     NODES_DISRUPTED, DISRUPTION_SAVINGS, DISRUPTION_BLOCKED,
 )}
 

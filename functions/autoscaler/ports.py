@@ -6,7 +6,7 @@ Each method's docstring states its contract.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from autoscaler.domain.models import (
@@ -203,4 +203,17 @@ class CloudPort(Protocol):
     def terminate(self, instance_ids: Iterable[str]) -> list[str]:
         """Terminate instances. Raises OwnershipError (naming the instance) and terminates nothing if
         any of them lacks this cluster's ownership tags. Already-gone ids are skipped."""
+        ...
+
+
+class ReplacementRequester(Protocol):
+    """Asks the provisioner for capacity to replace nodes that are going away (WAVE2 contract: an
+    asynchronous invoke of the provisioner function; the provisioner plans with ``nodes`` as leaving
+    and the ``unavailable`` offerings marked for 3 minutes)."""
+
+    def request_replacement(self, *, source: Literal["interruption", "disruption"], nodes: Sequence[str],
+                            unavailable: Sequence[tuple[str, str, str]], event_id: str) -> bool:
+        """Queue one replacement request and return at once (no waiting for the provisioner). True if the
+        request was sent, False when no provisioner is configured. Raises when the request could not be
+        queued, so the caller can retry."""
         ...

@@ -1,0 +1,319 @@
+"""What the interruption function does with one parsed EC2 event: find the affected nodes, taint and
+cordon them at once, ask the provisioner for replacement capacity, drain them within the time the
+invocation has, then terminate the instances this autoscaler owns and remove Node objects whose
+instance is gone.
+
+Every step is idempotent and its progress lives on the Node (taint, ``spec.unschedulable`` and the
+``autoscaler.eks.aws/*`` annotations), never in memory: a message delivered twice, retried after a
+drain ran out of time, or arriving out of order (a ``terminated`` state change before the spot warning)
+continues where the cluster is, and a drain in progress is continued, never restarted.
+
+The work is split in two so a batch of messages is cordoned before any of them is drained:
+:meth:`InterruptionService.begin` (taint, cordon, annotate, replacement request; sub-second) and
+:meth:`InterruptionService.handle` (``begin`` again, a no-op by then, followed by drain and cleanup).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, cast
+
+from autoscaler.domain.drain import NotEvicted, drain
+from autoscaler.domain.fleet import CloudInstance, is_owned
+from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, action_for, drain_deadline
+from autoscaler.domain.models import CAPACITY_TYPE_LABEL, EvictionResult, Node, Taint
+from autoscaler.domain.nodepool import INSTANCE_TYPE_LABEL, ZONE_LABEL
+from autoscaler.ports import NotFoundError
+
+if TYPE_CHECKING:
+    from autoscaler.ports import Clock, CloudPort, ClusterPort, ReplacementRequester
+
+# Karpenter v1's taint for nodes being disrupted, so workloads that tolerate Karpenter's also tolerate ours.
+DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+DRAIN_TAINT = Taint(key=DISRUPTED_TAINT_KEY, effect="NoSchedule")
+REBALANCE_TAINT = Taint(key=DISRUPTED_TAINT_KEY, effect="PreferNoSchedule")
+
+DRAIN_STARTED_ANNOTATION = "autoscaler.eks.aws/drain-started"
+DRAIN_REASON_ANNOTATION = "autoscaler.eks.aws/drain-reason"
+REPLACEMENT_REQUESTED_ANNOTATION = "autoscaler.eks.aws/replacement-requested"
+
+# A replacement request is repeated when the last one is older than the provisioner's memory of
+# unavailable offerings (3 minutes): by then a retried message may need capacity the first pass missed.
+REREQUEST_SECONDS = 180.0
+
+# Kinds whose replacement must avoid the reclaimed spot pool. A scheduled change or a stopped instance
+# says nothing about the capacity pool, so its offering stays available.
+_RECLAIMED_POOL_KINDS = frozenset({EventKind.SPOT_INTERRUPTION, EventKind.REBALANCE})
+
+# States in which EC2 already took the instance away: nothing to terminate, pods are dead already.
+_GONE_STATES = frozenset({"shutting-down", "terminated"})
+
+_EVENT_REASONS: Mapping[EventKind, str] = {
+    EventKind.SPOT_INTERRUPTION: "SpotInterrupted",
+    EventKind.REBALANCE: "SpotRebalanceRecommendation",
+    EventKind.SCHEDULED_CHANGE: "ScheduledMaintenance",
+    EventKind.STATE_CHANGE: "InstanceStateChange",
+}
+
+
+class Outcome(StrEnum):
+    """What became of one instance named in an event."""
+
+    NOT_IN_CLUSTER = "notInCluster"  # no node of this cluster runs on it: acknowledged, untouched
+    IGNORED = "ignored"  # the configured action is ``ignore``
+    TAINTED = "tainted"  # PreferNoSchedule taint and replacement request, no drain (rebalance)
+    ALREADY_DRAINING = "alreadyDraining"  # a taint-only event for a node already being drained
+    CORDONED = "cordoned"  # begin() finished; handle() goes on to drain
+    DRAIN_INCOMPLETE = "drainIncomplete"  # pods still on the node when time ran out: retry the message
+    DRAINED = "drained"  # drained; the instance is not ours (or stays), the node stays cordoned
+    TERMINATED = "terminated"  # drained, our instance terminated and its Node deleted
+    NODE_DELETED = "nodeDeleted"  # drained and the Node of a terminated instance deleted
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceOutcome:
+    """One instance of an event: the node it runs, what was done and the figures the metrics need."""
+
+    instance_id: str
+    node: str | None
+    outcome: Outcome
+    owned: bool = False
+    event_to_cordon: float | None = None  # seconds from the event's time; set by the call that cordoned
+    replacement_requested: bool = False
+    evicted: tuple[str, ...] = ()
+    not_evicted: tuple[NotEvicted, ...] = ()
+    evictions_blocked: int = 0  # eviction attempts a PodDisruptionBudget refused (HTTP 429)
+    drain_seconds: float | None = None  # from drain start (the annotation) to the last pod gone
+
+    @property
+    def retry(self) -> bool:
+        return self.outcome is Outcome.DRAIN_INCOMPLETE
+
+
+@dataclass(frozen=True, slots=True)
+class EventOutcome:
+    event_id: str
+    kind: EventKind
+    action: Action
+    instances: tuple[InstanceOutcome, ...]
+
+    @property
+    def retry(self) -> bool:
+        """True when the message must come back (a drain could not finish in this invocation)."""
+        return any(i.retry for i in self.instances)
+
+
+class _EvictionTally:
+    """The cluster as ``drain`` sees it: counts PDB refusals, and for instances already gone deletes
+    pods at once (their containers died with the instance; a grace period would only keep the pods,
+    and the Node, around)."""
+
+    def __init__(self, cluster: ClusterPort, *, grace_seconds: int | None) -> None:
+        self._cluster = cluster
+        self._grace = grace_seconds
+        self.blocked = 0
+
+    def evict(self, namespace: str, name: str, *, deadline: float, uid: str | None = None,
+              grace_seconds: int | None = None) -> EvictionResult:
+        result = self._cluster.evict(namespace, name, deadline=deadline, uid=uid,
+                                     grace_seconds=self._grace if grace_seconds is None else grace_seconds)
+        if result.outcome == "blocked":
+            self.blocked += 1
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
+
+
+@dataclass
+class InterruptionService:
+    """Handles parsed interruption events against a cluster and a cloud (ports injected)."""
+
+    cluster: ClusterPort
+    cloud: CloudPort
+    replacements: ReplacementRequester
+    clock: Clock
+    cluster_name: str
+    actions: Mapping[str, str] = field(default_factory=dict)  # InterruptionConfig, by event kind
+    sleep: Callable[[float], None] = time.sleep
+    poll_interval: float = 1.0
+    retry_interval: float = 5.0
+    # When this service cordoned each node (wall clock): DrainSeconds to sub-second precision, where the
+    # annotation (whole seconds, shared with the other functions) is all a retry has.
+    _cordoned_at: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+
+    def action(self, event: InterruptionEvent) -> Action:
+        return action_for(event.kind, self.actions)
+
+    # ----- the fast part -------------------------------------------------------------------------
+    def begin(self, event: InterruptionEvent) -> tuple[InstanceOutcome, ...]:
+        """Taint (and for ``drain``, cordon and annotate) every affected node and request replacement
+        capacity. Idempotent; returns ``CORDONED`` for the nodes ``handle`` still has to drain."""
+        action = self.action(event)
+        if action is Action.IGNORE:
+            return tuple(InstanceOutcome(iid, None, Outcome.IGNORED) for iid in event.instance_ids)
+        by_instance = {n.instance_id: n for n in self.cluster.nodes() if n.instance_id}
+        outcomes: list[InstanceOutcome] = []
+        touched: list[Node] = []
+        for iid in event.instance_ids:
+            node = by_instance.get(iid)
+            result = None if node is None else (
+                self._cordon(event, node) if action is Action.DRAIN else self._taint(event, node))
+            if result is None:
+                outcomes.append(InstanceOutcome(iid, None, Outcome.NOT_IN_CLUSTER))
+                continue
+            outcomes.append(result)
+            if node is not None and result.outcome is not Outcome.ALREADY_DRAINING:
+                touched.append(node)
+        if not touched:
+            return tuple(outcomes)
+        instances = {i.instance_id: i for i in self.cloud.describe_instances(
+            [n.instance_id for n in touched if n.instance_id])}
+        requested = self._request_replacement(event, touched, instances, outcomes)
+        return tuple(replace(o, owned=self._owned(instances.get(o.instance_id)),
+                             replacement_requested=o.node in requested) for o in outcomes)
+
+    def _cordon(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
+        iid = node.instance_id or ""
+        try:
+            tainted = self.cluster.add_taint(node.name, DRAIN_TAINT)
+            cordoned = self.cluster.cordon(node.name)
+            now = self.clock.now()
+            if DRAIN_STARTED_ANNOTATION not in node.annotations:
+                self.cluster.annotate_node(node.name, {DRAIN_STARTED_ANNOTATION: str(int(now)),
+                                                       DRAIN_REASON_ANNOTATION: event.kind.value})
+        except NotFoundError:
+            return None  # deleted since the listing: nothing left to protect
+        first = tainted or cordoned
+        if first:
+            self._cordoned_at[node.name] = now
+            state = f" ({event.state})" if event.state else ""
+            self.cluster.record_event(node, reason=_EVENT_REASONS[event.kind], event_type="Warning",
+                                      message=f"{event.detail_type or event.kind.value}{state} for {iid} "
+                                              f"(event {event.event_id}): tainted, cordoned, draining")
+        return InstanceOutcome(iid, node.name, Outcome.CORDONED,
+                               event_to_cordon=max(0.0, now - event.time) if first else None)
+
+    def _taint(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
+        iid = node.instance_id or ""
+        if DRAIN_STARTED_ANNOTATION in node.annotations or any(
+                t.key == DRAIN_TAINT.key and t.effect == DRAIN_TAINT.effect for t in node.taints):
+            # A later rebalance for a node already draining (events out of order) adds nothing.
+            return InstanceOutcome(iid, node.name, Outcome.ALREADY_DRAINING)
+        try:
+            added = self.cluster.add_taint(node.name, REBALANCE_TAINT)
+        except NotFoundError:
+            return None
+        if added:
+            self.cluster.record_event(node, reason=_EVENT_REASONS[event.kind], event_type="Warning",
+                                      message=f"{event.detail_type or event.kind.value} for {iid} (event "
+                                              f"{event.event_id}): tainted PreferNoSchedule, replacement requested")
+        return InstanceOutcome(iid, node.name, Outcome.TAINTED)
+
+    def _owned(self, instance: CloudInstance | None) -> bool:
+        return instance is not None and is_owned(instance.tags, self.cluster_name)
+
+    def _request_replacement(self, event: InterruptionEvent, nodes: Sequence[Node],
+                             instances: Mapping[str, CloudInstance], outcomes: Sequence[InstanceOutcome]) -> set[str]:
+        """One request for every node that has none recent; marks the nodes so retries do not repeat it."""
+        now = self.clock.now()
+        # A node cordoned by this call asks again even after a recent request (a rebalance escalated to
+        # a spot warning); otherwise retries and duplicates do not repeat a request younger than 3 minutes.
+        just_cordoned = {o.node for o in outcomes if o.event_to_cordon is not None}
+        due = [n for n in nodes if n.name in just_cordoned or _replacement_due(n, now=now)]
+        if not due:
+            return set()
+        unavailable: list[tuple[str, str, str]] = []
+        if event.kind in _RECLAIMED_POOL_KINDS:
+            for node in due:
+                offering = _offering(node, instances.get(node.instance_id or ""))
+                if offering is not None and offering[2] == "spot" and offering not in unavailable:
+                    unavailable.append(offering)
+        names = [n.name for n in due]
+        sent = self.replacements.request_replacement(source="interruption", nodes=names, unavailable=unavailable,
+                                                     event_id=event.event_id)
+        if not sent:
+            return set()
+        for name in names:
+            with contextlib.suppress(NotFoundError):
+                self.cluster.annotate_node(name, {REPLACEMENT_REQUESTED_ANNOTATION: str(int(now))})
+        return set(names)
+
+    # ----- the whole job ---------------------------------------------------------------------------
+    def handle(self, event: InterruptionEvent, *, drain_until: float) -> EventOutcome:
+        """``begin``, then drain each cordoned node until its event's deadline or ``drain_until`` (a
+        ``clock.monotonic()`` reading: the invocation's end less a safety margin), whichever is first;
+        then terminate our instances and delete Nodes whose instance is gone. Nodes whose drain could not
+        finish stay cordoned and annotated and come back as ``DRAIN_INCOMPLETE``."""
+        started = self.begin(event)
+        done = tuple(self._finish(event, o, drain_until=drain_until) if o.outcome is Outcome.CORDONED else o
+                     for o in started)
+        return EventOutcome(event.event_id, event.kind, self.action(event), done)
+
+    def _finish(self, event: InterruptionEvent, started: InstanceOutcome, *, drain_until: float) -> InstanceOutcome:
+        name = started.node or ""
+        gone = event.kind is EventKind.STATE_CHANGE and event.state in _GONE_STATES
+        now = self.clock.now()
+        deadline = min(self.clock.monotonic() + (drain_deadline(event, now=now) - now), drain_until)
+        tally = _EvictionTally(self.cluster, grace_seconds=0 if gone else None)
+        result = drain(name, cluster=cast("ClusterPort", tally), clock=self.clock, deadline=deadline,
+                       sleep=self.sleep, poll_interval=self.poll_interval, retry_interval=self.retry_interval)
+        outcome = replace(started, evicted=result.evicted, not_evicted=result.not_evicted,
+                          evictions_blocked=tally.blocked)
+        node = self.cluster.get_node(name)
+        if not result.complete:
+            if node is not None:
+                blocked = ", ".join(f"{p.pod} ({p.reason})" for p in result.not_evicted[:5])
+                more = f" and {len(result.not_evicted) - 5} more" if len(result.not_evicted) > 5 else ""
+                self.cluster.record_event(node, reason="DrainIncomplete", event_type="Warning",
+                                          message=f"{len(result.not_evicted)} pods could not be evicted in "
+                                                  f"this invocation: {blocked}{more}; will retry")
+            return replace(outcome, outcome=Outcome.DRAIN_INCOMPLETE)
+        started_at = self._cordoned_at.get(name) or _float(
+            (node.annotations if node else {}).get(DRAIN_STARTED_ANNOTATION))
+        if started_at is not None:
+            outcome = replace(outcome, drain_seconds=max(0.0, self.clock.now() - started_at))
+        if started.owned and not gone:
+            # Ours and still there: it would be reclaimed anyway; terminating now stops the bill and the
+            # kubelet at once. The instance's tags were checked; AwsCloud.terminate checks them again.
+            self.cloud.terminate([started.instance_id])
+            self.cluster.delete_node(name)
+            return replace(outcome, outcome=Outcome.TERMINATED)
+        if gone:
+            self.cluster.delete_node(name)
+            return replace(outcome, outcome=Outcome.NODE_DELETED)
+        if node is not None:
+            self.cluster.record_event(node, reason="Drained", message="every pod that had to move was evicted; "
+                                      "the instance is not managed by this autoscaler and is left running")
+        return replace(outcome, outcome=Outcome.DRAINED)
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def _requested_at(node: Node) -> float | None:
+    return _float(node.annotations.get(REPLACEMENT_REQUESTED_ANNOTATION))
+
+
+def _replacement_due(node: Node, *, now: float) -> bool:
+    at = _requested_at(node)
+    return at is None or now - at >= REREQUEST_SECONDS
+
+
+def _offering(node: Node, instance: CloudInstance | None) -> tuple[str, str, str] | None:
+    """(instance type, zone, capacity type) of the node: labels first, else what EC2 says."""
+    labels = node.labels
+    it, zone, ct = labels.get(INSTANCE_TYPE_LABEL), labels.get(ZONE_LABEL), labels.get(CAPACITY_TYPE_LABEL)
+    if instance is not None:
+        it, zone, ct = it or instance.instance_type, zone or instance.zone, ct or instance.capacity_type
+    if it and zone and ct:
+        return (it, zone, ct)
+    return None

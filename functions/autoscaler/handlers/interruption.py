@@ -1,0 +1,217 @@
+"""The interruption function's entry point: an SQS batch of EventBridge events (spot interruption
+warnings, rebalance recommendations, AWS Health scheduled changes, instance state changes).
+
+Each record is checked against Powertools' EventBridge model, classified by
+``autoscaler.domain.interruption.parse_event`` and handed to ``InterruptionService``. Powertools'
+``BatchProcessor`` reports partial batch failures, so one failing message never sends the whole batch
+back: malformed and unknown messages are logged with their message id, counted and acknowledged; a
+failure worth retrying (Kubernetes API or AWS errors, a drain that could not finish in this invocation)
+is returned in ``batchItemFailures`` and, after the queue's ``maxReceiveCount``, lands in the DLQ.
+
+Before any drain starts, every message of the batch is cordoned and its replacement requested (a
+sub-second pass), so a slow drain of the first message never delays the cordon of the tenth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+from autoscaler import metrics_catalog as mc
+from autoscaler.aws.replacement import LambdaReplacementRequester
+from autoscaler.domain.interruption import (
+    EventKind,
+    Ignored,
+    InterruptionEvent,
+    MalformedEvent,
+    Parsed,
+    parse_event,
+)
+from autoscaler.domain.interruption_service import EventOutcome, InstanceOutcome, InterruptionService, Outcome
+from autoscaler.handlers.observability import logger, metrics, tracer
+from autoscaler.handlers.runtime import Runtime, get_runtime
+
+# Stop draining this long before Lambda would kill the invocation: enough to record the outcome, emit
+# metrics and return the batch response (a timed-out invocation fails every message of the batch).
+SAFETY_MARGIN_SECONDS = 10.0
+# How often a drain polls for evicted pods to disappear, and retries evictions a PDB refused (kubectl
+# drain retries every 5 s too).
+POLL_INTERVAL_SECONDS = 0.5
+RETRY_INTERVAL_SECONDS = 5.0
+
+_KIND_BY_DETAIL_TYPE = {
+    "EC2 Spot Instance Interruption Warning": EventKind.SPOT_INTERRUPTION.value,
+    "EC2 Instance Rebalance Recommendation": EventKind.REBALANCE.value,
+    "AWS Health Event": EventKind.SCHEDULED_CHANGE.value,
+    "EC2 Instance State-change Notification": EventKind.STATE_CHANGE.value,
+}
+_ACTED = frozenset({Outcome.TAINTED, Outcome.CORDONED, Outcome.DRAINED, Outcome.TERMINATED, Outcome.NODE_DELETED})
+
+# A batch whose every message failed is still answered with batchItemFailures (not an invocation error):
+# the same messages come back either way, and the Lambda errors alarm stays for real crashes.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+class InterruptionEnvelope(EventBridgeModel):
+    """Powertools' EventBridge model with ``account`` optional: nothing here uses it, EventBridge always
+    sends it, but moto's event bus (the end-to-end test) leaves it out."""
+
+    account: str = ""
+
+
+class DrainIncomplete(RuntimeError):
+    """A drain could not finish in this invocation; the message is returned for retry (node stays cordoned)."""
+
+
+def read_message(body: str) -> Parsed:
+    """One SQS body: JSON, an EventBridge event (Powertools' model), then the domain's classification.
+    Raises MalformedEvent naming what was wrong."""
+    try:
+        raw = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise MalformedEvent(f"message body is not JSON: {exc.msg} at position {exc.pos}") from exc
+    if not isinstance(raw, Mapping):
+        raise MalformedEvent("message body is not a JSON object")
+    try:
+        InterruptionEnvelope.model_validate(raw)
+    except ValidationError as exc:
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) or "(root)" for e in exc.errors())
+        raise MalformedEvent(f"not an EventBridge event: bad or missing {fields}") from exc
+    return parse_event(raw)
+
+
+def build_service(rt: Runtime) -> InterruptionService:
+    requester = LambdaReplacementRequester(rt.client("lambda"), function_name=rt.env.provisioner_function)
+    return InterruptionService(cluster=rt.cluster, cloud=rt.cloud, replacements=requester, clock=rt.clock,
+                               cluster_name=rt.config.cluster_name,
+                               actions=rt.config.interruption.model_dump(by_alias=True),
+                               poll_interval=POLL_INTERVAL_SECONDS, retry_interval=RETRY_INTERVAL_SECONDS)
+
+
+@dataclass
+class _Batch:
+    """One invocation's records: the cordon pass over all of them, then each record's full handling."""
+
+    rt: Runtime
+    service: InterruptionService
+    context: Any
+    left: int
+    begun: dict[str, tuple[InstanceOutcome, ...]] = field(default_factory=dict)
+
+    def cordon_all(self, records: list[Mapping[str, Any]]) -> None:
+        for record in records:
+            try:
+                parsed = read_message(str(record.get("body", "")))
+                if isinstance(parsed, InterruptionEvent):
+                    self.begun[str(record.get("messageId", ""))] = self.service.begin(parsed)
+            except Exception:  # the record's own handling below reports it and returns it for retry
+                logger.debug("cordon pass skipped a record", extra={"message_id": record.get("messageId")})
+
+    def record(self, record: SQSRecord) -> None:
+        self.left -= 1
+        message_id = record.message_id
+        try:
+            parsed = read_message(record.body)
+        except MalformedEvent as exc:
+            self._emit("malformed", "ignore", "ignored")
+            logger.warning("malformed interruption message acknowledged",
+                           extra={"message_id": message_id, "outcome": "malformed", "error": str(exc)})
+            return
+        if isinstance(parsed, Ignored):
+            kind = _KIND_BY_DETAIL_TYPE.get(parsed.detail_type, "unknown")
+            self._emit(kind, "ignore", "ignored")
+            logger.info("interruption message ignored", extra={
+                "message_id": message_id, "event_id": parsed.event_id, "kind": kind, "action": "ignore",
+                "outcome": "ignored", "reason": parsed.reason})
+            return
+        self._handle(message_id, parsed)
+
+    def _handle(self, message_id: str, event: InterruptionEvent) -> None:
+        action = self.service.action(event).value
+        log = {"message_id": message_id, "event_id": event.event_id, "kind": event.kind.value, "action": action,
+               "instance_ids": list(event.instance_ids)}
+        try:
+            outcome = self.service.handle(event, drain_until=self._drain_until())
+        except Exception as exc:
+            self._emit(event.kind.value, action, "failed")
+            logger.exception("interruption message failed; returned for retry",
+                             extra={**log, "outcome": "failed", "error": str(exc)})
+            raise
+        outcome = _merge(outcome, self.begun.get(message_id, ()))
+        summary = _summary(outcome)
+        self._emit(event.kind.value, action, summary)
+        self._emit_figures(outcome)
+        logger.info("interruption message handled", extra={
+            **log, "outcome": summary, "nodes": [i.node for i in outcome.instances if i.node],
+            "instances": {i.instance_id: {"node": i.node, "outcome": i.outcome.value, "owned": i.owned,
+                                          "evicted": len(i.evicted),
+                                          "notEvicted": [f"{p.pod} ({p.reason})" for p in i.not_evicted]}
+                          for i in outcome.instances}})
+        if outcome.retry:
+            stuck = [i for i in outcome.instances if i.retry]
+            raise DrainIncomplete(", ".join(f"{i.node}: {len(i.not_evicted)} pods left" for i in stuck))
+
+    def _drain_until(self) -> float:
+        """A fair share of the invocation's remaining time: messages later in the batch still get theirs."""
+        remaining = float(self.context.get_remaining_time_in_millis()) / 1000.0 - SAFETY_MARGIN_SECONDS
+        return self.rt.clock.monotonic() + max(remaining, 0.0) / max(self.left + 1, 1)
+
+    def _emit(self, kind: str, action: str, outcome: str) -> None:
+        self.rt.sink.emit(mc.INTERRUPTION_EVENTS, 1, **{mc.KIND: kind, mc.ACTION: action})
+        self.rt.sink.emit(mc.INTERRUPTION_OUTCOMES, 1, **{mc.KIND: kind, mc.OUTCOME: outcome})
+
+    def _emit_figures(self, outcome: EventOutcome) -> None:
+        sink = self.rt.sink
+        for inst in outcome.instances:
+            if inst.event_to_cordon is not None:
+                sink.emit(mc.EVENT_TO_CORDON_SECONDS, inst.event_to_cordon)
+            if inst.drain_seconds is not None:
+                sink.emit(mc.DRAIN_SECONDS, inst.drain_seconds)
+            if inst.evicted:
+                sink.emit(mc.PODS_EVICTED, len(inst.evicted))
+            if inst.evictions_blocked:
+                sink.emit(mc.EVICTIONS_BLOCKED_BY_PDB, inst.evictions_blocked)
+
+
+def _merge(outcome: EventOutcome, begun: tuple[InstanceOutcome, ...]) -> EventOutcome:
+    """Carry the cordon pass's figures (event-to-cordon time, replacement requested) into the outcome."""
+    first = {b.instance_id: b for b in begun}
+    merged = []
+    for inst in outcome.instances:
+        early = first.get(inst.instance_id)
+        merged.append(inst if early is None else replace(
+            inst, event_to_cordon=early.event_to_cordon if inst.event_to_cordon is None else inst.event_to_cordon,
+            replacement_requested=inst.replacement_requested or early.replacement_requested))
+    return EventOutcome(outcome.event_id, outcome.kind, outcome.action, tuple(merged))
+
+
+def _summary(outcome: EventOutcome) -> str:
+    """The message's outcome for the metric: failed > acted > notInCluster > ignored."""
+    found = {i.outcome for i in outcome.instances}
+    if outcome.retry:
+        return "failed"
+    if found & _ACTED:
+        return "acted"
+    if found and found <= {Outcome.NOT_IN_CLUSTER}:
+        return "notInCluster"
+    return "ignored"
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    rt = get_runtime()
+    records = list(event.get("Records") or ())
+    batch = _Batch(rt=rt, service=build_service(rt), context=context, left=len(records))
+    batch.cordon_all(records)
+    return dict(process_partial_response(event=event, record_handler=batch.record, processor=processor,
+                                         context=context))
