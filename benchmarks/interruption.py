@@ -39,7 +39,6 @@ os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"
 
 from moto import mock_aws  # noqa: E402
 
-import simulator.kube_api  # noqa: E402
 from simulator.kube_api import KubeApiServer  # noqa: E402
 from tests import kube_objects as ko  # noqa: E402
 from tests.handlers.interruption_world import World, event_for  # noqa: E402
@@ -109,9 +108,6 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[key] = "testing"
     os.environ.pop("AWS_ENDPOINT_URL", None)
     warnings.simplefilter("ignore")
-    # The emulator's http.server writes headers and body in separate small sends; with Nagle's algorithm on
-    # and the client's delayed ACK every request then stalls ~40 ms, an artefact no real API server has.
-    simulator.kube_api._Handler.disable_nagle_algorithm = True
     with mock_aws(), KubeApiServer() as kube:
         world = World.create(kube)
         world.run(event_for("state-change-running", "i-0000000000000000a"))  # warm-up: the first invocation

@@ -72,6 +72,9 @@ def _group_list() -> Obj:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # http.server writes headers and body separately; with Nagle's algorithm on, every response then
+    # waits ~40 ms for the client's delayed ACK.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:

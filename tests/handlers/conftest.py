@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import pytest
 from moto import mock_aws
 
-import simulator.kube_api
 from autoscaler.handlers.runtime import set_runtime
 from simulator.kube_api import KubeApiServer
 from tests.handlers.interruption_world import REGION, World
@@ -23,13 +22,6 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "EKSServerlessAutoscaler")
     with mock_aws():
         yield
-
-
-@pytest.fixture(autouse=True)
-def _emulator_without_nagle(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The emulator's http.server sends headers and body separately; with Nagle's algorithm and delayed
-    ACKs each request then stalls ~40 ms (no real API server does). TCP_NODELAY makes these tests 3x faster."""
-    monkeypatch.setattr(simulator.kube_api._Handler, "disable_nagle_algorithm", True)
 
 
 @pytest.fixture
