@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tests.handlers.conftest import _emulator_without_nagle, aws, world
+from tests.handlers.conftest import aws, world
 
-__all__ = ["_emulator_without_nagle", "aws", "world"]
+__all__ = ["aws", "world"]
