@@ -101,6 +101,7 @@ class PassResult:
     lifecycle: LifecycleResult | None = None
     replans: int = 0
     seconds: float = 0.0
+    started_at: float = 0.0  # the clock's monotonic reading when the pass began
 
     @property
     def launched(self) -> list[LaunchedInstance]:
@@ -154,6 +155,7 @@ class PassResult:
     def to_json(self) -> dict[str, object]:
         return {
             "reason": self.reason, "dryRun": self.dry_run, "pendingPods": self.plan.pending_pods,
+            "startedAt": round(self.started_at, 6), "seconds": round(self.seconds, 3),
             "nominated": len(self.plan.existing),
             "launched": [{"instanceId": i.instance_id, "instanceType": i.instance_type, "zone": i.zone,
                           "capacityType": i.capacity_type, "claim": i.claim_id} for i in self.launched],
@@ -209,7 +211,8 @@ class Provisioner:
                 replans += 1
                 snap = self._gather(nodes_leaving)
                 plan, plan_seconds = self._plan(snap)
-        result = PassResult(reason=reason, dry_run=self.settings.dry_run, plan=plan, replans=replans)
+        result = PassResult(reason=reason, dry_run=self.settings.dry_run, plan=plan, replans=replans,
+                            started_at=started)
         pods = {p.key: p for p in snap.pods}
         result.groups = self._launch(plan, pods)
         self._nominate(result, pods)
