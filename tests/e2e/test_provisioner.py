@@ -171,3 +171,17 @@ def test_watch_mode_plans_again_for_pods_arriving_during_the_invocation(local: L
     assert passes[0]["pendingPods"] == 0
     assert len(passes) >= 2 and passes[1]["reason"].startswith("watch")
     assert sum(len(p["launched"]) for p in passes) >= 1 and len(calls) == 1
+
+
+def test_replacement_requested_annotation_is_served_by_a_scheduled_pass(local: LocalCluster) -> None:
+    calls = count_create_fleet(local)
+    local.runtime()
+    local.scale("inflate", 2)
+    local.invoke_provisioner()
+    [node] = local.register_nodes()
+    assert local.invoke_provisioner()["passes"][0]["launched"] == []
+    # The interruption function annotated the node, but its asynchronous invoke has not arrived yet.
+    local.kube.store.patch("nodes", None, node, {"metadata": {"annotations": {
+        "autoscaler.eks.aws/replacement-requested": "1700000000"}}})
+    result = local.invoke_provisioner()["passes"][0]
+    assert result["pendingPods"] == 2 and result["launched"] and len(calls) == 2

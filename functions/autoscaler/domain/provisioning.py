@@ -201,8 +201,13 @@ class Provisioner:
     # ----- one pass ----------------------------------------------------------------------------
     def run_pass(self, *, reason: str = "scheduled", leaving_nodes: Collection[str] = ()) -> PassResult:
         started = self._mono()
-        nodes_leaving = set(leaving_nodes) | self._replacement_nodes()
+        nodes_leaving = set(leaving_nodes)
         snap = self._gather(nodes_leaving)
+        # Nodes a replacement was asked for (the annotation survives a delayed or lost invoke).
+        requested = {n.name for n in snap.nodes if n.annotations.get(REPLACEMENT_ANNOTATION)} - nodes_leaving
+        if requested:
+            nodes_leaving |= requested
+            snap = self._gather(nodes_leaving)
         plan, plan_seconds = self._plan(snap)
         replans = 0
         if plan.launches and not self.settings.dry_run:
@@ -223,14 +228,6 @@ class Provisioner:
         result.seconds = self._mono() - started
         log.info(result.summary())
         return result
-
-    def _replacement_nodes(self) -> set[str]:
-        """Nodes a replacement was asked for (their annotation survives a delayed or lost invoke)."""
-        try:
-            return {n.name for n in self.cluster.nodes() if n.annotations.get(REPLACEMENT_ANNOTATION)}
-        except Exception as exc:  # the pass itself reads nodes again and fails loudly if the API is down
-            log.warning("cannot list nodes for replacement requests: %s", exc)
-            return set()
 
     def _gather(self, leaving: Collection[str]) -> PlanInput:
         return gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
@@ -475,6 +472,8 @@ def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
     else:
         first = provisioner.run_pass(reason="scheduled")
     results = [first]
-    if watch_seconds > 0:
-        results += provisioner.watch(seconds=watch_seconds, first=first)
+    # The window counts from the start of the invocation: the first pass already used part of it.
+    left = watch_seconds - first.seconds
+    if watch_seconds > 0 and left > 0:
+        results += provisioner.watch(seconds=left, first=first)
     return results
