@@ -142,6 +142,21 @@ class Network:
     security_group: str
 
 
+_IMAGES: dict[str, dict[str, str]] = {}
+
+
+def _builtin_images(ec2: Any, region: str) -> dict[str, str]:
+    """One of moto's built-in images per architecture (the same after every reset: looked up once)."""
+    if region not in _IMAGES:
+        images: dict[str, str] = {}
+        for img in ec2.describe_images(Owners=["amazon"])["Images"]:
+            arch = img.get("Architecture", "")
+            if arch in ("x86_64", "arm64") and arch not in images and img.get("State") == "available":
+                images[arch] = img["ImageId"]
+        _IMAGES[region] = images
+    return _IMAGES[region]
+
+
 def make_account(session: boto3.Session, config: ClusterConfig, *, region: str = REGION,
                  k8s_version: str = "1.31") -> Network:
     """A VPC with one discovery-tagged subnet per zone and a tagged security group, the node role, and
@@ -160,12 +175,7 @@ def make_account(session: boto3.Session, config: ClusterConfig, *, region: str =
     assume = json.dumps({"Version": "2012-10-17", "Statement": [
         {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
     iam.create_role(RoleName=config.node_role_name, AssumeRolePolicyDocument=assume)
-    images: dict[str, str] = {}
-    for img in ec2.describe_images(Owners=["amazon"])["Images"]:
-        arch = img.get("Architecture", "")
-        if arch in ("x86_64", "arm64") and arch not in images and img.get("State") == "available":
-            images[arch] = img["ImageId"]
-    for arch, image in images.items():
+    for arch, image in _builtin_images(ec2, region).items():
         suffix = "" if arch == "x86_64" else "-arm64"
         for name in (
             f"/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/standard/recommended/image_id",

@@ -166,8 +166,8 @@ def test_watch_mode_plans_again_for_pods_arriving_during_the_invocation(local: L
         local.scale("inflate", 2)
 
     threading.Thread(target=arrive, daemon=True).start()
-    # 26 s remaining - 20 s kept for a last pass = a 6 s watch window.
-    passes = local.invoke_provisioner(watch=True, remaining_ms=26_000)["passes"]
+    # 24 s remaining - 20 s kept for a last pass = a 4 s watch window (less the first pass).
+    passes = local.invoke_provisioner(watch=True, remaining_ms=24_000)["passes"]
     assert passes[0]["pendingPods"] == 0
     assert len(passes) >= 2 and passes[1]["reason"].startswith("watch")
     assert sum(len(p["launched"]) for p in passes) >= 1 and len(calls) == 1

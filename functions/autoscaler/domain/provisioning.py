@@ -226,7 +226,7 @@ class Provisioner:
             result.lifecycle, owned = self._lifecycle(snap)
         self._emit(result, snap, plan_seconds, owned, pods)
         result.seconds = self._mono() - started
-        log.info(result.summary())
+        log.debug(result.summary())  # the handler logs it, structured
         return result
 
     def _gather(self, leaving: Collection[str]) -> PlanInput:

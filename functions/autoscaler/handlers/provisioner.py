@@ -47,22 +47,26 @@ def parse_event(event: Any) -> ProvisionerEvent:
         raise ValueError(f"provisioner payload rejected: {problems}") from None
 
 
-_SERVICES: dict[tuple[int, bool], Provisioner] = {}
+# runtime id -> (the runtime, its services by dry-run flag); the runtime is kept so its id is not reused.
+_SERVICES: dict[int, tuple[Runtime, dict[bool, Provisioner]]] = {}
 
 
 def provisioner_for(runtime: Runtime, *, dry_run: bool) -> Provisioner:
     """One service per runtime and dry-run flag (it keeps the event de-duplication memory warm)."""
-    key = (id(runtime), dry_run)
-    if key not in _SERVICES:
+    entry = _SERVICES.get(id(runtime))
+    if entry is None or entry[0] is not runtime:
+        entry = _SERVICES[id(runtime)] = (runtime, {})
+    services = entry[1]
+    if dry_run not in services:
         cfg = runtime.config
         settings = ProvisionerSettings(
             cluster_name=cfg.cluster_name, region=cfg.region, dry_run=dry_run,
             registration_timeout=float(duration_seconds(cfg.provisioner.registration_timeout)),
         )
-        _SERVICES[key] = Provisioner(cluster=runtime.cluster, cloud=runtime.cloud, node_pools=runtime.node_pools,
-                                     node_classes=runtime.node_classes, settings=settings, clock=runtime.clock,
-                                     sink=runtime.sink)
-    return _SERVICES[key]
+        services[dry_run] = Provisioner(cluster=runtime.cluster, cloud=runtime.cloud, node_pools=runtime.node_pools,
+                                        node_classes=runtime.node_classes, settings=settings, clock=runtime.clock,
+                                        sink=runtime.sink)
+    return services[dry_run]
 
 
 def watch_seconds(runtime: Runtime, context: Any, *, enabled: bool) -> float:
@@ -98,4 +102,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     service = provisioner_for(runtime, dry_run=dry_run)
     results = run_invocation(service, watch_seconds=watch_seconds(runtime, context, enabled=watch_enabled),
                              replacement=replacement)
-    return {"passes": [r.to_json() for r in results]}
+    passes = [r.to_json() for r in results]
+    for result, detail in zip(results, passes, strict=True):
+        # The decision log: one line a person reads, with the structured detail alongside.
+        logger.info(result.summary(), extra={"decision": {k: v for k, v in detail.items() if k != "summary"}})
+    return {"passes": passes}
