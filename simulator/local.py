@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import time
+import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,7 +36,6 @@ from typing import Any
 
 import boto3
 import moto
-import requests
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
@@ -253,7 +253,9 @@ class LocalCluster:
         os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
                            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": config.region})
         os.environ.pop("AWS_SESSION_TOKEN", None)
-        requests.post(f"{endpoint}/moto-api/reset", timeout=10)
+        with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"),
+                                    timeout=10):
+            pass
         kube = KubeApiServer().start()
         try:
             session = boto3.Session(region_name=config.region)

@@ -185,3 +185,27 @@ def test_replacement_requested_annotation_is_served_by_a_scheduled_pass(local: L
         "autoscaler.eks.aws/replacement-requested": "1700000000"}}})
     result = local.invoke_provisioner()["passes"][0]
     assert result["pendingPods"] == 2 and result["launched"] and len(calls) == 2
+
+
+def test_in_flight_capacity_keeps_its_nodepools_taints(moto_server: ThreadedMotoServer,
+                                                       local_catalog: Catalog) -> None:
+    from simulator.local import demo_config, inflate_pod
+
+    pools = copy.deepcopy(demo_config().node_pools)
+    dedicated = copy.deepcopy(pools[0])
+    dedicated["metadata"]["name"] = "dedicated"
+    dedicated["spec"]["weight"] = 100
+    dedicated["spec"]["template"]["spec"]["taints"] = [{"key": "team", "value": "ml", "effect": "NoSchedule"}]
+    with make_local(moto_server, local_catalog, node_pools=[dedicated, *pools]) as env:
+        calls = count_create_fleet(env)
+        env.runtime()
+        tolerating = inflate_pod("ml-0", app="ml")
+        tolerating["spec"]["tolerations"] = [{"key": "team", "operator": "Equal", "value": "ml",
+                                              "effect": "NoSchedule"}]
+        env.kube.store.create("pods", tolerating)
+        first = env.invoke_provisioner()["passes"][0]
+        assert first["planned"][0]["nodePool"] == "dedicated" and len(calls) == 1
+        # A pod without the toleration must not be counted onto the dedicated in-flight node's spare room.
+        env.scale("inflate", 1)
+        second = env.invoke_provisioner()["passes"][0]
+        assert [g["nodePool"] for g in second["planned"]] == ["default"] and len(calls) == 2

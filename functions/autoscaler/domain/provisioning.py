@@ -230,9 +230,14 @@ class Provisioner:
         return result
 
     def _gather(self, leaving: Collection[str]) -> PlanInput:
-        return gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
+        snap = gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
                                  node_classes=self.node_classes, region=self.settings.region,
                                  leaving_nodes=leaving)
+        # An in-flight instance will register with its NodePool's taints: pods that do not tolerate
+        # them must not count it as their capacity (the instance tags do not carry taints).
+        snap.in_flight = [replace(f, taints=self.pools_by_name[f.node_pool].taints)
+                          if not f.taints and f.node_pool in self.pools_by_name else f for f in snap.in_flight]
+        return snap
 
     def _plan(self, snap: PlanInput) -> tuple[Plan, float]:
         t0 = time.perf_counter()
