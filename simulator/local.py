@@ -27,7 +27,7 @@ import logging
 import os
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -287,15 +287,22 @@ class LocalCluster:
         self._runtime = rt
         return rt
 
+    def invoke(self, handler: Callable[[Any, Any], Any], event: Mapping[str, Any], *,
+               remaining_ms: int = 60_000, function_name: str = "function") -> Any:
+        """Call any of the real handlers (``autoscaler.handlers.<name>.handler``) with this cluster's
+        runtime installed and a Lambda context stub."""
+        if self._runtime is None:
+            self.runtime()
+        return handler(dict(event), LambdaContext(remaining_ms=remaining_ms, function_name=function_name))
+
     def invoke_provisioner(self, event: Mapping[str, Any] | None = None, *, remaining_ms: int = 60_000,
                            watch: bool = False) -> dict[str, Any]:
         """Call the real provisioner handler (scheduled-only unless ``watch``) and return its answer."""
         from autoscaler.handlers.provisioner import handler  # noqa: PLC0415 - Powertools set-up on first use
 
-        if self._runtime is None:
-            self.runtime()
         payload = {"source": "schedule", "kind": "provisioner", "watch": watch, **(event or {})}
-        result: dict[str, Any] = handler(payload, LambdaContext(remaining_ms=remaining_ms))
+        result: dict[str, Any] = self.invoke(handler, payload, remaining_ms=remaining_ms,
+                                             function_name="provisioner")
         return result
 
     # ----- the cluster -------------------------------------------------------------------------

@@ -209,3 +209,18 @@ def test_in_flight_capacity_keeps_its_nodepools_taints(moto_server: ThreadedMoto
         env.scale("inflate", 1)
         second = env.invoke_provisioner()["passes"][0]
         assert [g["nodePool"] for g in second["planned"]] == ["default"] and len(calls) == 2
+
+
+def test_a_bad_payload_is_logged_by_field_and_a_normal_pass_still_runs(
+        local: LocalCluster, caplog: pytest.LogCaptureFixture) -> None:
+    local.runtime()
+    local.scale("inflate", 1)
+    answer = local.invoke_provisioner({"kind": "replacement", "nodes": "not-a-list"})
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("provisioner payload rejected" in m and "nodes" in m for m in errors)
+    first = answer["passes"][0]
+    assert first["reason"] == "scheduled" and len(first["launched"]) == 1
+    # The decision is logged as one line, with the structured detail alongside.
+    [decision] = [r for r in caplog.records if hasattr(r, "decision")]
+    assert decision.getMessage().startswith("scheduled pass: 1 pending pod(s): launched 1 node(s)")
+    assert decision.decision["launched"][0]["capacityType"] == "spot"
