@@ -389,33 +389,24 @@ class Provisioner:
                                    NodePool=pool.name, Resource=resource)
 
     # ----- watch mode --------------------------------------------------------------------------
-    def watch(self, *, seconds: float, first: PassResult | None = None) -> list[PassResult]:
-        """Keep a pending-pod watch open for ``seconds`` and run a pass per batch of new pending pods.
-        Pods the previous pass already considered do not start a batch (their status updates would
-        otherwise re-trigger a pass for nothing)."""
-        deadline = self._mono() + seconds
+    def open_watch(self, *, seconds: float) -> PendingPodWatch:
+        """Start watching pending pods now (in a thread) for ``seconds``. Open it *before* the first
+        pass, so a pod created while that pass runs is not missed."""
+        return PendingPodWatch(self.cluster, seconds=seconds, deadline=self._mono() + seconds)
+
+    def watch(self, *, seconds: float | None = None, first: PassResult | None = None,
+              watch: PendingPodWatch | None = None) -> list[PassResult]:
+        """Run a pass per batch of new pending pods until the watch's deadline (``watch``, or one opened
+        now for ``seconds``). Pods the previous pass already considered do not start a batch: their
+        status updates would otherwise re-trigger a pass for nothing."""
+        if watch is None:
+            watch = self.open_watch(seconds=seconds or 0.0)
         results: list[PassResult] = []
         seen = _pod_ids(first.plan) if first is not None else set()
-        events: queue.Queue[Pod | None] = queue.Queue()
-        stop = threading.Event()
-
-        def pump() -> None:
-            try:
-                for pod in self.cluster.watch_pending_pods(timeout_seconds=max(1.0, seconds)):
-                    if stop.is_set():
-                        return
-                    events.put(pod)
-            except Exception as exc:  # the scheduled run will pick up anything missed
-                log.warning("pending-pod watch ended: %s", exc)
-            finally:
-                events.put(None)
-
-        thread = threading.Thread(target=pump, name="pending-pod-watch", daemon=True)
-        thread.start()
         try:
-            while (left := deadline - self._mono()) > 0:
+            while (left := watch.deadline - self._mono()) > 0:
                 try:
-                    pod = events.get(timeout=left)
+                    pod = watch.events.get(timeout=left)
                 except queue.Empty:
                     break
                 if pod is None:
@@ -423,14 +414,14 @@ class Provisioner:
                 if pod.key in seen:
                     continue
                 batch = {pod.key}
-                watch_ended = self._collect(events, batch, seen, deadline=deadline)
+                watch_ended = self._collect(watch.events, batch, seen, deadline=watch.deadline)
                 result = self.run_pass(reason=f"watch ({len(batch)} new pod(s))")
                 results.append(result)
                 seen = _pod_ids(result.plan) | seen
                 if watch_ended:
                     break
         finally:
-            stop.set()
+            watch.close()
         return results
 
     def _collect(self, events: queue.Queue[Pod | None], batch: set[str], seen: set[str], *,
@@ -455,6 +446,33 @@ class Provisioner:
                 last = self._mono()
 
 
+class PendingPodWatch:
+    """A pending-pod watch pumped into a queue by a daemon thread; ``None`` in the queue means it ended."""
+
+    def __init__(self, cluster: ClusterPort, *, seconds: float, deadline: float) -> None:
+        self.deadline = deadline
+        self.events: queue.Queue[Pod | None] = queue.Queue()
+        self._stop = threading.Event()
+        self._cluster = cluster
+        self._thread = threading.Thread(target=self._pump, args=(max(1.0, seconds),), name="pending-pod-watch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _pump(self, seconds: float) -> None:
+        try:
+            for pod in self._cluster.watch_pending_pods(timeout_seconds=seconds):
+                if self._stop.is_set():
+                    return
+                self.events.put(pod)
+        except Exception as exc:  # the next scheduled run picks up anything missed
+            log.warning("pending-pod watch ended: %s", exc)
+        finally:
+            self.events.put(None)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
 def _pod_ids(plan: Plan) -> set[str]:
     keys = set(plan.existing)
     keys.update(u.pod for u in plan.unschedulable)
@@ -468,17 +486,23 @@ def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
                    mark_unavailable: Callable[[str, str, str], None] | None = None) -> list[PassResult]:
     """One Lambda invocation: a replacement pass or a scheduled pass, then watch mode when
     ``watch_seconds`` > 0."""
-    if replacement is not None:
-        mark = mark_unavailable or provisioner.cloud.mark_unavailable
-        for instance_type, zone, capacity_type in replacement.unavailable:
-            mark(instance_type, zone, capacity_type)
-        first = provisioner.run_pass(reason=f"replacement ({replacement.source} {replacement.event_id})".strip(),
-                                     leaving_nodes=replacement.nodes)
-    else:
-        first = provisioner.run_pass(reason="scheduled")
+    watch = provisioner.open_watch(seconds=watch_seconds) if watch_seconds > 0 else None
+    try:
+        if replacement is not None:
+            mark = mark_unavailable or provisioner.cloud.mark_unavailable
+            for instance_type, zone, capacity_type in replacement.unavailable:
+                mark(instance_type, zone, capacity_type)
+            first = provisioner.run_pass(
+                reason=f"replacement ({replacement.source} {replacement.event_id})".strip(),
+                leaving_nodes=replacement.nodes)
+        else:
+            first = provisioner.run_pass(reason="scheduled")
+    except BaseException:
+        if watch is not None:
+            watch.close()
+        raise
     results = [first]
-    # The window counts from the start of the invocation: the first pass already used part of it.
-    left = watch_seconds - first.seconds
-    if watch_seconds > 0 and left > 0:
-        results += provisioner.watch(seconds=left, first=first)
+    if watch is not None:
+        # The watch was opened before the first pass (and its window counts from then).
+        results += provisioner.watch(first=first, watch=watch)
     return results
