@@ -70,6 +70,9 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     assert len(nominated) == 5 and tags[NODECLAIM_TAG] in nominated[0]["message"]
     assert sink.total("NodesLaunched", CapacityType="spot") == len(instances)
     assert sink.total("PendingPods") == 5
+    usage = [v for n, v, d in sink.points if n == "NodePoolUsage" and d == {"NodePool": "default", "Resource": "cpu"}]
+    assert usage and 0 < usage[-1] < 100  # an 8-vCPU-class node against a 1000-CPU limit
+    assert sink.total("ManagedHourlyCost") > 0 and sink.total("PodToLaunchSeconds") >= 0
 
     # A second pass before the instances register launches nothing: they are capacity for those pods.
     second = local.invoke_provisioner()["passes"][0]
@@ -224,3 +227,22 @@ def test_a_bad_payload_is_logged_by_field_and_a_normal_pass_still_runs(
     [decision] = [r for r in caplog.records if hasattr(r, "decision")]
     assert decision.getMessage().startswith("scheduled pass: 1 pending pod(s): launched 1 node(s)")
     assert decision.decision["launched"][0]["capacityType"] == "spot"
+
+
+def test_launch_failures_are_reported_and_counted_by_reason(moto_server: ThreadedMotoServer,
+                                                            local_catalog: Catalog) -> None:
+    with make_local(moto_server, local_catalog) as env:  # the demo pool allows spot only
+        names = [i["InstanceType"] for i in local_catalog[0]]
+        fault = CapacityFault(failing={(t, z): "InsufficientInstanceCapacity" for t in names
+                                       for z in ("us-east-1a", "us-east-1b", "us-east-1c")})
+        fault.install(SimpleNamespace(meta=SimpleNamespace(events=env.session.events)))
+        sink = RecordingSink()
+        env.runtime(sink=sink)
+        env.scale("inflate", 5)
+        result = env.invoke_provisioner()["passes"][0]
+        assert result["launched"] == [] and result["failures"]
+        assert "not launched" in result["failures"][0] and "InsufficientInstanceCapacity" in result["failures"][0]
+        assert "failed:" in result["summary"]
+        assert sink.total("LaunchFailures") >= 1
+        assert {d["Reason"] for n, _, d in sink.points if n == "LaunchFailures"} == {"InsufficientInstanceCapacity"}
+        assert env.instances() == [] and events_for(env, "Nominated") == []

@@ -345,8 +345,10 @@ class Provisioner:
             if g.failure:
                 failures[g.failure.split(":", 1)[0]] += g.count
             elif g.missing:
-                codes = [e.code for e in g.errors] or ["Unknown"]
-                failures[codes[-1]] += g.missing
+                # EC2's own reason beats our "nothing left to try", which only follows it.
+                codes = ([e.code for e in g.errors if e.code != "NoOfferingsLeft"]
+                         or [e.code for e in g.errors] or ["Unknown"])
+                failures[Counter(codes).most_common(1)[0][0]] += g.missing
         for reason, n in sorted(failures.items()):
             sink.emit(mc.LAUNCH_FAILURES, n, Reason=reason)
         now = self._now()
