@@ -218,7 +218,8 @@ def test_a_bad_payload_is_logged_by_field_and_a_normal_pass_still_runs(
         local: LocalCluster, caplog: pytest.LogCaptureFixture) -> None:
     local.runtime()
     local.scale("inflate", 1)
-    answer = local.invoke_provisioner({"kind": "replacement", "nodes": "not-a-list"})
+    # The rejected payload's "watch": false goes with it, so leave no time for watch mode.
+    answer = local.invoke_provisioner({"kind": "replacement", "nodes": "not-a-list"}, remaining_ms=20_000)
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert any("provisioner payload rejected" in m and "nodes" in m for m in errors)
     first = answer["passes"][0]

@@ -15,7 +15,7 @@ from autoscaler.domain.lifecycle import reconcile
 from autoscaler.domain.nodepool import parse_node_pools
 from autoscaler.kube.cluster import KubeCluster
 from simulator.kube_api import KubeApiServer, client_for
-from tests.adapters.aws.helpers import CLUSTER, REGION, Network, tags_of
+from tests.adapters.aws.helpers import CLUSTER, REGION, Network, builtin_images, tags_of
 
 POOLS = {p.name: p for p in parse_node_pools([{
     "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
@@ -40,7 +40,7 @@ def kube(kube_api: KubeApiServer) -> KubeCluster:
 
 
 def launch(ec2: Any, network: Network, *, owned: bool = True, spot: bool = True) -> dict[str, Any]:
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = builtin_images(ec2)["amd64"]
     tags = launch_tags(cluster_name=CLUSTER.name, node_pool="default", node_class="default", claim_id="default-abc")
     if not owned:
         tags = {"Name": "someone-else"}
