@@ -1,13 +1,115 @@
-"""``make demo``: run the autoscaler locally on the getting-started ``inflate`` scenario.
+"""``make demo``: the provisioner on the getting-started ``inflate`` scenario, locally.
 
-Filled in as the provisioner lands; for now it shows the offline planner's entry point.
+Starts moto (as a server) and the Kubernetes API emulator, creates a VPC with discovery-tagged subnets
+and security group and the EKS AMI parameters, loads ``clusters/demo.yaml`` (moved to us-east-1, the
+region the bundled price data covers), creates the ``inflate`` Deployment's 5 pending pods, runs the
+real provisioner Lambda handler once (scheduled-only), and says what it saw, decided and launched.
+Then it plays kubelet (the instances register as nodes and the pods are bound) and runs a second pass,
+which has nothing to do. No AWS account or cluster is needed.
 """
 
 from __future__ import annotations
 
+import base64
+import logging
+import os
 import sys
+import time
+import warnings
+from typing import Any
 
-from autoscaler.cli import main
+from autoscaler.domain.fleet import NODECLAIM_TAG, pods_from_tags
+from autoscaler.metrics_catalog import RecordingSink
+from simulator.local import LocalCluster, demo_config
+
+WIDTH = 78
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def heading(text: str) -> None:
+    say()
+    say(f"== {text} " + "=" * max(0, WIDTH - len(text) - 4))
+
+
+def _join_flags(env: LocalCluster) -> list[str]:
+    ec2 = env.session.client("ec2")
+    flags = []
+    for lt in ec2.describe_launch_templates()["LaunchTemplates"]:
+        for v in ec2.describe_launch_template_versions(LaunchTemplateId=lt["LaunchTemplateId"])[
+                "LaunchTemplateVersions"]:
+            data = base64.b64decode(v["LaunchTemplateData"]["UserData"]).decode()
+            flags += [line.strip().removeprefix("- ") for line in data.splitlines()
+                      if "--node-labels" in line or "--register-with-taints" in line]
+    return flags
+
+
+def main() -> int:
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "EKSServerlessAutoscaler")
+    warnings.filterwarnings("ignore")
+    logging.basicConfig(level=logging.ERROR)
+    started = time.monotonic()
+    config = demo_config()
+    say("Local demo of the serverless EKS autoscaler (moto for AWS, an emulated Kubernetes API).")
+    say(f"Cluster {config.cluster_name!r} in {config.region}: NodePool 'default' allows spot only, amd64, "
+        "instance sizes above 'large'.")
+    with LocalCluster.start(config) as env:
+        sink = RecordingSink()
+        env.runtime(sink=sink)
+        pods = env.scale("inflate", 5)
+
+        heading("What the provisioner saw")
+        say(f"{len(pods)} pending pods of the 'inflate' Deployment, each asking for 1 CPU (pause container):")
+        say("  " + ", ".join(pods))
+
+        answer: dict[str, Any] = env.invoke_provisioner()["passes"][0]
+        heading("What it decided")
+        for g in answer["planned"]:
+            say(f"{g['count']} new {g['capacityType']} node(s) in NodePool {g['nodePool']!r} for {g['pods']} pods,"
+                f" at about ${g['hourlyPrice']:.4f}/hour each (claim {g['claim']}).")
+            say(f"  EC2 may pick any of: {', '.join(g['instanceTypes'][:6])}"
+                + (" ..." if len(g["instanceTypes"]) > 6 else ""))
+        for u in answer["unschedulable"]:
+            say(f"  {u['pod']} cannot be placed: {u['reason']}")
+        if answer["failures"]:
+            say("Launch failures: " + "; ".join(answer["failures"]))
+
+        heading("What it launched (one EC2 CreateFleet call)")
+        for inst in env.instances():
+            say(f"{inst.instance_id}: {inst.instance_type} {inst.capacity_type} in {inst.zone}, "
+                f"node claim {inst.tags.get(NODECLAIM_TAG)}")
+            keep = {k: v for k, v in sorted(inst.tags.items()) if not k.startswith("eks-serverless-autoscaler/pods")}
+            say("  tags: " + ", ".join(f"{k}={v}" for k, v in keep.items()))
+            say(f"  launched for: {', '.join(pods_from_tags(inst.tags))}")
+        for flag in _join_flags(env):
+            say(f"  kubelet joins with {flag}")
+        events = [e for e in env.kube.store.objects("events") if e.get("reason") == "Nominated"]
+        if events:
+            say(f"Each pod got a Kubernetes Event (kubectl describe pod): {events[0]['message']}")
+        say(f"Decision log: {answer['summary']}")
+
+        heading("Second pass before the nodes register")
+        again = env.invoke_provisioner()["passes"][0]
+        say(f"{again['summary']} -- the launching instance already counts as capacity for those pods.")
+
+        heading("The instances join the cluster")
+        names = env.register_nodes()
+        say(f"Nodes registered: {', '.join(names)}; pods bound; pending pods now: {len(env.pending_pods())}.")
+        third = env.invoke_provisioner()["passes"][0]
+        say(f"Third pass: {third['summary']}")
+        node = env.kube.store.get("nodes", None, names[0])
+        taints = [t["key"] for t in node["spec"].get("taints") or ()]
+        say(f"Node {names[0]} taints now: {taints or 'none'} (karpenter.sh/unregistered removed), "
+            f"label intent={node['metadata']['labels'].get('intent')}.")
+        launched = sink.total("NodesLaunched")
+        say(f"Metrics recorded: NodesLaunched={launched:g}, PendingPods (max)="
+            f"{max((v for n, v, _ in sink.points if n == 'PendingPods'), default=0):g}.")
+    say(f"\nDone in {time.monotonic() - started:.1f} s. Deploy for real with: make deploy CLUSTER=<name>")
+    return 0
+
 
 if __name__ == "__main__":
-    sys.exit(main(["--help"]) if len(sys.argv) == 1 else main(sys.argv[1:]))
+    sys.exit(main())

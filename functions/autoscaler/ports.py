@@ -22,7 +22,7 @@ from autoscaler.domain.models import (
 )
 
 if TYPE_CHECKING:
-    from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult
+    from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchTemplateInfo
     from autoscaler.domain.models import InstanceType, Offering
 
 
@@ -205,6 +205,22 @@ class CloudPort(Protocol):
         any of them lacks this cluster's ownership tags. Already-gone ids are skipped."""
         ...
 
+    def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        """Treat one offering as out of capacity for the next 3 minutes (the planner and the launcher
+        skip it), as an interruption or a registration timeout shows."""
+        ...
+
+    def launch_templates(self) -> list[LaunchTemplateInfo]:
+        """Every launch template this cluster's autoscaler created (name prefix and ownership tags)."""
+        ...
+
+    def launch_template_last_used(self, name: str) -> float | None:
+        """Epoch seconds this container last launched with template ``name``; None if it has not."""
+        ...
+
+    def delete_launch_template(self, template_id: str) -> bool:
+        """Delete one of our launch templates; False if it was already gone. Never raises for NotFound."""
+        ...
 
 class ReplacementRequester(Protocol):
     """Asks the provisioner for capacity to replace nodes that are going away (WAVE2 contract: an

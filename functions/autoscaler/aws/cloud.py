@@ -17,7 +17,14 @@ from autoscaler.aws.network import NetworkResolver
 from autoscaler.aws.pricing import PriceBook
 from autoscaler.aws.userdata import ClusterInfo
 from autoscaler.domain.clock import SystemClock
-from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, UnavailableOfferings, supports
+from autoscaler.domain.fleet import (
+    CloudInstance,
+    FleetRequest,
+    FleetResult,
+    LaunchTemplateInfo,
+    UnavailableOfferings,
+    supports,
+)
 from autoscaler.domain.models import CapacityType, InstanceType, Offering
 from autoscaler.ports import Clock, CloudPort
 
@@ -39,7 +46,7 @@ class AwsCloud:
         self.prices = PriceBook(pricing=pricing, ec2=ec2, region=region, clock=self.clock)
         self.network = NetworkResolver(ec2, clock=self.clock)
         self.amis = AmiResolver(ssm=ssm, ec2=ec2, k8s_version=cluster.k8s_version, clock=self.clock)
-        self.templates = LaunchTemplates(ec2, cluster=cluster)
+        self.templates = LaunchTemplates(ec2, cluster=cluster, clock=self.clock)
         self.profiles = InstanceProfiles(iam, cluster_name=cluster.name)
         self.unavailable_offerings = UnavailableOfferings(self.clock)
         self.fleet = FleetLauncher(ec2, cluster=cluster, catalog=self.catalog, network=self.network, amis=self.amis,
@@ -116,6 +123,18 @@ class AwsCloud:
 
     def terminate(self, instance_ids: Iterable[str]) -> list[str]:
         return self.instances.terminate(instance_ids)
+
+    def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        self.unavailable_offerings.mark(instance_type, zone, capacity_type)
+
+    def launch_templates(self) -> list[LaunchTemplateInfo]:
+        return self.templates.owned()
+
+    def launch_template_last_used(self, name: str) -> float | None:
+        return self.templates.last_used(name)
+
+    def delete_launch_template(self, template_id: str) -> bool:
+        return self.templates.delete(template_id)
 
 
 if TYPE_CHECKING:

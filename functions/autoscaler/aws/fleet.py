@@ -157,7 +157,7 @@ class FleetLauncher:
         ct = prepared.capacity_type
         tags = launch_tags(cluster_name=self._cluster.name, node_pool=request.node_pool,
                            node_class=request.node_class.name, claim_id=request.claim_id,
-                           extra=request.node_class.tags)
+                           extra={**request.node_class.tags, **request.tags})
         tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
         params: dict[str, Any] = {
             "Type": "instant",

@@ -9,6 +9,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -16,9 +17,11 @@ from botocore.exceptions import ClientError
 from autoscaler.aws._calls import Caller, error_code
 from autoscaler.aws.ami import Ami
 from autoscaler.aws.userdata import ClusterInfo, NodeJoin, render_user_data
-from autoscaler.domain.fleet import NODECLASS_TAG, ownership_tags
+from autoscaler.domain.clock import SystemClock
+from autoscaler.domain.fleet import NODECLASS_TAG, LaunchTemplateInfo, ownership_tags
 from autoscaler.domain.nodeclass import BlockDeviceMapping, NodeClass
 from autoscaler.domain.quantity import parse_quantity
+from autoscaler.ports import Clock
 
 LT_NAME_PREFIX = "eks-autoscaler"
 _GIB = 1024**3
@@ -109,10 +112,12 @@ def content_hash(data: Mapping[str, Any]) -> str:
 class LaunchTemplates:
     """Ensures a launch template exists for given content; remembers name -> id in the warm container."""
 
-    def __init__(self, ec2: Any, *, cluster: ClusterInfo) -> None:
+    def __init__(self, ec2: Any, *, cluster: ClusterInfo, clock: Clock | None = None) -> None:
         self._ec2 = Caller(ec2)
         self._cluster = cluster
+        self._clock: Clock = clock or SystemClock()
         self._known: dict[str, str] = {}
+        self._used: dict[str, float] = {}  # name -> epoch seconds of the last ensure() in this container
 
     @property
     def calls(self) -> dict[str, int]:
@@ -123,6 +128,7 @@ class LaunchTemplates:
 
     def ensure(self, data: Mapping[str, Any], *, node_class: NodeClass, architecture: str) -> LaunchTemplateRef:
         name = self.name_for(data)
+        self._used[name] = self._clock.now()
         if name in self._known:
             return LaunchTemplateRef(name=name, template_id=self._known[name], architecture=architecture)
         existing = self._find(name)
@@ -148,6 +154,41 @@ class LaunchTemplates:
         template_id = str(resp["LaunchTemplate"]["LaunchTemplateId"])
         self._known[name] = template_id
         return LaunchTemplateRef(name=name, template_id=template_id, architecture=architecture, created=True)
+
+    def last_used(self, name: str) -> float | None:
+        """When this container last launched with the template (None: not since it started)."""
+        return self._used.get(name)
+
+    def owned(self) -> list[LaunchTemplateInfo]:
+        """Every launch template of this cluster's autoscaler: our name prefix and ownership tags."""
+        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(ownership_tags(self._cluster.name).items())]
+        prefix = f"{LT_NAME_PREFIX}/{self._cluster.name}/"
+        out = []
+        for page in self._ec2.pages("describe_launch_templates", Filters=filters):
+            for lt in page.get("LaunchTemplates", ()):
+                name = str(lt.get("LaunchTemplateName", ""))
+                created = lt.get("CreateTime")
+                if name.startswith(prefix):
+                    out.append(LaunchTemplateInfo(
+                        name=name, template_id=str(lt["LaunchTemplateId"]),
+                        created_at=created.timestamp() if isinstance(created, datetime) else 0.0))
+        return sorted(out, key=lambda t: t.name)
+
+    def delete(self, template_id: str) -> bool:
+        """Delete one of our templates; False when it was already gone. The warm cache forgets it so the
+        next launch with that content creates it again."""
+        for name, known in list(self._known.items()):
+            if known == template_id:
+                del self._known[name]
+                self._used.pop(name, None)
+        try:
+            self._ec2("delete_launch_template", LaunchTemplateId=template_id,
+                      expected_errors=("InvalidLaunchTemplateId.NotFound",))
+        except ClientError as exc:
+            if error_code(exc) in ("InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFoundException"):
+                return False
+            raise
+        return True
 
     def _find(self, name: str) -> str | None:
         try:

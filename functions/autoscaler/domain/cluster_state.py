@@ -37,8 +37,11 @@ def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: lis
             pods.append(as_pending(pod))
         else:
             pods.append(pod)
-    nodes = [n for n in cluster.nodes() if n.name not in leaving]
-    registered = {n.instance_id for n in nodes if n.instance_id}
+    all_nodes = cluster.nodes()
+    nodes = [n for n in all_nodes if n.name not in leaving]
+    # A leaving node's instance is still registered: it must not come back as in-flight capacity
+    # (its pod tags would pin the pods onto the very instance that is going away).
+    registered = {n.instance_id for n in all_nodes if n.instance_id}
     in_flight = [f for f in (in_flight_from_instance(i.raw) for i in cloud.in_flight(registered)) if f is not None]
     return PlanInput(
         node_pools=node_pools, node_classes=node_classes, pods=pods, nodes=nodes,

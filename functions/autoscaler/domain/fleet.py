@@ -26,6 +26,10 @@ NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
 NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 NAME_TAG = "Name"
 MANAGED_BY_TAG = "eks-serverless-autoscaler/managed-by"
+# The pods a launch was made for, so a later pass counts the in-flight instance as their capacity
+# (``InFlightNode.pod_keys``) until it registers. Spread over numbered tags: a value holds 256 chars.
+PODS_TAG_PREFIX = "eks-serverless-autoscaler/pods-"
+MAX_POD_TAGS = 20
 
 # Every launched node starts with this taint; it is removed once the node registers (Karpenter's rule).
 UNREGISTERED_TAINT = Taint(key="karpenter.sh/unregistered", effect="NoExecute")
@@ -54,6 +58,35 @@ def new_claim_id(node_pool: str = "") -> str:
     """A fresh node-claim id, ``<nodepool>-<8 random chars>`` like Karpenter's NodeClaim names."""
     suffix = "".join(secrets.choice(_CLAIM_ALPHABET) for _ in range(8))
     return f"{node_pool}-{suffix}" if node_pool else f"nodeclaim-{suffix}"
+
+
+def pod_tags(pod_keys: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``ns/name`` keys packed space-separated into at most ``MAX_POD_TAGS`` tags of <= 256 chars.
+    Keys that do not fit are left out: those pods are then placed afresh by the next pass, which still
+    fills in-flight capacity before opening new nodes."""
+    tags: dict[str, str] = {}
+    current = ""
+    for key in pod_keys:
+        if len(key) > 256:
+            continue
+        candidate = f"{current} {key}" if current else key
+        if len(candidate) <= 256:
+            current = candidate
+            continue
+        tags[f"{PODS_TAG_PREFIX}{len(tags)}"] = current
+        current = key
+        if len(tags) >= MAX_POD_TAGS:
+            return tags
+    if current and len(tags) < MAX_POD_TAGS:
+        tags[f"{PODS_TAG_PREFIX}{len(tags)}"] = current
+    return tags
+
+
+def pods_from_tags(tags: Mapping[str, str]) -> tuple[str, ...]:
+    """The pod keys :func:`pod_tags` wrote, in order."""
+    numbered = sorted((int(k[len(PODS_TAG_PREFIX):]), v) for k, v in tags.items()
+                      if k.startswith(PODS_TAG_PREFIX) and k[len(PODS_TAG_PREFIX):].isdigit())
+    return tuple(key for _, value in numbered for key in value.split())
 
 
 def cluster_tag(cluster_name: str) -> str:
@@ -111,6 +144,7 @@ class FleetRequest:
     ``instance_types`` is ordered cheapest first; empty ``zones`` means every zone the node class's
     subnets cover. ``labels``/``taints`` go into the node's kubelet registration; the
     ``karpenter.sh/unregistered`` taint is always added. With ``count > 1`` all nodes share the claim id.
+    ``tags`` are extra resource tags (e.g. :func:`pod_tags`); they never override the autoscaler's own.
     """
 
     claim_id: str
@@ -125,6 +159,7 @@ class FleetRequest:
     startup_taints: tuple[Taint, ...] = ()
     kubelet: KubeletConfiguration | None = None
     count: int = 1
+    tags: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -200,6 +235,15 @@ class CloudInstance:
     @property
     def provider_id(self) -> str:
         return f"aws:///{self.zone}/{self.instance_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchTemplateInfo:
+    """One launch template this autoscaler created (``created_at`` in epoch seconds)."""
+
+    name: str
+    template_id: str
+    created_at: float
 
 
 class UnavailableOfferings:

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from autoscaler.domain.errors import ConfigError, describe_validation_error
+from autoscaler.domain.fleet import pods_from_tags
 from autoscaler.domain.models import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, InstanceType, Offering
 from autoscaler.domain.nodeclass import parse_node_classes
 from autoscaler.domain.nodepool import parse_node_pools
@@ -99,6 +100,7 @@ def in_flight_from_instance(raw: Mapping[str, Any]) -> InFlightNode | None:
         instance_id=str(raw["InstanceId"]), node_pool=pool, instance_type=str(raw["InstanceType"]), zone=str(zone),
         capacity_type=ct, labels={NODEPOOL_LABEL: pool, CAPACITY_TYPE_LABEL: ct} if pool else {},
         launched_at=parse_timestamp(str(launched)) if launched else 0.0,
+        pod_keys=pods_from_tags(tags),
     )
 
 

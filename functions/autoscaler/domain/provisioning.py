@@ -1,0 +1,510 @@
+"""The provisioner service: from pending pods to launched nodes, one *pass* at a time.
+
+A pass gathers the cluster and cloud state through the ports, plans with the scheduler (the same code
+as ``autoscaler plan``), launches each planned node group with one CreateFleet request, records a
+Kubernetes Event on every pod it nominated, emits the provisioner's metrics and runs the node
+lifecycle sweep. ``watch`` keeps a pending-pod watch open after the first pass and runs another pass
+per batch of new pending pods (1 s idle / 10 s max, Karpenter's batching window).
+
+No double launches: instances carry the keys of the pods they were launched for (``pod_tags``), so a
+later pass puts those pods back onto the in-flight instance before anything else. Right before
+launching, in-flight instances are listed again; if one appeared since the pass gathered its state
+(an overlapping run), the pass plans again with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from autoscaler import metrics_catalog as mc
+from autoscaler.domain.allocatable import capacity
+from autoscaler.domain.clock import SystemClock
+from autoscaler.domain.cluster_state import gather_plan_input
+from autoscaler.domain.errors import ConfigError
+from autoscaler.domain.fleet import (
+    CloudInstance,
+    FleetError,
+    LaunchedInstance,
+    pod_tags,
+)
+from autoscaler.domain.launching import fleet_request_for
+from autoscaler.domain.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile
+from autoscaler.domain.models import NODEPOOL_LABEL, Pod
+from autoscaler.domain.nodeclass import NodeClass
+from autoscaler.domain.nodepool import NodePool
+from autoscaler.domain.plan import Launch, Plan, PlanInput, Unschedulable
+from autoscaler.domain.scheduler import plan as schedule
+from autoscaler.metrics_catalog import MetricsSink
+from autoscaler.ports import Clock, CloudPort, ClusterPort
+
+log = logging.getLogger(__name__)
+
+# Karpenter's batching window: plan once no new pending pod arrived for IDLE seconds, or MAX after the first.
+BATCH_IDLE_SECONDS = 1.0
+BATCH_MAX_SECONDS = 10.0
+# Node annotation (WAVE2 contract): a replacement was asked for this node; its pods count as pending.
+REPLACEMENT_ANNOTATION = "autoscaler.eks.aws/replacement-requested"
+EVENT_THREADS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisionerSettings:
+    cluster_name: str
+    region: str = ""
+    dry_run: bool = False
+    registration_timeout: float = REGISTRATION_TIMEOUT_SECONDS
+    batch_idle: float = BATCH_IDLE_SECONDS
+    batch_max: float = BATCH_MAX_SECONDS
+    lifecycle: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ReplacementRequest:
+    """Capacity is going away (WAVE2 contract): plan its pods elsewhere now."""
+
+    source: str
+    nodes: tuple[str, ...]
+    unavailable: tuple[tuple[str, str, str], ...] = ()
+    event_id: str = ""
+
+
+@dataclass
+class GroupOutcome:
+    """One CreateFleet request: ``count`` identical planned nodes."""
+
+    claim_id: str
+    launch: Launch
+    count: int
+    pods: tuple[str, ...]
+    launched: list[LaunchedInstance] = field(default_factory=list)
+    errors: list[FleetError] = field(default_factory=list)
+    failure: str = ""  # a launch that raised (configuration), with the reason
+
+    @property
+    def missing(self) -> int:
+        return max(0, self.count - len(self.launched))
+
+
+@dataclass
+class PassResult:
+    reason: str
+    dry_run: bool
+    plan: Plan
+    groups: list[GroupOutcome] = field(default_factory=list)
+    lifecycle: LifecycleResult | None = None
+    replans: int = 0
+    seconds: float = 0.0
+    started_at: float = 0.0  # the clock's monotonic reading when the pass began
+
+    @property
+    def launched(self) -> list[LaunchedInstance]:
+        return [i for g in self.groups for i in g.launched]
+
+    @property
+    def unschedulable(self) -> list[Unschedulable]:
+        return self.plan.unschedulable
+
+    @property
+    def failures(self) -> list[str]:
+        out = []
+        for g in self.groups:
+            if g.failure:
+                out.append(f"{g.claim_id}: {g.failure}")
+            elif g.missing:
+                codes = ", ".join(sorted({e.code for e in g.errors})) or "no reason given"
+                out.append(f"{g.claim_id}: {g.missing} of {g.count} node(s) not launched ({codes})")
+        return out
+
+    def summary(self) -> str:
+        """The one-line decision log: what was seen, decided, launched and left."""
+        p = self.plan
+        head = f"{self.reason} pass: {p.pending_pods} pending pod(s)"
+        parts = []
+        if p.existing:
+            parts.append(f"{len(p.existing)} fit existing or in-flight capacity")
+        verb = "would launch" if self.dry_run else "launched"
+        nodes = []
+        for g in self.groups:
+            types = ", ".join(g.launch.instance_types[:3]) + ("..." if len(g.launch.instance_types) > 3 else "")
+            got = (f"{len(g.launched)}x " + "/".join(sorted({f'{i.instance_type} {i.zone}' for i in g.launched}))
+                   if g.launched else f"{g.count}x [{types}]")
+            nodes.append(f"{got} {g.launch.capacity_type} ${g.launch.hourly_price:.4f}/h for {len(g.pods)} pod(s)"
+                         f" ({g.claim_id})")
+        if nodes:
+            parts.append(f"{verb} {sum(len(g.launched) if not self.dry_run else g.count for g in self.groups)}"
+                         f" node(s): " + "; ".join(nodes))
+        if self.failures:
+            parts.append("failed: " + "; ".join(self.failures))
+        if p.unschedulable:
+            reasons = Counter(u.reason for u in p.unschedulable)
+            parts.append(f"{len(p.unschedulable)} unschedulable: "
+                         + "; ".join(f"{n} pod(s): {r}" for r, n in reasons.most_common(5)))
+        if not parts:
+            parts.append("nothing to do")
+        if self.lifecycle is not None and self.lifecycle.changed:
+            parts.append(f"lifecycle: {self.lifecycle.summary()}")
+        return f"{head}: " + ", ".join(parts)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "reason": self.reason, "dryRun": self.dry_run, "pendingPods": self.plan.pending_pods,
+            "startedAt": round(self.started_at, 6), "seconds": round(self.seconds, 3),
+            "nominated": len(self.plan.existing),
+            "launched": [{"instanceId": i.instance_id, "instanceType": i.instance_type, "zone": i.zone,
+                          "capacityType": i.capacity_type, "claim": i.claim_id} for i in self.launched],
+            "planned": [{"claim": g.claim_id, "count": g.count, "nodePool": g.launch.node_pool,
+                         "capacityType": g.launch.capacity_type, "instanceTypes": list(g.launch.instance_types[:10]),
+                         "hourlyPrice": round(g.launch.hourly_price, 6), "pods": len(g.pods)} for g in self.groups],
+            "failures": self.failures,
+            "unschedulable": [{"pod": u.pod, "reason": u.reason} for u in self.plan.unschedulable],
+            "summary": self.summary(),
+        }
+
+
+def _group_key(launch: Launch) -> tuple[object, ...]:
+    return (launch.node_pool, launch.node_class, launch.capacity_type, launch.capacity_types, launch.zones,
+            launch.instance_types, tuple(sorted(launch.labels.items())), launch.taints, launch.startup_taints)
+
+
+def group_launches(launches: Iterable[Launch]) -> list[list[Launch]]:
+    """Identical planned nodes (same pool, offerings, labels, taints) go into one CreateFleet request."""
+    groups: dict[tuple[object, ...], list[Launch]] = {}
+    for launch in launches:
+        groups.setdefault(_group_key(launch), []).append(launch)
+    return list(groups.values())
+
+
+class Provisioner:
+    """One cluster's provisioner. Stateless between invocations except for event de-duplication:
+    everything that matters lives in the cluster and in the instances' tags."""
+
+    def __init__(self, *, cluster: ClusterPort, cloud: CloudPort, node_pools: Sequence[NodePool],
+                 node_classes: Mapping[str, NodeClass], settings: ProvisionerSettings,
+                 clock: Clock | None = None, sink: MetricsSink | None = None) -> None:
+        self.cluster, self.cloud = cluster, cloud
+        self.node_pools = list(node_pools)
+        self.pools_by_name = {p.name: p for p in self.node_pools}
+        self.node_classes = node_classes
+        self.settings = settings
+        clock = clock or SystemClock()
+        self._now, self._mono = clock.now, clock.monotonic
+        self.sink = sink
+        self._evented: dict[tuple[str, str], float] = {}  # (pod uid/key, message) -> when recorded
+
+    # ----- one pass ----------------------------------------------------------------------------
+    def run_pass(self, *, reason: str = "scheduled", leaving_nodes: Collection[str] = ()) -> PassResult:
+        started = self._mono()
+        nodes_leaving = set(leaving_nodes)
+        snap = self._gather(nodes_leaving)
+        # Nodes a replacement was asked for (the annotation survives a delayed or lost invoke).
+        requested = {n.name for n in snap.nodes if n.annotations.get(REPLACEMENT_ANNOTATION)} - nodes_leaving
+        if requested:
+            nodes_leaving |= requested
+            snap = self._gather(nodes_leaving)
+        plan, plan_seconds = self._plan(snap)
+        replans = 0
+        if plan.launches and not self.settings.dry_run:
+            # An overlapping run may have launched since we read the state: plan again with its instances.
+            while replans < 2 and self._new_in_flight(snap):
+                replans += 1
+                snap = self._gather(nodes_leaving)
+                plan, plan_seconds = self._plan(snap)
+        result = PassResult(reason=reason, dry_run=self.settings.dry_run, plan=plan, replans=replans,
+                            started_at=started)
+        pods = {p.key: p for p in snap.pods}
+        result.groups = self._launch(plan, pods)
+        self._nominate(result, pods)
+        owned: list[CloudInstance] = []
+        if self.settings.lifecycle:
+            result.lifecycle, owned = self._lifecycle(snap)
+        self._emit(result, snap, plan_seconds, owned, pods)
+        result.seconds = self._mono() - started
+        log.debug(result.summary())  # the handler logs it, structured
+        return result
+
+    def _gather(self, leaving: Collection[str]) -> PlanInput:
+        snap = gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
+                                 node_classes=self.node_classes, region=self.settings.region,
+                                 leaving_nodes=leaving)
+        # An in-flight instance will register with its NodePool's taints: pods that do not tolerate
+        # them must not count it as their capacity (the instance tags do not carry taints).
+        snap.in_flight = [replace(f, taints=self.pools_by_name[f.node_pool].taints)
+                          if not f.taints and f.node_pool in self.pools_by_name else f for f in snap.in_flight]
+        return snap
+
+    def _plan(self, snap: PlanInput) -> tuple[Plan, float]:
+        t0 = time.perf_counter()
+        plan = schedule(snap, unavailable=self.cloud.unavailable())
+        return plan, time.perf_counter() - t0
+
+    def _new_in_flight(self, snap: PlanInput) -> bool:
+        known = {f.instance_id for f in snap.in_flight}
+        registered = {n.instance_id for n in snap.nodes if n.instance_id}
+        fresh = {i.instance_id for i in self.cloud.in_flight(registered)}
+        return bool(fresh - known)
+
+    def _launch(self, plan: Plan, pods: Mapping[str, Pod]) -> list[GroupOutcome]:
+        outcomes = []
+        for group in group_launches(plan.launches):
+            first = group[0]
+            keys = tuple(k for launch in group for k in launch.pods)
+            try:
+                request = fleet_request_for(first, cluster_name=self.settings.cluster_name,
+                                            node_pools=self.pools_by_name, node_classes=self.node_classes)
+            except ConfigError as exc:
+                outcomes.append(GroupOutcome(claim_id="-", launch=first, count=len(group), pods=keys,
+                                             failure=f"ConfigError: {exc}"))
+                continue
+            request = replace(request, count=len(group), tags=pod_tags(list(keys)))
+            outcome = GroupOutcome(claim_id=request.claim_id, launch=first, count=len(group), pods=keys)
+            outcomes.append(outcome)
+            if self.settings.dry_run:
+                continue
+            try:
+                fleet = self.cloud.launch(request)
+            except ConfigError as exc:
+                outcome.failure = f"ConfigError: {exc}"
+                continue
+            except Exception as exc:  # one bad group must not stop the others; reported and metered
+                log.exception("launch %s failed", request.claim_id)
+                outcome.failure = f"{type(exc).__name__}: {exc}"
+                continue
+            outcome.launched, outcome.errors = list(fleet.launched), list(fleet.errors)
+        return outcomes
+
+    # ----- events ------------------------------------------------------------------------------
+    def _nominate(self, result: PassResult, pods: Mapping[str, Pod]) -> None:
+        """Events a ``kubectl describe pod`` shows: where a pod will go, or why it cannot."""
+        todo: list[tuple[Pod, str, str, str]] = []
+        if not result.dry_run:
+            for g in result.groups:
+                if not g.launched:
+                    continue
+                ids = ", ".join(i.instance_id for i in g.launched)
+                what = ", ".join(sorted({f"{i.instance_type} {i.capacity_type} in {i.zone}" for i in g.launched}))
+                message = (f"Pod should schedule on: nodeclaim/{g.claim_id} ({len(g.launched)} new node(s): "
+                           f"{what}; instance(s) {ids})")
+                todo.extend((pods[k], "Nominated", message, "Normal") for k in g.pods if k in pods)
+        for u in result.plan.unschedulable:
+            pod = pods.get(u.pod)
+            if pod is not None:
+                todo.append((pod, "FailedScheduling", f"Failed to schedule pod: {u.reason}", "Warning"))
+        now = self._now()
+        self._evented = {k: t for k, t in self._evented.items() if now - t < 600}
+        fresh = [t for t in todo if (t[0].uid or t[0].key, t[2]) not in self._evented]
+        if not fresh:
+            return
+
+        def record(item: tuple[Pod, str, str, str]) -> None:
+            pod, reason, message, kind = item
+            ok = self.cluster.record_event(pod, reason=reason, message=message,
+                                           event_type="Warning" if kind == "Warning" else "Normal")
+            if ok:
+                self._evented[(pod.uid or pod.key, message)] = now
+
+        with ThreadPoolExecutor(max_workers=EVENT_THREADS) as pool:
+            list(pool.map(record, fresh))
+
+    # ----- lifecycle ---------------------------------------------------------------------------
+    def _lifecycle(self, snap: PlanInput) -> tuple[LifecycleResult, list[CloudInstance]]:
+        try:
+            owned = self.cloud.owned_instances()
+            nodes = self.cluster.nodes()
+        except Exception as exc:  # lifecycle is housekeeping: never fail a pass that launched nodes
+            log.warning("lifecycle skipped: %s", exc)
+            return LifecycleResult(errors=[f"lifecycle skipped: {exc}"]), []
+        result = reconcile(cluster=self.cluster, cloud=self.cloud, nodes=nodes, owned=owned,
+                           node_pools=self.pools_by_name, now=self._now(),
+                           registration_timeout=self.settings.registration_timeout, dry_run=self.settings.dry_run)
+        return result, owned
+
+    # ----- metrics -----------------------------------------------------------------------------
+    def _emit(self, result: PassResult, snap: PlanInput, plan_seconds: float, owned: Sequence[CloudInstance],
+              pods: Mapping[str, Pod]) -> None:
+        sink = self.sink
+        if sink is None:
+            return
+        plan = result.plan
+        sink.emit(mc.PENDING_PODS, plan.pending_pods)
+        sink.emit(mc.UNSCHEDULABLE_PODS, len(plan.unschedulable))
+        sink.emit(mc.PODS_NOMINATED, len(plan.existing))
+        sink.emit(mc.PLAN_SECONDS, plan_seconds)
+        sink.emit(mc.PRICES_STALE, 1 if self.cloud.prices_stale else 0)
+        launched = Counter((i.instance_type, i.capacity_type, i.zone) for i in result.launched)
+        for (it, ct, zone), n in sorted(launched.items()):
+            sink.emit(mc.NODES_LAUNCHED, n, InstanceType=it, CapacityType=ct, Zone=zone)
+        failures: Counter[str] = Counter()
+        for g in result.groups:
+            if g.failure:
+                failures[g.failure.split(":", 1)[0]] += g.count
+            elif g.missing:
+                # EC2's own reason beats our "nothing left to try", which only follows it.
+                codes = ([e.code for e in g.errors if e.code != "NoOfferingsLeft"]
+                         or [e.code for e in g.errors] or ["Unknown"])
+                failures[Counter(codes).most_common(1)[0][0]] += g.missing
+        for reason, n in sorted(failures.items()):
+            sink.emit(mc.LAUNCH_FAILURES, n, Reason=reason)
+        now = self._now()
+        for g in result.groups:
+            if g.launched:
+                for key in g.pods:
+                    pod = pods.get(key)
+                    if pod is not None and pod.created_at:
+                        sink.emit(mc.POD_TO_LAUNCH_SECONDS, max(0.0, now - pod.created_at))
+        self._emit_usage(snap, result)
+        if self.settings.lifecycle:
+            # ``owned`` was listed after this pass's launches, so it includes them.
+            price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings}
+            cost = sum(price.get((i.instance_type, i.zone, i.capacity_type), 0.0) for i in owned)
+            sink.emit(mc.MANAGED_HOURLY_COST, round(cost, 6))
+
+    def _emit_usage(self, snap: PlanInput, result: PassResult) -> None:
+        assert self.sink is not None
+        types = {t.name: t for t in snap.instance_types}
+        used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for n in snap.nodes:
+            pool_label = n.labels.get(NODEPOOL_LABEL)
+            if pool_label:
+                for k, v in n.capacity.items():
+                    used[pool_label][k] += v
+                used[pool_label]["nodes"] += 1
+        extra = [(f.node_pool, f.instance_type) for f in snap.in_flight]
+        extra += [(g.launch.node_pool, i.instance_type) for g in result.groups for i in g.launched]
+        for pool_name, type_name in extra:
+            it = types.get(type_name)
+            if it is None:
+                continue
+            for k, v in capacity(it).items():
+                used[pool_name][k] += v
+            used[pool_name]["nodes"] += 1
+        for pool in self.node_pools:
+            for resource, limit in sorted(pool.limits.items()):
+                if limit > 0:
+                    self.sink.emit(mc.NODE_POOL_USAGE, round(100.0 * used[pool.name][resource] / limit, 2),
+                                   NodePool=pool.name, Resource=resource)
+
+    # ----- watch mode --------------------------------------------------------------------------
+    def open_watch(self, *, seconds: float) -> PendingPodWatch:
+        """Start watching pending pods now (in a thread) for ``seconds``. Open it *before* the first
+        pass, so a pod created while that pass runs is not missed."""
+        return PendingPodWatch(self.cluster, seconds=seconds, deadline=self._mono() + seconds)
+
+    def watch(self, *, seconds: float | None = None, first: PassResult | None = None,
+              watch: PendingPodWatch | None = None) -> list[PassResult]:
+        """Run a pass per batch of new pending pods until the watch's deadline (``watch``, or one opened
+        now for ``seconds``). Pods the previous pass already considered do not start a batch: their
+        status updates would otherwise re-trigger a pass for nothing."""
+        if watch is None:
+            watch = self.open_watch(seconds=seconds or 0.0)
+        results: list[PassResult] = []
+        seen = _pod_ids(first.plan) if first is not None else set()
+        try:
+            while (left := watch.deadline - self._mono()) > 0:
+                try:
+                    pod = watch.events.get(timeout=left)
+                except queue.Empty:
+                    break
+                if pod is None:
+                    break
+                if pod.key in seen:
+                    continue
+                batch = {pod.key}
+                watch_ended = self._collect(watch.events, batch, seen, deadline=watch.deadline)
+                result = self.run_pass(reason=f"watch ({len(batch)} new pod(s))")
+                results.append(result)
+                seen = _pod_ids(result.plan) | seen
+                if watch_ended:
+                    break
+        finally:
+            watch.close()
+        return results
+
+    def _collect(self, events: queue.Queue[Pod | None], batch: set[str], seen: set[str], *,
+                 deadline: float) -> bool:
+        """Add pods to ``batch`` until IDLE passes without a new one or MAX since the first; returns
+        whether the watch ended meanwhile."""
+        start = self._mono()
+        last = start
+        while True:
+            now = self._mono()
+            wait = min(last + self.settings.batch_idle, start + self.settings.batch_max, deadline) - now
+            if wait <= 0:
+                return False
+            try:
+                pod = events.get(timeout=wait)
+            except queue.Empty:
+                return False
+            if pod is None:
+                return True
+            if pod.key not in seen and pod.key not in batch:
+                batch.add(pod.key)
+                last = self._mono()
+
+
+class PendingPodWatch:
+    """A pending-pod watch pumped into a queue by a daemon thread; ``None`` in the queue means it ended."""
+
+    def __init__(self, cluster: ClusterPort, *, seconds: float, deadline: float) -> None:
+        self.deadline = deadline
+        self.events: queue.Queue[Pod | None] = queue.Queue()
+        self._stop = threading.Event()
+        self._cluster = cluster
+        self._thread = threading.Thread(target=self._pump, args=(max(1.0, seconds),), name="pending-pod-watch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _pump(self, seconds: float) -> None:
+        try:
+            for pod in self._cluster.watch_pending_pods(timeout_seconds=seconds):
+                if self._stop.is_set():
+                    return
+                self.events.put(pod)
+        except Exception as exc:  # the next scheduled run picks up anything missed
+            log.warning("pending-pod watch ended: %s", exc)
+        finally:
+            self.events.put(None)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def _pod_ids(plan: Plan) -> set[str]:
+    keys = set(plan.existing)
+    keys.update(u.pod for u in plan.unschedulable)
+    for launch in plan.launches:
+        keys.update(launch.pods)
+    return keys
+
+
+def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
+                   replacement: ReplacementRequest | None = None,
+                   mark_unavailable: Callable[[str, str, str], None] | None = None) -> list[PassResult]:
+    """One Lambda invocation: a replacement pass or a scheduled pass, then watch mode when
+    ``watch_seconds`` > 0."""
+    watch = provisioner.open_watch(seconds=watch_seconds) if watch_seconds > 0 else None
+    try:
+        if replacement is not None:
+            mark = mark_unavailable or provisioner.cloud.mark_unavailable
+            for instance_type, zone, capacity_type in replacement.unavailable:
+                mark(instance_type, zone, capacity_type)
+            first = provisioner.run_pass(
+                reason=f"replacement ({replacement.source} {replacement.event_id})".strip(),
+                leaving_nodes=replacement.nodes)
+        else:
+            first = provisioner.run_pass(reason="scheduled")
+    except BaseException:
+        if watch is not None:
+            watch.close()
+        raise
+    results = [first]
+    if watch is not None:
+        # The watch was opened before the first pass (and its window counts from then).
+        results += provisioner.watch(first=first, watch=watch)
+    return results

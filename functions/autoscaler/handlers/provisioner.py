@@ -1,0 +1,109 @@
+"""Provisioner Lambda: EventBridge Scheduler runs it every minute (``{"source": "schedule", "kind":
+"provisioner"}``); the interruption and disruption functions invoke it asynchronously with a
+replacement request. One call into ``autoscaler.domain.provisioning``; watch mode keeps it running
+until shortly before the next scheduled run."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from autoscaler.config import duration_seconds
+from autoscaler.domain.provisioning import (
+    Provisioner,
+    ProvisionerSettings,
+    ReplacementRequest,
+    run_invocation,
+)
+from autoscaler.handlers.observability import logger, metrics, tracer
+from autoscaler.handlers.runtime import Runtime, get_runtime
+
+# Time kept back from the Lambda timeout for the last pass (plan + CreateFleet + lifecycle).
+FINAL_PASS_RESERVE_SECONDS = 20.0
+
+
+class ProvisionerEvent(BaseModel):
+    """The invocation payload (WAVE2 contract). Unknown keys are ignored: EventBridge adds its own."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    source: str = "schedule"
+    kind: Literal["provisioner", "replacement"] = "provisioner"
+    nodes: list[str] = Field(default_factory=list)
+    unavailable: list[tuple[str, str, str]] = Field(default_factory=list)
+    event_id: str = Field(default="", alias="eventId")
+    dry_run: bool | None = Field(default=None, alias="dryRun")
+    watch: bool | None = None  # override the configured watch mode (local runs, the demo)
+
+
+def parse_event(event: Any) -> ProvisionerEvent:
+    """The payload, or ValueError naming each bad field."""
+    try:
+        return ProvisionerEvent.model_validate(event if isinstance(event, dict) else {})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(payload)'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"provisioner payload rejected: {problems}") from None
+
+
+# runtime id -> (the runtime, its services by dry-run flag); the runtime is kept so its id is not reused.
+_SERVICES: dict[int, tuple[Runtime, dict[bool, Provisioner]]] = {}
+
+
+def provisioner_for(runtime: Runtime, *, dry_run: bool) -> Provisioner:
+    """One service per runtime and dry-run flag (it keeps the event de-duplication memory warm)."""
+    entry = _SERVICES.get(id(runtime))
+    if entry is None or entry[0] is not runtime:
+        entry = _SERVICES[id(runtime)] = (runtime, {})
+    services = entry[1]
+    if dry_run not in services:
+        cfg = runtime.config
+        settings = ProvisionerSettings(
+            cluster_name=cfg.cluster_name, region=cfg.region, dry_run=dry_run,
+            registration_timeout=float(duration_seconds(cfg.provisioner.registration_timeout)),
+        )
+        services[dry_run] = Provisioner(cluster=runtime.cluster, cloud=runtime.cloud, node_pools=runtime.node_pools,
+                                        node_classes=runtime.node_classes, settings=settings, clock=runtime.clock,
+                                        sink=runtime.sink)
+    return services[dry_run]
+
+
+def watch_seconds(runtime: Runtime, context: Any, *, enabled: bool) -> float:
+    """How long to keep watching: the configured window, cut to the invocation's remaining time."""
+    if not enabled:
+        return 0.0
+    wanted = float(runtime.config.provisioner.watch_seconds or
+                   runtime.config.provisioner.period_seconds - runtime.config.provisioner.watch_margin_seconds)
+    remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
+    if callable(remaining_ms):
+        wanted = min(wanted, remaining_ms() / 1000.0 - FINAL_PASS_RESERVE_SECONDS)
+    return max(0.0, wanted)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    runtime = get_runtime()
+    try:
+        payload = parse_event(event)
+    except ValueError as exc:
+        # Retrying cannot fix a bad payload; pending pods are still served by a normal pass.
+        logger.error(str(exc))
+        payload = ProvisionerEvent()
+    cfg = runtime.config.provisioner
+    dry_run = cfg.dry_run if payload.dry_run is None else payload.dry_run
+    replacement = None
+    if payload.kind == "replacement":
+        replacement = ReplacementRequest(source=payload.source, nodes=tuple(payload.nodes),
+                                         unavailable=tuple(payload.unavailable), event_id=payload.event_id)
+    watch_enabled = cfg.watch_mode if payload.watch is None else payload.watch
+    service = provisioner_for(runtime, dry_run=dry_run)
+    results = run_invocation(service, watch_seconds=watch_seconds(runtime, context, enabled=watch_enabled),
+                             replacement=replacement)
+    passes = [r.to_json() for r in results]
+    for result, detail in zip(results, passes, strict=True):
+        # The decision log: one line a person reads, with the structured detail alongside.
+        logger.info(result.summary(), extra={"decision": {k: v for k, v in detail.items() if k != "summary"}})
+    return {"passes": passes}

@@ -1,0 +1,371 @@
+"""A local stand-in for an EKS cluster and its AWS account: moto as a server (``ThreadedMotoServer`` on
+127.0.0.1, boto3 pointed at it through ``AWS_ENDPOINT_URL``) and the Kubernetes API emulator, with
+what the autoscaler needs to find in them (a VPC with discovery-tagged subnets and security group,
+the node role, the EKS AMI SSM parameters) and the real handlers wired to both.
+
+Used by ``make demo``, the end-to-end tests and the benchmarks::
+
+    with LocalCluster.start() as env:          # or LocalCluster.start(config=..., catalog=...)
+        env.scale("inflate", 5)                # 5 pending pause pods requesting 1 CPU each
+        result = env.invoke_provisioner()      # the real handler, scheduled-only by default
+        env.register_nodes()                   # launched instances become Ready nodes, pods bound
+        env.scale("inflate", 0)
+
+What moto lacks is supplied at the boto3 boundary with botocore events on the harness's session:
+``pricing:GetProducts`` answers from ``simulator/data/ec2-on-demand-prices.json`` (us-east-1), and
+``DescribeSpotPriceHistory`` (moto answers a flat $0.00001) with a deterministic spot price per type
+and zone (on-demand x a per-family discount), so instance selection is realistic. There are no
+workload controllers in the emulator: ``scale`` creates and deletes a Deployment's pods itself.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+import moto
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.server import ThreadedMotoServer
+from moto.ssm.models import Parameter, ssm_backends
+
+from autoscaler.config import ClusterConfig, load_cluster_config
+from autoscaler.domain.allocatable import allocatable
+from autoscaler.domain.clock import SystemClock
+from autoscaler.domain.fleet import UNREGISTERED_TAINT, CloudInstance, pods_from_tags
+from autoscaler.domain.labels import instance_type_labels
+from autoscaler.domain.models import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
+from autoscaler.domain.quantity import cpu_millis
+from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
+from autoscaler.metrics_catalog import MetricsSink, RecordingSink
+from autoscaler.ports import Clock
+from simulator.kube_api import KubeApiServer
+
+REGION = "us-east-1"  # the region the bundled price data covers
+REPO = Path(__file__).resolve().parents[1]
+PRICES_FILE = Path(__file__).with_name("data") / "ec2-on-demand-prices.json"
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+PAUSE_IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
+Catalog = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def moto_catalog(region: str = REGION) -> Catalog:
+    """moto's instance types and zone offerings (the real EC2 data it ships), read from its package
+    data: DescribeInstanceTypes over HTTP for ~1,400 types takes seconds, this takes milliseconds."""
+    base = Path(moto.__file__).parent / "ec2" / "resources"
+    with gzip.open(base / "instance_types.json.gz", "rt", encoding="utf-8") as fh:
+        infos = list(json.load(fh).values())
+    with gzip.open(base / "instance_type_offerings" / "availability-zone" / f"{region}.json.gz", "rt",
+                   encoding="utf-8") as fh:
+        offerings = json.load(fh)
+    return infos, offerings
+
+
+def on_demand_prices(region: str = REGION) -> dict[str, float]:
+    data = json.loads(PRICES_FILE.read_text())
+    return {k: float(v) for k, v in data["regions"][region].items()}
+
+
+def spot_price(instance_type: str, zone: str, on_demand: float) -> float:
+    """Deterministic synthetic spot price: 55-75 % off on-demand by family, +1 % per zone letter."""
+    family = instance_type.split(".", maxsplit=1)[0]
+    discount = 0.55 + (int(hashlib.sha256(family.encode()).hexdigest()[:4], 16) % 21) / 100
+    return round(on_demand * (1 - discount) * (1 + 0.01 * (ord(zone[-1]) - ord("a"))), 5)
+
+
+class _Http:
+    status_code = 200
+    headers: dict[str, str] = {}
+    content = b""
+
+
+def _price_list(on_demand: Mapping[str, float], region: str) -> list[str]:
+    out = []
+    for name, usd in on_demand.items():
+        sku = f"SKU{hashlib.sha256(name.encode()).hexdigest()[:10]}"
+        out.append(json.dumps({
+            "product": {"productFamily": "Compute Instance", "sku": sku,
+                        "attributes": {"instanceType": name, "regionCode": region, "operatingSystem": "Linux"}},
+            "terms": {"OnDemand": {sku: {"priceDimensions": {
+                sku: {"unit": "Hrs", "pricePerUnit": {"USD": str(usd)}}}}}},
+        }))
+    return out
+
+
+def install_price_data(session: boto3.Session, *, region: str = REGION,
+                       zones: tuple[str, ...] = ZONES) -> None:
+    """Answer pricing:GetProducts and DescribeSpotPriceHistory from the bundled data (moto has no
+    Pricing API and flat spot prices). Must run before clients are created from ``session``."""
+    prices = on_demand_prices(region)
+    price_list = _price_list(prices, region)
+    stamp = datetime.now(UTC)
+
+    def get_products(**_: Any) -> tuple[Any, dict[str, Any]]:
+        return _Http(), {"PriceList": price_list, "FormatVersion": "aws_v1"}
+
+    def spot_history(params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
+        body = params.get("body") or {}
+        wanted = {v for k, v in body.items() if k.startswith("InstanceType.")} or set(prices)
+        records = [{"AvailabilityZone": z, "InstanceType": t, "ProductDescription": "Linux/UNIX",
+                    "SpotPrice": str(spot_price(t, z, prices[t])), "Timestamp": stamp}
+                   for t in sorted(wanted) if t in prices for z in zones]
+        return _Http(), {"SpotPriceHistory": records}
+
+    session.events.register("before-call.pricing.GetProducts", get_products)
+    session.events.register("before-call.ec2.DescribeSpotPriceHistory", spot_history)
+
+
+def put_public_parameter(name: str, value: str, *, region: str = REGION) -> None:
+    """moto (like AWS) refuses PutParameter under /aws/: seed its backend as it seeds its own."""
+    backend = ssm_backends[DEFAULT_ACCOUNT_ID][region]
+    backend._parameters[name].append(Parameter(
+        account_id=DEFAULT_ACCOUNT_ID, name=name, value=value, parameter_type="String", description=None,
+        allowed_pattern=None, keyid=None, last_modified_date=time.time(), version=1, data_type="aws:ec2:image",
+    ))
+
+
+@dataclass
+class Network:
+    vpc_id: str
+    subnets: dict[str, str]
+    security_group: str
+
+
+_IMAGES: dict[str, dict[str, str]] = {}
+
+
+def _builtin_images(ec2: Any, region: str) -> dict[str, str]:
+    """One of moto's built-in images per architecture (the same after every reset: looked up once)."""
+    if region not in _IMAGES:
+        images: dict[str, str] = {}
+        for img in ec2.describe_images(Owners=["amazon"])["Images"]:
+            arch = img.get("Architecture", "")
+            if arch in ("x86_64", "arm64") and arch not in images and img.get("State") == "available":
+                images[arch] = img["ImageId"]
+        _IMAGES[region] = images
+    return _IMAGES[region]
+
+
+def make_account(session: boto3.Session, config: ClusterConfig, *, region: str = REGION,
+                 k8s_version: str = "1.31") -> Network:
+    """A VPC with one discovery-tagged subnet per zone and a tagged security group, the node role, and
+    the EKS-optimised AMI parameters pointing at moto's built-in images."""
+    ec2 = session.client("ec2", region_name=region)
+    tag = [{"Key": "karpenter.sh/discovery", "Value": config.cluster_name}]
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = {}
+    for i, zone in enumerate(ZONES):
+        sid = ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{32 * i}.0/19", AvailabilityZone=zone)["Subnet"]["SubnetId"]
+        ec2.create_tags(Resources=[sid], Tags=tag)
+        subnets[zone] = sid
+    sg = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc)["GroupId"]
+    ec2.create_tags(Resources=[sg], Tags=tag)
+    iam = session.client("iam", region_name=region)
+    assume = json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
+    iam.create_role(RoleName=config.node_role_name, AssumeRolePolicyDocument=assume)
+    for arch, image in _builtin_images(ec2, region).items():
+        suffix = "" if arch == "x86_64" else "-arm64"
+        for name in (
+            f"/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/standard/recommended/image_id",
+            f"/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2{suffix}/recommended/image_id",
+            f"/aws/service/bottlerocket/aws-k8s-{k8s_version}/{arch}/latest/image_id",
+        ):
+            put_public_parameter(name, image, region=region)
+    return Network(vpc_id=vpc, subnets=subnets, security_group=sg)
+
+
+def demo_config(path: Path | None = None, **overrides: Any) -> ClusterConfig:
+    """``clusters/demo.yaml`` moved to the region the bundled prices cover (us-east-1)."""
+    config = load_cluster_config(path or REPO / "clusters" / "demo.yaml")
+    return config.model_copy(update={"region": REGION, **overrides})
+
+
+def inflate_pod(name: str, *, app: str = "inflate", cpu: str = "1", namespace: str = "default") -> dict[str, Any]:
+    """A pod of the getting-started guides' ``inflate`` Deployment (pause container, 1 CPU)."""
+    return {
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-5d8f9c",
+                                          "uid": f"uid-{app}-rs", "controller": True}]},
+        "spec": {"containers": [{"name": app, "image": PAUSE_IMAGE,
+                                 "resources": {"requests": {"cpu": cpu}}}],
+                 "terminationGracePeriodSeconds": 0},
+        "status": {"phase": "Pending"},
+    }
+
+
+@dataclass
+class LambdaContext:
+    """The few fields of the Lambda context object the handlers read."""
+
+    function_name: str = "provisioner"
+    aws_request_id: str = "local-request"
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:provisioner"
+    remaining_ms: int = 60_000
+    _started: float = field(default_factory=time.monotonic)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int(self.remaining_ms - (time.monotonic() - self._started) * 1000))
+
+
+@dataclass
+class LocalCluster:
+    """A running local account + cluster. Build with :meth:`start` (a context manager)."""
+
+    moto: ThreadedMotoServer
+    kube: KubeApiServer
+    endpoint: str
+    config: ClusterConfig
+    session: boto3.Session
+    network: Network
+    catalog: Catalog | None = None
+    _counter: dict[str, int] = field(default_factory=dict)
+    _runtime: Runtime | None = None
+
+    @classmethod
+    @contextmanager
+    def start(cls, config: ClusterConfig | None = None, *, catalog: Catalog | None = None,
+              moto_server: ThreadedMotoServer | None = None) -> Iterator[LocalCluster]:
+        """Start (or reuse ``moto_server``, reset) moto and a fresh emulator; undo the environment after."""
+        config = config or demo_config()
+        catalog = catalog or moto_catalog(config.region)
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto server's per-request access log
+        own = moto_server is None
+        server = moto_server or ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        if own:
+            server.start()
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                                "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")}
+        os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": config.region})
+        os.environ.pop("AWS_SESSION_TOKEN", None)
+        with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"),
+                                    timeout=10):
+            pass
+        kube = KubeApiServer().start()
+        try:
+            session = boto3.Session(region_name=config.region)
+            install_price_data(session, region=config.region)
+            network = make_account(session, config, region=config.region,
+                                   k8s_version=config.kubernetes_version or "1.31")
+            yield cls(moto=server, kube=kube, endpoint=endpoint, config=config, session=session,
+                      network=network, catalog=catalog)
+        finally:
+            set_runtime(None)
+            kube.stop()
+            if own:
+                server.stop()
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    # ----- the autoscaler ----------------------------------------------------------------------
+    def runtime(self, *, clock: Clock | None = None, sink: MetricsSink | None = None,
+                config: ClusterConfig | None = None) -> Runtime:
+        """A runtime wired to this cluster, installed for the handlers (``set_runtime``)."""
+        rt = build_runtime(config=config or self.config, environ={ENV_KUBE_ENDPOINT: self.kube.url},
+                           session=self.session, clock=clock or SystemClock(), sink=sink or RecordingSink())
+        if self.catalog is not None:
+            rt.cloud.catalog.load(*self.catalog)
+        set_runtime(rt)
+        self._runtime = rt
+        return rt
+
+    def invoke(self, handler: Callable[[Any, Any], Any], event: Mapping[str, Any], *,
+               remaining_ms: int = 60_000, function_name: str = "function") -> Any:
+        """Call any of the real handlers (``autoscaler.handlers.<name>.handler``) with this cluster's
+        runtime installed and a Lambda context stub."""
+        if self._runtime is None:
+            self.runtime()
+        return handler(dict(event), LambdaContext(remaining_ms=remaining_ms, function_name=function_name))
+
+    def invoke_provisioner(self, event: Mapping[str, Any] | None = None, *, remaining_ms: int = 60_000,
+                           watch: bool = False) -> dict[str, Any]:
+        """Call the real provisioner handler (scheduled-only unless ``watch``) and return its answer."""
+        from autoscaler.handlers.provisioner import handler  # noqa: PLC0415 - Powertools set-up on first use
+
+        payload = {"source": "schedule", "kind": "provisioner", "watch": watch, **(event or {})}
+        result: dict[str, Any] = self.invoke(handler, payload, remaining_ms=remaining_ms,
+                                             function_name="provisioner")
+        return result
+
+    # ----- the cluster -------------------------------------------------------------------------
+    def scale(self, app: str, replicas: int, *, cpu: str = "1", namespace: str = "default") -> list[str]:
+        """Set a Deployment's pod count (the emulator has no controllers); returns the pod names."""
+        store = self.kube.store
+        pods = sorted((p for p in store.objects("pods") if (p["metadata"].get("labels") or {}).get("app") == app
+                       and p["metadata"].get("namespace") == namespace), key=lambda p: p["metadata"]["name"])
+        while len(pods) > replicas:
+            gone = pods.pop()
+            store.delete("pods", namespace, gone["metadata"]["name"])
+        while len(pods) < replicas:
+            n = self._counter.get(app, 0)
+            self._counter[app] = n + 1
+            pods.append(store.create("pods", inflate_pod(f"{app}-{n:05d}", app=app, cpu=cpu, namespace=namespace)))
+        return [p["metadata"]["name"] for p in pods]
+
+    def pending_pods(self) -> list[str]:
+        return sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.kube.store.objects("pods")
+                      if not (p.get("spec") or {}).get("nodeName"))
+
+    def instances(self) -> list[CloudInstance]:
+        """This cluster's pending/running instances (what the autoscaler launched)."""
+        rt = self._runtime or self.runtime()
+        return rt.cloud.owned_instances()
+
+    def register_nodes(self, *, bind: bool = True) -> list[str]:
+        """Play kubelet for every launched instance without a Node: create the Node (labels kubelet sets,
+        the registration taints) and bind the pods the instance was launched for. Returns node names."""
+        rt = self._runtime or self.runtime()
+        types = rt.cloud.instance_types()
+        store = self.kube.store
+        known = {(n.get("spec") or {}).get("providerID", "").rsplit("/", 1)[-1] for n in store.objects("nodes")}
+        made = []
+        for inst in rt.cloud.owned_instances():
+            if inst.instance_id in known:
+                continue
+            it = types[inst.instance_type]
+            name = inst.private_dns_name or f"ip-{inst.instance_id}.ec2.internal"
+            labels = {**instance_type_labels(it), "kubernetes.io/hostname": name,
+                      "topology.kubernetes.io/zone": inst.zone, "topology.kubernetes.io/region": self.config.region,
+                      NODEPOOL_LABEL: inst.node_pool, CAPACITY_TYPE_LABEL: inst.capacity_type}
+            alloc = allocatable(it)
+            quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"]),
+                          "ephemeral-storage": str(alloc["ephemeral-storage"])}
+            store.create("nodes", {
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"providerID": inst.provider_id,
+                         "taints": [{"key": UNREGISTERED_TAINT.key, "effect": UNREGISTERED_TAINT.effect}]},
+                "status": {"allocatable": quantities, "capacity": quantities,
+                           "conditions": [{"type": "Ready", "status": "True"}]},
+            })
+            made.append(name)
+            if bind:
+                free = alloc["cpu"]
+                for key in pods_from_tags(inst.tags):
+                    ns, pod_name = key.split("/", 1)
+                    if not store.exists("pods", ns, pod_name):
+                        continue
+                    pod = store.get("pods", ns, pod_name)
+                    want = sum(cpu_millis(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+                               for c in pod["spec"].get("containers") or ())
+                    if not pod["spec"].get("nodeName") and want <= free:
+                        store.bind(ns, pod_name, name)
+                        free -= want
+        return made

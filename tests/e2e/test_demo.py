@@ -1,0 +1,19 @@
+"""``make demo`` runs and tells the story in words."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator import demo
+
+pytestmark = pytest.mark.e2e
+
+
+def test_demo_prints_what_it_saw_decided_and_launched(capsys: pytest.CaptureFixture[str]) -> None:
+    assert demo.main() == 0
+    out = capsys.readouterr().out
+    for expected in ("5 pending pods", "new spot node(s)", "launched for: default/inflate-00000",
+                     "--register-with-taints=karpenter.sh/unregistered:NoExecute",
+                     "5 fit existing or in-flight capacity",
+                     "Third pass: scheduled pass: 0 pending pod(s): nothing to do"):
+        assert expected in out

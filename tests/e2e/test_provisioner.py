@@ -1,0 +1,249 @@
+"""The provisioner end to end: the real handler against moto (as a server) and the Kubernetes API
+emulator, on the getting-started guides' ``inflate`` Deployment."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from moto.server import ThreadedMotoServer
+
+from autoscaler.domain.fleet import MANAGED_BY_TAG, NODECLAIM_TAG, NODEPOOL_TAG, UNREGISTERED_TAINT, pods_from_tags
+from autoscaler.metrics_catalog import RecordingSink
+from simulator.local import Catalog, LocalCluster
+from tests.adapters.aws.helpers import CapacityFault
+from tests.e2e.conftest import make_local
+
+pytestmark = pytest.mark.e2e
+
+
+def count_create_fleet(env: LocalCluster) -> list[dict[str, Any]]:
+    """Every CreateFleet request made by clients created from now on."""
+    calls: list[dict[str, Any]] = []
+    env.session.events.register("before-parameter-build.ec2.CreateFleet",
+                                lambda params, **_: calls.append(copy.deepcopy(params)))
+    return calls
+
+
+def user_data(env: LocalCluster) -> str:
+    ec2 = env.session.client("ec2")
+    out = []
+    for lt in ec2.describe_launch_templates()["LaunchTemplates"]:
+        version = ec2.describe_launch_template_versions(LaunchTemplateId=lt["LaunchTemplateId"])
+        for v in version["LaunchTemplateVersions"]:
+            out.append(base64.b64decode(v["LaunchTemplateData"]["UserData"]).decode())
+    return "\n".join(out)
+
+
+def events_for(env: LocalCluster, reason: str) -> list[dict[str, Any]]:
+    return [e for e in env.kube.store.objects("events") if e.get("reason") == reason]
+
+
+def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCluster) -> None:
+    calls = count_create_fleet(local)
+    sink = RecordingSink()
+    local.runtime(sink=sink)
+    local.scale("inflate", 5)
+
+    # GIVEN 5 pending 1-CPU pods WHEN one scheduled pass runs THEN spot capacity for all 5 launches.
+    first = local.invoke_provisioner()["passes"][0]
+    assert first["pendingPods"] == 5 and first["unschedulable"] == [] and first["failures"] == []
+    assert len(calls) == 1
+    assert calls[0]["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "spot"
+    instances = local.instances()
+    assert instances and len(instances) == len(first["launched"])
+    assert {i.capacity_type for i in instances} == {"spot"}
+    tags = instances[0].tags
+    assert tags[NODEPOOL_TAG] == "default" and tags[MANAGED_BY_TAG] == "demo"
+    assert tags["kubernetes.io/cluster/demo"] == "owned" and tags[NODECLAIM_TAG].startswith("default-")
+    assert sorted(pods_from_tags(tags)) == local.pending_pods()
+    data = user_data(local)
+    for expected in ("intent=apps", "karpenter.sh/capacity-type=spot", "karpenter.sh/nodepool=default",
+                     "--register-with-taints=karpenter.sh/unregistered:NoExecute", "name: demo"):
+        assert expected in data
+    nominated = events_for(local, "Nominated")
+    assert len(nominated) == 5 and tags[NODECLAIM_TAG] in nominated[0]["message"]
+    assert sink.total("NodesLaunched", CapacityType="spot") == len(instances)
+    assert sink.total("PendingPods") == 5
+    usage = [v for n, v, d in sink.points if n == "NodePoolUsage" and d == {"NodePool": "default", "Resource": "cpu"}]
+    assert usage and 0 < usage[-1] < 100  # an 8-vCPU-class node against a 1000-CPU limit
+    assert sink.total("ManagedHourlyCost") > 0 and sink.total("PodToLaunchSeconds") >= 0
+
+    # A second pass before the instances register launches nothing: they are capacity for those pods.
+    second = local.invoke_provisioner()["passes"][0]
+    assert second["launched"] == [] and second["nominated"] == 5 and len(calls) == 1
+
+    # Registered as nodes with the pods bound: nothing more happens, and the taint comes off.
+    names = local.register_nodes()
+    assert local.pending_pods() == []
+    third = local.invoke_provisioner()["passes"][0]
+    assert third["launched"] == [] and third["pendingPods"] == 0 and len(calls) == 1
+    node = local.kube.store.get("nodes", None, names[0])
+    assert not any(t["key"] == UNREGISTERED_TAINT.key for t in node["spec"].get("taints") or ())
+    assert node["metadata"]["labels"]["intent"] == "apps"
+    assert local.invoke_provisioner()["passes"][0]["summary"].endswith("nothing to do")
+
+
+def test_nodepool_limit_stops_launches_with_a_reason(moto_server: ThreadedMotoServer,
+                                                     local_catalog: Catalog) -> None:
+    from simulator.local import demo_config
+
+    pools = copy.deepcopy(demo_config().node_pools)
+    pools[0]["spec"]["limits"] = {"cpu": "2"}
+    with make_local(moto_server, local_catalog, node_pools=pools) as env:
+        calls = count_create_fleet(env)
+        env.scale("inflate", 5)
+        result = env.invoke_provisioner()["passes"][0]
+        assert calls == [] and result["launched"] == []
+        assert len(result["unschedulable"]) == 5
+        assert all("limit" in u["reason"] for u in result["unschedulable"])
+        assert "limit" in result["summary"]
+        warnings = events_for(env, "FailedScheduling")
+        assert len(warnings) == 5 and warnings[0]["type"] == "Warning"
+
+
+def test_capacity_error_falls_back_to_on_demand(moto_server: ThreadedMotoServer, local_catalog: Catalog) -> None:
+    from simulator.local import demo_config
+
+    pools = copy.deepcopy(demo_config().node_pools)
+    for req in pools[0]["spec"]["template"]["spec"]["requirements"]:
+        if req["key"] == "karpenter.sh/capacity-type":
+            req["values"] = ["spot", "on-demand"]
+    with make_local(moto_server, local_catalog, node_pools=pools) as env:
+        names = [i["InstanceType"] for i in local_catalog[0]]
+        fault = CapacityFault(failing={(t, z): "InsufficientInstanceCapacity" for t in names
+                                       for z in ("us-east-1a", "us-east-1b", "us-east-1c")},
+                              only_capacity_type="spot")
+        fault.install(SimpleNamespace(meta=SimpleNamespace(events=env.session.events)))
+        sink = RecordingSink()
+        rt = env.runtime(sink=sink)
+        env.scale("inflate", 5)
+        result = env.invoke_provisioner()["passes"][0]
+        cts = [r["TargetCapacitySpecification"]["DefaultTargetCapacityType"] for r in fault.requests]
+        assert cts[0] == "spot" and cts[-1] == "on-demand"
+        assert result["launched"] and {i["capacityType"] for i in result["launched"]} == {"on-demand"}
+        assert result["failures"] == []
+        assert any(ct == "spot" for _, _, ct in rt.cloud.unavailable())
+
+
+def test_replacement_request_places_the_leaving_nodes_pods(local: LocalCluster) -> None:
+    calls = count_create_fleet(local)
+    local.runtime()
+    local.scale("inflate", 3)
+    local.invoke_provisioner()
+    [node] = local.register_nodes()
+    launched = local.instances()[0]
+    assert len(calls) == 1
+
+    # The interruption function asks for a replacement and says the offering is gone.
+    result = local.invoke_provisioner({"source": "interruption", "kind": "replacement", "nodes": [node],
+                                       "unavailable": [[launched.instance_type, launched.zone, "spot"]],
+                                       "eventId": "evt-1"})["passes"][0]
+    assert result["reason"].startswith("replacement (interruption evt-1")
+    assert result["pendingPods"] == 3 and len(calls) == 2
+    new = result["launched"]
+    assert new and all((i["instanceType"], i["zone"]) != (launched.instance_type, launched.zone) for i in new)
+
+
+def test_dry_run_plans_and_launches_nothing(local: LocalCluster) -> None:
+    calls = count_create_fleet(local)
+    local.runtime()
+    local.scale("inflate", 5)
+    result = local.invoke_provisioner({"dryRun": True})["passes"][0]
+    assert result["dryRun"] and result["planned"] and result["launched"] == []
+    assert "would launch" in result["summary"]
+    assert calls == [] and local.instances() == [] and events_for(local, "Nominated") == []
+
+
+def test_watch_mode_plans_again_for_pods_arriving_during_the_invocation(local: LocalCluster) -> None:
+    calls = count_create_fleet(local)
+    local.runtime()
+
+    def arrive() -> None:
+        time.sleep(1.0)
+        local.scale("inflate", 2)
+
+    threading.Thread(target=arrive, daemon=True).start()
+    # 24 s remaining - 20 s kept for a last pass = a 4 s watch window (less the first pass).
+    passes = local.invoke_provisioner(watch=True, remaining_ms=24_000)["passes"]
+    assert passes[0]["pendingPods"] == 0
+    assert len(passes) >= 2 and passes[1]["reason"].startswith("watch")
+    assert sum(len(p["launched"]) for p in passes) >= 1 and len(calls) == 1
+
+
+def test_replacement_requested_annotation_is_served_by_a_scheduled_pass(local: LocalCluster) -> None:
+    calls = count_create_fleet(local)
+    local.runtime()
+    local.scale("inflate", 2)
+    local.invoke_provisioner()
+    [node] = local.register_nodes()
+    assert local.invoke_provisioner()["passes"][0]["launched"] == []
+    # The interruption function annotated the node, but its asynchronous invoke has not arrived yet.
+    local.kube.store.patch("nodes", None, node, {"metadata": {"annotations": {
+        "autoscaler.eks.aws/replacement-requested": "1700000000"}}})
+    result = local.invoke_provisioner()["passes"][0]
+    assert result["pendingPods"] == 2 and result["launched"] and len(calls) == 2
+
+
+def test_in_flight_capacity_keeps_its_nodepools_taints(moto_server: ThreadedMotoServer,
+                                                       local_catalog: Catalog) -> None:
+    from simulator.local import demo_config, inflate_pod
+
+    pools = copy.deepcopy(demo_config().node_pools)
+    dedicated = copy.deepcopy(pools[0])
+    dedicated["metadata"]["name"] = "dedicated"
+    dedicated["spec"]["weight"] = 100
+    dedicated["spec"]["template"]["spec"]["taints"] = [{"key": "team", "value": "ml", "effect": "NoSchedule"}]
+    with make_local(moto_server, local_catalog, node_pools=[dedicated, *pools]) as env:
+        calls = count_create_fleet(env)
+        env.runtime()
+        tolerating = inflate_pod("ml-0", app="ml")
+        tolerating["spec"]["tolerations"] = [{"key": "team", "operator": "Equal", "value": "ml",
+                                              "effect": "NoSchedule"}]
+        env.kube.store.create("pods", tolerating)
+        first = env.invoke_provisioner()["passes"][0]
+        assert first["planned"][0]["nodePool"] == "dedicated" and len(calls) == 1
+        # A pod without the toleration must not be counted onto the dedicated in-flight node's spare room.
+        env.scale("inflate", 1)
+        second = env.invoke_provisioner()["passes"][0]
+        assert [g["nodePool"] for g in second["planned"]] == ["default"] and len(calls) == 2
+
+
+def test_a_bad_payload_is_logged_by_field_and_a_normal_pass_still_runs(
+        local: LocalCluster, caplog: pytest.LogCaptureFixture) -> None:
+    local.runtime()
+    local.scale("inflate", 1)
+    # The rejected payload's "watch": false goes with it, so leave no time for watch mode.
+    answer = local.invoke_provisioner({"kind": "replacement", "nodes": "not-a-list"}, remaining_ms=20_000)
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("provisioner payload rejected" in m and "nodes" in m for m in errors)
+    first = answer["passes"][0]
+    assert first["reason"] == "scheduled" and len(first["launched"]) == 1
+    # The decision is logged as one line, with the structured detail alongside.
+    [decision] = [r for r in caplog.records if hasattr(r, "decision")]
+    assert decision.getMessage().startswith("scheduled pass: 1 pending pod(s): launched 1 node(s)")
+    assert decision.decision["launched"][0]["capacityType"] == "spot"
+
+
+def test_launch_failures_are_reported_and_counted_by_reason(moto_server: ThreadedMotoServer,
+                                                            local_catalog: Catalog) -> None:
+    with make_local(moto_server, local_catalog) as env:  # the demo pool allows spot only
+        names = [i["InstanceType"] for i in local_catalog[0]]
+        fault = CapacityFault(failing={(t, z): "InsufficientInstanceCapacity" for t in names
+                                       for z in ("us-east-1a", "us-east-1b", "us-east-1c")})
+        fault.install(SimpleNamespace(meta=SimpleNamespace(events=env.session.events)))
+        sink = RecordingSink()
+        env.runtime(sink=sink)
+        env.scale("inflate", 5)
+        result = env.invoke_provisioner()["passes"][0]
+        assert result["launched"] == [] and result["failures"]
+        assert "not launched" in result["failures"][0] and "InsufficientInstanceCapacity" in result["failures"][0]
+        assert "failed:" in result["summary"]
+        assert sink.total("LaunchFailures") >= 1
+        assert {d["Reason"] for n, _, d in sink.points if n == "LaunchFailures"} == {"InsufficientInstanceCapacity"}
+        assert env.instances() == [] and events_for(env, "Nominated") == []
