@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import ValidationError
 
 
@@ -17,3 +20,19 @@ def describe_validation_error(subject: str, exc: ValidationError, *, path_prefix
         path = f"{path_prefix}{loc}" if loc else (path_prefix.rstrip(".") or "(root)")
         lines.append(f"{subject}: {path}: {err['msg']}")
     return ConfigError("; ".join(lines))
+
+
+def manifest_header(obj: Mapping[str, Any], *, default_kind: str,
+                    default_api: str) -> tuple[str, str, str, str, Mapping[str, Any]]:
+    """``(kind, apiVersion, name, subject, spec)`` of a Karpenter manifest; ``subject`` ("NodePool
+    default") starts every error message. Raises ConfigError without a name or a spec."""
+    kind = str(obj.get("kind") or default_kind)
+    api = str(obj.get("apiVersion") or default_api)
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    subject = f"{kind} {name or '<unnamed>'}"
+    if not name:
+        raise ConfigError(f"{subject}: metadata.name is required")
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{subject}: spec is required")
+    return kind, api, name, subject, spec

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from autoscaler.domain.errors import ConfigError, describe_validation_error
+from autoscaler.domain.errors import ConfigError, describe_validation_error, manifest_header
 
 AmiFamily = Literal["AL2023", "AL2", "Bottlerocket", "Custom", "Windows2019", "Windows2022"]
 _ALIAS_FAMILIES = {"al2023": "AL2023", "al2": "AL2", "bottlerocket": "Bottlerocket",
@@ -238,15 +238,8 @@ def parse_node_class(obj: Mapping[str, Any], *, default_role: str | None = None)
     """Validate one EC2NodeClass / AWSNodeTemplate manifest; raise ConfigError naming the field.
 
     ``default_role`` is the node role used for an AWSNodeTemplate that names no instance profile."""
-    kind = str(obj.get("kind") or "EC2NodeClass")
-    api = str(obj.get("apiVersion") or "karpenter.k8s.aws/v1")
-    name = str((obj.get("metadata") or {}).get("name") or "")
-    subject = f"{kind} {name or '<unnamed>'}"
-    if not name:
-        raise ConfigError(f"{subject}: metadata.name is required")
-    spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
-        raise ConfigError(f"{subject}: spec is required")
+    kind, api, name, subject, spec = manifest_header(obj, default_kind="EC2NodeClass",
+                                                     default_api="karpenter.k8s.aws/v1")
     try:
         if kind == "AWSNodeTemplate" or api.endswith("/v1alpha1"):
             return _from_v1alpha1(name, spec, default_role=default_role)

@@ -17,7 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from autoscaler.domain import resources as res
 from autoscaler.domain.cron import parse_cron
-from autoscaler.domain.errors import ConfigError, describe_validation_error
+from autoscaler.domain.errors import ConfigError, describe_validation_error, manifest_header
 from autoscaler.domain.models import CAPACITY_TYPE_LABEL, Requirement, Taint
 from autoscaler.domain.nodeclass import KubeletConfiguration
 from autoscaler.domain.quantity import QuantityError
@@ -369,15 +369,7 @@ def _from_v1alpha5(name: str, spec: Mapping[str, Any]) -> NodePool:
 
 def parse_node_pool(obj: Mapping[str, Any]) -> NodePool:
     """Validate one NodePool / Provisioner manifest; raise ConfigError naming object and field."""
-    kind = str(obj.get("kind") or "NodePool")
-    api = str(obj.get("apiVersion") or "karpenter.sh/v1")
-    name = str((obj.get("metadata") or {}).get("name") or "")
-    subject = f"{kind} {name or '<unnamed>'}"
-    if not name:
-        raise ConfigError(f"{subject}: metadata.name is required")
-    spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
-        raise ConfigError(f"{subject}: spec is required")
+    kind, api, name, subject, spec = manifest_header(obj, default_kind="NodePool", default_api="karpenter.sh/v1")
     try:
         if kind == "Provisioner" or api.endswith("/v1alpha5"):
             return _from_v1alpha5(name, spec)

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moto.core import DEFAULT_ACCOUNT_ID
-from moto.ssm.models import Parameter, ssm_backends
-
 from autoscaler.aws.userdata import ClusterInfo
 from autoscaler.domain.nodeclass import NodeClass, parse_node_class
+from simulator.local import put_public_parameter
 
 REGION = "us-east-1"
 CLUSTER = ClusterInfo(
@@ -60,16 +57,6 @@ def price_list_item(instance_type: str, usd: float, region: str = REGION) -> str
                 "description": f"${usd} per On Demand Linux {instance_type} Instance Hour"}},
             "sku": sku, "effectiveDate": "2024-01-01T00:00:00Z"}}},
     })
-
-
-def put_public_parameter(name: str, value: str, region: str = REGION) -> None:
-    """moto (like AWS) rejects PutParameter under /aws/, so seed its backend the way it seeds its own
-    public parameters."""
-    backend = ssm_backends[DEFAULT_ACCOUNT_ID][region]
-    backend._parameters[name].append(Parameter(
-        account_id=DEFAULT_ACCOUNT_ID, name=name, value=value, parameter_type="String", description=None,
-        allowed_pattern=None, keyid=None, last_modified_date=time.time(), version=1, data_type="aws:ec2:image",
-    ))
 
 
 @dataclass
