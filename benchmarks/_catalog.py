@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import zlib
 from functools import cache
 from pathlib import Path
@@ -16,20 +15,7 @@ from typing import Any
 
 import moto
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def shared_data() -> Path:
-    """AUTOSCALER_SHARED_DATA, else ../shared/data next to the repository (or its parents)."""
-    env = os.environ.get("AUTOSCALER_SHARED_DATA")
-    if env:
-        return Path(env)
-    for parent in REPO.parents:
-        candidate = parent / "shared" / "data"
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("shared/data not found; set AUTOSCALER_SHARED_DATA to the directory with "
-                            "ec2-on-demand-prices.json")
+from simulator import local
 
 
 def _moto_resource(*parts: str) -> Any:
@@ -52,9 +38,7 @@ def offerings(region: str = "us-east-1") -> list[dict[str, str]]:
 
 @cache
 def on_demand_prices(region: str = "us-east-1") -> dict[str, float]:
-    data = json.loads((shared_data() / "ec2-on-demand-prices.json").read_text())
-    prices: dict[str, float] = data["regions"][region]
-    return prices
+    return local.on_demand_prices(region)
 
 
 def spot_price(name: str, zone: str, on_demand: float) -> float:

@@ -54,7 +54,7 @@ from simulator.kube_api import KubeApiServer
 
 REGION = "us-east-1"  # the region the bundled price data covers
 REPO = Path(__file__).resolve().parents[1]
-PRICES_FILE = Path(__file__).with_name("data") / "ec2-on-demand-prices.json"
+BUNDLED_PRICES = Path(__file__).with_name("data") / "ec2-on-demand-prices.json"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 PAUSE_IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
 Catalog = tuple[list[dict[str, Any]], list[dict[str, Any]]]
@@ -72,8 +72,22 @@ def moto_catalog(region: str = REGION) -> Catalog:
     return infos, offerings
 
 
+def prices_file() -> Path:
+    """The EC2 on-demand price data: ``$AUTOSCALER_SHARED_DATA``, else ``shared/data`` beside the
+    repository (or above it, for git worktrees), else the copy bundled in ``simulator/data`` so a lone
+    clone works too."""
+    env = os.environ.get("AUTOSCALER_SHARED_DATA")
+    if env:
+        return Path(env) / BUNDLED_PRICES.name
+    for parent in REPO.parents:
+        candidate = parent / "shared" / "data" / BUNDLED_PRICES.name
+        if candidate.is_file():
+            return candidate
+    return BUNDLED_PRICES
+
+
 def on_demand_prices(region: str = REGION) -> dict[str, float]:
-    data = json.loads(PRICES_FILE.read_text())
+    data = json.loads(prices_file().read_text())
     return {k: float(v) for k, v in data["regions"][region].items()}
 
 

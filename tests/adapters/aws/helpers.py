@@ -5,10 +5,8 @@ CreateFleet through botocore's event system; and the shared on-demand price data
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from autoscaler.aws.userdata import ClusterInfo
@@ -23,24 +21,6 @@ CLUSTER = ClusterInfo(
     k8s_version="1.30",
     service_cidr="172.20.0.0/16",
 )
-
-
-def shared_data_dir() -> Path:
-    """AUTOSCALER_SHARED_DATA, else <repo root>/../shared/data (searched upwards, so a git worktree
-    nested one level deeper finds it too)."""
-    env = os.environ.get("AUTOSCALER_SHARED_DATA")
-    if env:
-        return Path(env)
-    root = Path(__file__).resolve().parents[3]
-    for base in root.parents:
-        if (base / "shared" / "data").is_dir():
-            return base / "shared" / "data"
-    raise FileNotFoundError(f"shared/data not found above {root}; set AUTOSCALER_SHARED_DATA")
-
-
-def on_demand_prices(region: str = REGION) -> dict[str, float]:
-    data = json.loads((shared_data_dir() / "ec2-on-demand-prices.json").read_text())
-    return {k: float(v) for k, v in data["regions"][region].items()}
 
 
 def price_list_item(instance_type: str, usd: float, region: str = REGION) -> str:
