@@ -12,7 +12,8 @@ from botocore.stub import Stubber
 
 from autoscaler.aws.pricing import PriceBook, parse_price_list_item
 from autoscaler.domain.clock import ManualClock
-from tests.adapters.aws.helpers import REGION, on_demand_prices, price_list_item
+from simulator.local import on_demand_prices
+from tests.adapters.aws.helpers import REGION, price_list_item
 
 PAGE = 100
 FILTERS = [

@@ -25,8 +25,9 @@ from autoscaler.handlers.runtime import Runtime, set_runtime
 from autoscaler.kube.cluster import KubeCluster
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_api import KubeApiServer, client_for
+from simulator.local import on_demand_prices
 from tests.adapters.aws.conftest import moto_catalog  # noqa: F401 - shared session fixture
-from tests.adapters.aws.helpers import CLUSTER, REGION, make_network, on_demand_prices, price_list_item, seed_eks_amis
+from tests.adapters.aws.helpers import CLUSTER, REGION, make_network, price_list_item, seed_eks_amis
 
 NODE_CLASS = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
               "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}],
