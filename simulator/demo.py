@@ -19,6 +19,7 @@ import warnings
 from typing import Any
 
 from autoscaler.domain.fleet import NODECLAIM_TAG, pods_from_tags
+from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.local import LocalCluster, demo_config
 
@@ -51,6 +52,8 @@ def main() -> int:
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "EKSServerlessAutoscaler")
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.ERROR)
+    # The handlers' structured JSON log is for CloudWatch; the demo tells the same story in words.
+    handler_logger.setLevel("WARNING")
     started = time.monotonic()
     config = demo_config()
     say("Local demo of the serverless EKS autoscaler (moto for AWS, an emulated Kubernetes API).")
