@@ -2,7 +2,7 @@
 # Targets create and reuse .venv and node_modules; nothing needs to be installed by hand
 # beyond Python 3.11+ and Node.js.
 SHELL := /bin/bash
-export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -10,7 +10,7 @@ import pytest
 from simulator.kube_api import KubeApiServer
 
 # jsii prints a banner about the Node.js version when aws_cdk is first imported; noise in test output.
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
 
 
 @pytest.fixture
