@@ -48,12 +48,21 @@ def _join_flags(env: LocalCluster) -> list[str]:
 
 
 def main() -> int:
+    # The handlers' structured JSON log is for CloudWatch; the demo tells the same story in words.
+    # Restore the level afterwards: the logger is shared with every handler in this process.
+    level = handler_logger.log_level
+    handler_logger.setLevel("WARNING")
+    try:
+        return _demo()
+    finally:
+        handler_logger.setLevel(level)
+
+
+def _demo() -> int:
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "EKSServerlessAutoscaler")
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.ERROR)
-    # The handlers' structured JSON log is for CloudWatch; the demo tells the same story in words.
-    handler_logger.setLevel("WARNING")
     started = time.monotonic()
     config = demo_config()
     say("Local demo of the serverless EKS autoscaler (moto for AWS, an emulated Kubernetes API).")
