@@ -10,6 +10,7 @@ import pytest
 from moto import mock_aws
 
 from tests.adapters.aws.helpers import REGION, Network, make_network
+from tests.moto_env import moto_environment
 
 
 @pytest.fixture(scope="session")
@@ -26,11 +27,7 @@ def moto_catalog() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
+    with moto_environment(monkeypatch, REGION):
         yield
 
 

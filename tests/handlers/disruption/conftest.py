@@ -11,7 +11,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from autoscaler.aws.cloud import AwsCloud
 from autoscaler.config import ClusterConfig, DeploymentEnv
@@ -28,6 +27,7 @@ from simulator.kube_api import KubeApiServer, client_for
 from simulator.local import on_demand_prices
 from tests.adapters.aws.conftest import moto_catalog  # noqa: F401 - shared session fixture
 from tests.adapters.aws.helpers import CLUSTER, REGION, make_network, price_list_item, seed_eks_amis
+from tests.moto_env import moto_environment
 
 NODE_CLASS = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
               "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}],
@@ -183,11 +183,7 @@ def _stamp(epoch: float) -> str:
 
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
+    with moto_environment(monkeypatch, REGION):
         yield
     set_runtime(None)
 
