@@ -361,6 +361,20 @@ def test_instance_types_cheapest_first_and_all_fit() -> None:
     assert ln.hourly_price == pytest.approx(0.17 * 0.35)
 
 
+@pytest.mark.parametrize(("pods", "expect"), [
+    # 63 pods fill an m5.4xlarge; the 17 left (4.25 CPU) go on a full m5.xlarge plus an m5.large, not on a
+    # half-empty m5.2xlarge that would cost $0.096 an hour more.
+    (80, [("m5.4xlarge", 63), ("m5.xlarge", 15), ("m5.large", 2)]),
+    (63, [("m5.4xlarge", 63)]),
+    (15, [("m5.xlarge", 15)]),
+])
+def test_last_fraction_of_a_group_goes_on_well_filled_nodes(pods: int, expect: list[tuple[str, int]]) -> None:
+    reqs = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}]
+    result = solve(pods_of(pods, cpu=250, memory=128 * 2**20), pools=[pool(requirements=reqs)])
+    assert sorted((ln.instance_types[0], len(ln.pods)) for ln in result.launches) == sorted(expect)
+
+
 @pytest.mark.parametrize(("min_values", "placed"), [(3, True), (4, False)])
 def test_min_values(min_values: int, placed: bool) -> None:
     reqs = [*SPOT_OD, {"key": "karpenter.k8s.aws/instance-family", "operator": "NotIn", "values": ["p3"],

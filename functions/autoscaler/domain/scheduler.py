@@ -17,7 +17,9 @@ them"). The steps, in order:
    it cannot hold; the flexible classes fill those nodes balancing CPU and memory, and the rest is
    packed per (NodePool, requirements, zones, capacity types)
    group: a small LP over at most two instance types sizes the nodes, and each node takes a
-   proportional share of every class, so node shapes follow the group's CPU:memory mix.
+   proportional share of every class, so node shapes follow the group's CPU:memory mix. The last
+   fraction of a node goes on the type with the lowest price per unit of pods it actually takes, so
+   a group's remainder fills small nodes well instead of one roomy node.
 5. Each new node gets up to 60 instance types, cheapest first, that fit everything on it.
 """
 
@@ -248,6 +250,7 @@ class _Scheduler:
         self.target_cache: dict[tuple[object, ...], _Target | str] = {}
         self.fits_cache: dict[tuple[object, ...], list[_Type]] = {}
         self.sorted_cache: dict[tuple[object, ...], list[tuple[float, str, _Type]]] = {}
+        self.frontier_cache: dict[tuple[object, ...], list[tuple[float, _Type]]] = {}
         self.deferred: dict[tuple[object, ...], tuple[_Target, frozenset[str], frozenset[str], list[list[object]]]] = {}
 
     # ---- preparation ----
@@ -1001,8 +1004,8 @@ class _Scheduler:
         """Open nodes for ``items`` on target ``t``; returns what a NodePool limit left over.
 
         Node by node: solve the two-type LP on the demand still to place, open the type the LP uses
-        most (or, for the last fraction of a node, the cheapest type that takes everything left), and
-        fill it balancing CPU against memory so the node is full in both."""
+        most (or, for the last fraction of a node, ``_residual_node``'s choice), and fill it balancing
+        CPU against memory so the node is full in both."""
         types = [x for x in t.types if _sizing_price(x, zones, cts) < _INF]
         rem = {c.id: n for c, n in items}
         cls = {c.id: c for c, _ in items}
@@ -1018,10 +1021,9 @@ class _Scheduler:
                 break
             if xa >= 1 or (b is not None and xb >= 1):
                 ty = a if xa >= xb or b is None else b
+                put, used = _fill_balanced(ty, live, cpu=cpu, mem=mem)
             else:
-                ty = min((x for x in types if _le(demand, x.alloc)), key=lambda x: _sizing_price(x, zones, cts),
-                         default=a)
-            put, used = _fill_balanced(ty, live, cpu=cpu, mem=mem)
+                ty, put, used = self._residual_node(t, types, live, demand, zones=zones, cts=cts)
             if not put:
                 break  # the largest remaining class does not fit this type; handled below
             node = self._new_node(t, ty, zones, cts)
@@ -1050,6 +1052,34 @@ class _Scheduler:
             if n > 0:
                 leftovers.append((c, n))
         return leftovers
+
+    def _residual_node(self, t: _Target, types: list[_Type], live: list[tuple[_Class, int]], demand: list[int],
+                       *, zones: frozenset[str], cts: frozenset[str]) -> tuple[_Type, dict[int, int], Vec]:
+        """The node for a group's last fraction of a node: of the types that are not beaten on price and
+        size, the one whose price per unit of pods it actually takes (valued at the group's shadow
+        prices) is lowest; the cheapest type that takes everything competes on the same terms, so one
+        roomy node loses to a well-filled smaller one plus what remains."""
+        cpu, mem = self.keys.index(res.CPU), self.keys.index(res.MEMORY)
+        duals = _duals(types, live, demand, zones=zones, cts=cts, keys=self.keys)
+        key = (id(t), zones, cts)
+        cands = self.frontier_cache.get(key)
+        if cands is None:
+            cands = self.frontier_cache[key] = _frontier([(_sizing_price(x, zones, cts), x) for x in types])
+        best: tuple[float, _Type, dict[int, int], Vec] | None = None
+        for p, x in cands:
+            put, used = _fill_balanced(x, live, cpu=cpu, mem=mem)
+            if not put:
+                continue
+            value = sum(y * u for y, u in zip(duals, used, strict=True))
+            ratio = p / value if value > 0 else _INF
+            if best is None or ratio < best[0]:
+                best = (ratio, x, put, used)
+            if _le(demand, x.alloc):
+                break  # larger types only cost more for the same pods
+        if best is None:
+            ty = types[0]
+            return ty, *_fill_balanced(ty, live, cpu=cpu, mem=mem)
+        return best[1], best[2], best[3]
 
     # ---- output ----
 
@@ -1141,6 +1171,21 @@ class _Scheduler:
             break
         cache[key] = result
         return result
+
+
+def _frontier(priced: list[tuple[float, _Type]]) -> list[tuple[float, _Type]]:
+    """The priced types no other type beats (at most as dear while holding at least as much of every
+    resource), cheapest first."""
+    cheapest: dict[Vec, tuple[float, _Type]] = {}  # many families share a size; keep the cheapest
+    for p, x in priced:
+        seen = cheapest.get(x.alloc)
+        if p < _INF and (seen is None or (p, x.name) < (seen[0], seen[1].name)):
+            cheapest[x.alloc] = (p, x)
+    out: list[tuple[float, _Type]] = []
+    for p, x in sorted(cheapest.values(), key=lambda e: (e[0], e[1].name)):
+        if not any(_le(x.alloc, y.alloc) for _, y in out):  # every earlier one is at most as dear
+            out.append((p, x))
+    return out
 
 
 def _with_min_values(types: list[_Type], reqs: Iterable[Requirement]) -> list[_Type] | None:
