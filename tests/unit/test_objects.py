@@ -56,6 +56,29 @@ def test_bad_requirement_operator_names_the_field() -> None:
         pod_from_dict(_pod(spec))
 
 
+def test_preferred_pod_affinity_terms_with_weights() -> None:
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    pod = pod_from_dict(_pod({"containers": [{}], "affinity": {
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 30, "podAffinityTerm": term}]},
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {**term, "topologyKey": "topology.kubernetes.io/zone"}}]}}}))
+    assert [(w, t.topology_key) for w, t in pod.preferred_pod_affinity] == [(30, "kubernetes.io/hostname")]
+    assert [(w, t.topology_key) for w, t in pod.preferred_pod_anti_affinity] == [(100, "topology.kubernetes.io/zone")]
+    assert pod.pod_affinity == () and pod.pod_anti_affinity == ()
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"weight": 0, "podAffinityTerm": {"topologyKey": "k"}}, r"podAntiAffinity\.preferred\[0\]\.weight: must be"),
+    ({"weight": 5}, r"podAntiAffinity\.preferred\[0\]\.podAffinityTerm: is required"),
+    ({"weight": 5, "podAffinityTerm": {}}, r"preferred\[0\]\.podAffinityTerm: topologyKey is required"),
+])
+def test_bad_preferred_pod_anti_affinity_names_the_field(entry: dict[str, object], message: str) -> None:
+    spec = {"containers": [{}], "affinity": {"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [entry]}}}
+    with pytest.raises(ObjectError, match=message):
+        pod_from_dict(_pod(spec))
+
+
 def test_bad_quantity_names_the_container() -> None:
     with pytest.raises(ObjectError, match=r"containers\[0\]\.resources"):
         pod_from_dict(_pod({"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}))

@@ -265,6 +265,43 @@ def test_zone_self_affinity_keeps_pods_together() -> None:
     assert len({z for ln in result.launches for z in ln.zones}) == 1
 
 
+def test_preferred_hostname_anti_affinity_is_honoured_when_it_can_be() -> None:
+    prefer = ((100, PodAffinityTerm(APP, HOST)),)
+    result = solve(pods_of(3, preferred_pod_anti_affinity=prefer, cpu=100, memory=GI // 8))
+    assert sorted(len(ln.pods) for ln in result.launches) == [1, 1, 1]
+    assert reasons(result) == []
+    # the same pods without the preference share one node
+    assert len(solve(pods_of(3, cpu=100, memory=GI // 8)).launches) == 1
+
+
+def test_preferred_zone_anti_affinity_is_relaxed_for_the_pods_it_cannot_place() -> None:
+    prefer = ((50, PodAffinityTerm(APP, ZONE)),)
+    result = solve(pods_of(5, preferred_pod_anti_affinity=prefer, cpu=1000))
+    assert reasons(result) == []  # required, two of these would be unschedulable
+    assert sum(len(ln.pods) for ln in result.launches) == 5
+    assert {z for ln in result.launches for z in ln.zones} == set(ZONES)
+
+
+def test_preferred_hostname_affinity_follows_a_matching_pod_else_is_relaxed() -> None:
+    node = Node("n1", labels={ZONE: "us-east-1a", HOST: "n1"}, allocatable={"cpu": 8000, "memory": 32 * GI,
+                                                                            "pods": 50}, ready=True)
+    other = Node("n0", labels={ZONE: "us-east-1b", HOST: "n0"}, allocatable={"cpu": 8000, "memory": 32 * GI,
+                                                                             "pods": 50}, ready=True)
+    db = pod("db-0", app="db", node_name="n1", phase="Running")
+    prefer = ((10, PodAffinityTerm(LabelSelector(match_labels=(("app", "db"),)), HOST)),)
+    result = solve([db, *pods_of(2, preferred_pod_affinity=prefer)], nodes=[other, node])
+    assert result.existing == {"default/web-0": "n1", "default/web-1": "n1"}
+    # no pod matches: required would leave both pending; preferred places them
+    result = solve(pods_of(2, preferred_pod_affinity=prefer))
+    assert reasons(result) == [] and sum(len(ln.pods) for ln in result.launches) == 2
+
+
+def test_relaxing_preferences_keeps_the_real_reason_when_nothing_fits() -> None:
+    prefer = ((10, PodAffinityTerm(APP, HOST)),)
+    result = solve([pod("web-0", 100_000, app="web", preferred_pod_anti_affinity=prefer)])
+    assert len(reasons(result)) == 1 and "exceed the largest instance type" in reasons(result)[0]
+
+
 @pytest.mark.parametrize(("port_b", "nodes"), [(80, 2), (8080, 1)])
 def test_host_port_conflicts(port_b: int, nodes: int) -> None:
     a = pod("a-0", 100, GI // 8, host_ports=(HostPort(80),))
@@ -373,6 +410,14 @@ def test_last_fraction_of_a_group_goes_on_well_filled_nodes(pods: int, expect: l
             {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}]
     result = solve(pods_of(pods, cpu=250, memory=128 * 2**20), pools=[pool(requirements=reqs)])
     assert sorted((ln.instance_types[0], len(ln.pods)) for ln in result.launches) == sorted(expect)
+
+
+def test_last_fraction_takes_one_node_rather_than_two_at_the_same_price() -> None:
+    reqs = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["c5"]}]
+    # two c5.large ($0.085 each, two pods each) cost exactly one c5.xlarge ($0.17, all four)
+    result = solve(pods_of(4, cpu=900, memory=GI), pools=[pool(requirements=reqs)])
+    assert [(ln.instance_types[0], len(ln.pods)) for ln in result.launches] == [("c5.xlarge", 4)]
 
 
 @pytest.mark.parametrize(("min_values", "placed"), [(3, True), (4, False)])

@@ -17,7 +17,7 @@ from autoscaler.domain.models import (
 from autoscaler.domain.scheduler import plan
 from tests.unit.scheduling_world import GI, MI, check_plan, pod, world
 
-KINDS = ("plain", "zone-spread", "host-spread", "anti", "zone-affinity", "arm", "selector")
+KINDS = ("plain", "zone-spread", "host-spread", "anti", "zone-affinity", "arm", "selector", "prefer-anti")
 
 
 @st.composite
@@ -37,6 +37,9 @@ def workloads(draw: st.DrawFn) -> list[Pod]:
                                                               "DoNotSchedule", sel),)
         elif kind == "anti":
             kw["pod_anti_affinity"] = (PodAffinityTerm(sel, "kubernetes.io/hostname"),)
+        elif kind == "prefer-anti":  # honoured while it can be, relaxed after; never leaves a pod out
+            kw["preferred_pod_anti_affinity"] = ((draw(st.integers(1, 100)), PodAffinityTerm(
+                sel, draw(st.sampled_from(("kubernetes.io/hostname", "topology.kubernetes.io/zone"))))),)
         elif kind == "zone-affinity":
             kw["pod_affinity"] = (PodAffinityTerm(sel, "topology.kubernetes.io/zone"),)
         elif kind == "arm":
@@ -75,3 +78,5 @@ def test_every_plan_is_valid(pods: list[Pod], seed: int) -> None:
         assert max(values) - min(values) <= 1
     for u in result.unschedulable:
         assert u.reason
+        p = next(x for x in pods if x.key == u.pod)
+        assert not p.preferred_pod_anti_affinity or "exceed" in u.reason, u.reason

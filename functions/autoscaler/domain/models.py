@@ -150,8 +150,10 @@ class Pod:
     preferred_node_affinity: tuple[tuple[int, NodeSelectorTerm], ...] = ()  # (weight, term)
     tolerations: tuple[Toleration, ...] = ()
     topology_spread: tuple[TopologySpreadConstraint, ...] = ()
-    pod_affinity: tuple[PodAffinityTerm, ...] = ()  # required only
-    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()  # required only
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()  # required terms
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()  # required terms
+    preferred_pod_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()  # (weight, term)
+    preferred_pod_anti_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()  # (weight, term)
     host_ports: tuple[HostPort, ...] = ()
     volume_claims: tuple[str, ...] = ()  # PVC names in the pod's namespace
     owner: OwnerRef | None = None  # the controller owner reference, if any

@@ -121,16 +121,30 @@ def _terms(raw_terms: Any, *, where: str) -> tuple[NodeSelectorTerm, ...]:
     )
 
 
+def _affinity_term(t: Raw, *, where: str) -> PodAffinityTerm:
+    if not t.get("topologyKey"):
+        raise ObjectError(f"{where}: topologyKey is required")
+    return PodAffinityTerm(
+        label_selector=parse_label_selector(t.get("labelSelector"), where=f"{where}.labelSelector"),
+        topology_key=str(t["topologyKey"]),
+        namespaces=tuple(t.get("namespaces") or ()),
+    )
+
+
 def _affinity_terms(raw_terms: Any, *, where: str) -> tuple[PodAffinityTerm, ...]:
+    return tuple(_affinity_term(t, where=f"{where}[{i}]") for i, t in enumerate(raw_terms or ()))
+
+
+def _weighted_affinity_terms(raw_terms: Any, *, where: str) -> tuple[tuple[int, PodAffinityTerm], ...]:
     out = []
     for i, t in enumerate(raw_terms or ()):
-        if not t.get("topologyKey"):
-            raise ObjectError(f"{where}[{i}]: topologyKey is required")
-        out.append(PodAffinityTerm(
-            label_selector=parse_label_selector(t.get("labelSelector"), where=f"{where}[{i}].labelSelector"),
-            topology_key=str(t["topologyKey"]),
-            namespaces=tuple(t.get("namespaces") or ()),
-        ))
+        weight = t.get("weight", 1)
+        if not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise ObjectError(f"{where}[{i}].weight: must be an integer from 1 to 100, got {weight!r}")
+        term = t.get("podAffinityTerm")
+        if not isinstance(term, dict):
+            raise ObjectError(f"{where}[{i}].podAffinityTerm: is required")
+        out.append((weight, _affinity_term(term, where=f"{where}[{i}].podAffinityTerm")))
     return tuple(out)
 
 
@@ -244,6 +258,12 @@ def _pod_from_spec(meta: Raw, spec: Raw, status: Raw, *, where: str) -> Pod:
                                      where=f"{where}.affinity.podAffinity.required"),
         pod_anti_affinity=_affinity_terms(anti.get("requiredDuringSchedulingIgnoredDuringExecution"),
                                           where=f"{where}.affinity.podAntiAffinity.required"),
+        preferred_pod_affinity=_weighted_affinity_terms(
+            pod_aff.get("preferredDuringSchedulingIgnoredDuringExecution"),
+            where=f"{where}.affinity.podAffinity.preferred"),
+        preferred_pod_anti_affinity=_weighted_affinity_terms(
+            anti.get("preferredDuringSchedulingIgnoredDuringExecution"),
+            where=f"{where}.affinity.podAntiAffinity.preferred"),
         host_ports=ports,
         volume_claims=claims,
         owner=_owner(meta),

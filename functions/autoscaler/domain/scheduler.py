@@ -21,6 +21,9 @@ them"). The steps, in order:
    fraction of a node goes on the type with the lowest price per unit of pods it actually takes, so
    a group's remainder fills small nodes well instead of one roomy node.
 5. Each new node gets up to 60 instance types, cheapest first, that fit everything on it.
+
+Preferred pod affinity and anti-affinity are taken as required; ``plan`` relaxes them, one term at a
+time, for the pods a plan cannot place, and plans again.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from autoscaler.domain.nodepool import HOSTNAME_LABEL, ZONE_LABEL, NodePool, req
 from autoscaler.domain.plan import Launch, Plan, PlanInput, Unschedulable
 
 MAX_INSTANCE_TYPES = 60
+RESIDUAL_TIE = 0.005  # price-per-value margin within which the residual node that holds more wins
 ZONE_KEYS = frozenset({ZONE_LABEL, "failure-domain.beta.kubernetes.io/zone", "topology.ebs.csi.aws.com/zone"})
 _CT = (CAPACITY_TYPE_LABEL,)
 _INF = float("inf")
@@ -1072,7 +1076,10 @@ class _Scheduler:
                 continue
             value = sum(y * u for y, u in zip(duals, used, strict=True))
             ratio = p / value if value > 0 else _INF
-            if best is None or ratio < best[0]:
+            # Within RESIDUAL_TIE, the type that takes more wins: one node rather than two at the same price.
+            holds_more = best is not None and _le(best[3], used) and best[3] != used
+            if best is None or ratio < best[0] * (1 - RESIDUAL_TIE) or (
+                    holds_more and ratio <= best[0] * (1 + RESIDUAL_TIE)):
                 best = (ratio, x, put, used)
             if _le(demand, x.alloc):
                 break  # larger types only cost more for the same pods
@@ -1441,11 +1448,48 @@ def _fmt(r: Mapping[str, int]) -> str:
     return ", ".join(parts)
 
 
+def _preferred_terms(p: Pod) -> list[tuple[str, PodAffinityTerm]]:
+    """A pending pod's preferred pod (anti-)affinity terms in the order they are given up: affinity
+    before anti-affinity (Karpenter's order), the lowest weight first within each."""
+    aff = [("affinity", t) for _, t in sorted(p.preferred_pod_affinity, key=lambda wt: wt[0])]
+    anti = [("anti", t) for _, t in sorted(p.preferred_pod_anti_affinity, key=lambda wt: wt[0])]
+    return aff + anti
+
+
+def _preferences_as_required(snapshot: PlanInput, relaxed: Mapping[str, int]) -> PlanInput:
+    """The snapshot with each pending pod's preferred pod (anti-)affinity taken as required, less the
+    first ``relaxed[pod]`` terms it has given up; the snapshot itself when no pending pod has any."""
+    if not any(p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity) for p in snapshot.pods):
+        return snapshot
+    pods = []
+    for p in snapshot.pods:
+        if p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity):
+            kept = _preferred_terms(p)[relaxed.get(p.key, 0):]
+            pods.append(replace(
+                p, preferred_pod_affinity=(), preferred_pod_anti_affinity=(),
+                pod_affinity=p.pod_affinity + tuple(t for kind, t in kept if kind == "affinity"),
+                pod_anti_affinity=p.pod_anti_affinity + tuple(t for kind, t in kept if kind == "anti")))
+        else:
+            pods.append(p)
+    return replace(snapshot, pods=pods)
+
+
 def plan(snapshot: PlanInput, *, unavailable: Collection[tuple[str, str, str]] = ()) -> Plan:
     """Decide where every pending pod goes. ``unavailable`` lists (instance type, zone, capacity type)
-    offerings to avoid (recent insufficient-capacity errors, interrupted spot pools)."""
+    offerings to avoid (recent insufficient-capacity errors, interrupted spot pools).
+
+    Preferred pod affinity and anti-affinity are honoured as if required; a pod the plan cannot place
+    gives up one preferred term and the plan is made again, until it is placed or has none left."""
     start = time.perf_counter()
-    s = _Scheduler(snapshot, unavailable)
-    result = s.run()
+    relaxed: dict[str, int] = {}
+    preferences = {p.key: len(_preferred_terms(p)) for p in snapshot.pods
+                   if p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity)}
+    while True:
+        result = _Scheduler(_preferences_as_required(snapshot, relaxed), unavailable).run()
+        stuck = [u.pod for u in result.unschedulable if relaxed.get(u.pod, 0) < preferences.get(u.pod, 0)]
+        if not stuck:
+            break
+        for key in stuck:
+            relaxed[key] = relaxed.get(key, 0) + 1
     result.solve_seconds = time.perf_counter() - start
     return result

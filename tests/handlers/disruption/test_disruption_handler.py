@@ -203,8 +203,8 @@ def test_consolidation_replaces_two_half_empty_nodes_with_one_cheaper_node(make_
     w = make_world()
     a, b = w.node("m5.xlarge"), w.node("m5.xlarge")
     for node in (a, b):
-        w.pod(f"{node[:6]}-0", node, cpu="1250m", memory="1Gi")
-        w.pod(f"{node[:6]}-1", node, cpu="1250m", memory="1Gi")
+        w.pod(f"{node[:6]}-0", node, cpu="900m", memory="1Gi")
+        w.pod(f"{node[:6]}-1", node, cpu="900m", memory="1Gi")
     before = w.hourly_cost()
     assert before == round(2 * w.prices["m5.xlarge"], 6)
     start = {i["InstanceId"] for i in w.live_instances()}
