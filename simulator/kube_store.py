@@ -361,23 +361,25 @@ class Store:
         self._store(res, key, new, event="MODIFIED", old=old)
         return copy.deepcopy(new)
 
+    def _existing(self, res: Resource, plural: str, namespace: str | None, name: str) -> tuple[Key, Obj]:
+        """The store key and current object; 404 when there is none. Call with the lock held."""
+        key = self._key(res, namespace, name)
+        old = self._objs[plural].get(key)
+        if old is None:
+            raise _not_found(res, name)
+        return key, old
+
     def replace(self, plural: str, namespace: str | None, name: str, obj: Mapping[str, Any]) -> Obj:
         res = self._res(plural)
         with self._lock:
-            key = self._key(res, namespace, name)
-            old = self._objs[plural].get(key)
-            if old is None:
-                raise _not_found(res, name)
+            key, old = self._existing(res, plural, namespace, name)
             return self._write(res, key, copy.deepcopy(dict(obj)), old)
 
     def patch(self, plural: str, namespace: str | None, name: str, body: Any, *,
               content_type: str = "application/merge-patch+json") -> Obj:
         res = self._res(plural)
         with self._lock:
-            key = self._key(res, namespace, name)
-            old = self._objs[plural].get(key)
-            if old is None:
-                raise _not_found(res, name)
+            key, old = self._existing(res, plural, namespace, name)
             base = copy.deepcopy(old)
             base["metadata"].pop("resourceVersion", None)
             ctype = content_type.split(";", 1)[0].strip()
@@ -409,10 +411,7 @@ class Store:
                grace_period_seconds: int | None = None, precondition_uid: str | None = None) -> Obj:
         res = self._res(plural)
         with self._lock:
-            key = self._key(res, namespace, name)
-            old = self._objs[plural].get(key)
-            if old is None:
-                raise _not_found(res, name)
+            key, old = self._existing(res, plural, namespace, name)
             if precondition_uid and old["metadata"].get("uid") != precondition_uid:
                 raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {precondition_uid}, "
                                f"UID in object meta: {old['metadata'].get('uid')}")

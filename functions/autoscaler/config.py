@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from autoscaler.domain.errors import ConfigError as DomainConfigError
@@ -185,20 +185,13 @@ class VpcConfig(_Model):
     subnet_ids: list[str] = Field(min_length=1)
     security_group_ids: list[str] = Field(min_length=1)
 
-    @field_validator("subnet_ids")
+    @field_validator("subnet_ids", "security_group_ids")
     @classmethod
-    def _subnets(cls, value: list[str]) -> list[str]:
-        bad = [s for s in value if not re.match(r"^subnet-[0-9a-f]{8,17}$", s)]
+    def _ids(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        prefix, what = ("subnet", "subnet ids") if info.field_name == "subnet_ids" else ("sg", "security group ids")
+        bad = [s for s in value if not re.match(rf"^{prefix}-[0-9a-f]{{8,17}}$", s)]
         if bad:
-            raise ValueError(f"not subnet ids: {bad}")
-        return value
-
-    @field_validator("security_group_ids")
-    @classmethod
-    def _groups(cls, value: list[str]) -> list[str]:
-        bad = [s for s in value if not re.match(r"^sg-[0-9a-f]{8,17}$", s)]
-        if bad:
-            raise ValueError(f"not security group ids: {bad}")
+            raise ValueError(f"not {what}: {bad}")
         return value
 
 

@@ -89,6 +89,8 @@ _DELETE = object()
     ("provisioner.watchMod", True, "provisioner.watchMod: Extra inputs are not permitted"),
     ("vpc", {"vpcId": "vpc-0123456789abcdef0", "subnetIds": ["subnet-1"], "securityGroupIds": []},
      "vpc.subnetIds: not subnet ids"),
+    ("vpc", {"vpcId": "vpc-0123456789abcdef0", "subnetIds": ["subnet-0123456789abcdef0"],
+             "securityGroupIds": ["subnet-0123456789abcdef0"]}, "vpc.securityGroupIds: not security group ids"),
     ("nodeRole", {"create": True, "roleArn": "arn:aws:iam::123456789012:role/x"},
      "nodeRole: give either create: true or an existing roleArn"),
     ("nodeRole", {"create": False}, "nodeRole: create: false needs roleArn"),
