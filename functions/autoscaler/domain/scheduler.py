@@ -1027,7 +1027,8 @@ class _Scheduler:
                 ty = a if xa >= xb or b is None else b
                 put, used = _fill_balanced(ty, live, cpu=cpu, mem=mem)
             else:
-                ty, put, used = self._residual_node(t, types, live, demand, zones=zones, cts=cts)
+                duals = _mix_duals(a, b, demand, zones=zones, cts=cts, keys=self.keys)
+                ty, put, used = self._residual_node(t, types, live, demand, duals, zones=zones, cts=cts)
             if not put:
                 break  # the largest remaining class does not fit this type; handled below
             node = self._new_node(t, ty, zones, cts)
@@ -1058,13 +1059,13 @@ class _Scheduler:
         return leftovers
 
     def _residual_node(self, t: _Target, types: list[_Type], live: list[tuple[_Class, int]], demand: list[int],
-                       *, zones: frozenset[str], cts: frozenset[str]) -> tuple[_Type, dict[int, int], Vec]:
+                       duals: tuple[float, ...], *, zones: frozenset[str],
+                       cts: frozenset[str]) -> tuple[_Type, dict[int, int], Vec]:
         """The node for a group's last fraction of a node: of the types that are not beaten on price and
         size, the one whose price per unit of pods it actually takes (valued at the group's shadow
-        prices) is lowest; the cheapest type that takes everything competes on the same terms, so one
-        roomy node loses to a well-filled smaller one plus what remains."""
+        prices ``duals``) is lowest; the cheapest type that takes everything competes on the same terms,
+        so one roomy node loses to a well-filled smaller one plus what remains."""
         cpu, mem = self.keys.index(res.CPU), self.keys.index(res.MEMORY)
-        duals = _duals(types, live, demand, zones=zones, cts=cts, keys=self.keys)
         key = (id(t), zones, cts)
         cands = self.frontier_cache.get(key)
         if cands is None:
@@ -1265,10 +1266,16 @@ def _duals(types: list[_Type], items: list[tuple[_Class, int]], demand: list[int
            cts: frozenset[str], keys: list[str]) -> tuple[float, ...]:
     """Shadow prices per unit of each resource of the cheapest fractional cover of ``demand`` (the
     dual of ``_mix``'s LP): what one more unit costs when packed in bulk. Zero where not binding."""
-    y = [0.0] * len(keys)
     if not types or not any(demand):
-        return tuple(y)
+        return (0.0,) * len(keys)
     a, _, b, _ = _mix(types, items, demand, zones=zones, cts=cts, keys=keys)
+    return _mix_duals(a, b, demand, zones=zones, cts=cts, keys=keys)
+
+
+def _mix_duals(a: _Type | None, b: _Type | None, demand: list[int], *, zones: frozenset[str], cts: frozenset[str],
+               keys: list[str]) -> tuple[float, ...]:
+    """``_duals`` for the types ``_mix`` chose for ``demand``."""
+    y = [0.0] * len(keys)
     if a is None:
         return tuple(y)
     pa = _sizing_price(a, zones, cts)
@@ -1456,15 +1463,16 @@ def _preferred_terms(p: Pod) -> list[tuple[str, PodAffinityTerm]]:
     return aff + anti
 
 
-def _preferences_as_required(snapshot: PlanInput, relaxed: Mapping[str, int]) -> PlanInput:
-    """The snapshot with each pending pod's preferred pod (anti-)affinity taken as required, less the
-    first ``relaxed[pod]`` terms it has given up; the snapshot itself when no pending pod has any."""
-    if not any(p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity) for p in snapshot.pods):
+def _preferences_as_required(snapshot: PlanInput, terms: Mapping[str, list[tuple[str, PodAffinityTerm]]],
+                             relaxed: Mapping[str, int]) -> PlanInput:
+    """The snapshot with the preferred pod (anti-)affinity ``terms`` of each pending pod taken as
+    required, less the first ``relaxed[pod]`` it has given up; the snapshot itself when there are none."""
+    if not terms:
         return snapshot
     pods = []
     for p in snapshot.pods:
-        if p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity):
-            kept = _preferred_terms(p)[relaxed.get(p.key, 0):]
+        if p.is_pending and p.key in terms:
+            kept = terms[p.key][relaxed.get(p.key, 0):]
             pods.append(replace(
                 p, preferred_pod_affinity=(), preferred_pod_anti_affinity=(),
                 pod_affinity=p.pod_affinity + tuple(t for kind, t in kept if kind == "affinity"),
@@ -1482,11 +1490,11 @@ def plan(snapshot: PlanInput, *, unavailable: Collection[tuple[str, str, str]] =
     gives up one preferred term and the plan is made again, until it is placed or has none left."""
     start = time.perf_counter()
     relaxed: dict[str, int] = {}
-    preferences = {p.key: len(_preferred_terms(p)) for p in snapshot.pods
-                   if p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity)}
+    terms = {p.key: _preferred_terms(p) for p in snapshot.pods
+             if p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity)}
     while True:
-        result = _Scheduler(_preferences_as_required(snapshot, relaxed), unavailable).run()
-        stuck = [u.pod for u in result.unschedulable if relaxed.get(u.pod, 0) < preferences.get(u.pod, 0)]
+        result = _Scheduler(_preferences_as_required(snapshot, terms, relaxed), unavailable).run()
+        stuck = [u.pod for u in result.unschedulable if relaxed.get(u.pod, 0) < len(terms.get(u.pod, ()))]
         if not stuck:
             break
         for key in stuck:
