@@ -1,17 +1,42 @@
-"""Shared plumbing for the AWS adapters: the botocore retry configuration, and one place where
-every API call is counted and every failure is logged with its request id."""
+"""Shared plumbing for the AWS adapters: the botocore retry configuration, one place where every
+API call is counted and every failure is logged with its request id, and a keyed cache with a TTL."""
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from autoscaler.ports import Clock
+
 log = logging.getLogger("autoscaler.aws")
+V = TypeVar("V")
+
+
+class TtlCache(Generic[V]):
+    """Values by key, each kept ``ttl`` seconds (on ``clock``'s monotonic time) from when it was put."""
+
+    def __init__(self, *, clock: Clock, ttl: float) -> None:
+        self._clock = clock
+        self._ttl = ttl
+        self._entries: dict[str, tuple[float, V]] = {}
+
+    def get(self, key: str) -> V | None:
+        entry = self._entries.get(key)
+        if entry is None or self._clock.monotonic() - entry[0] >= self._ttl:
+            return None
+        return entry[1]
+
+    def put(self, key: str, value: V) -> V:
+        self._entries[key] = (self._clock.monotonic(), value)
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 def client_config(*, max_attempts: int = 5, read_timeout: float = 10.0) -> Config:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from autoscaler.aws._calls import Caller, error_code
+from autoscaler.aws._calls import Caller, TtlCache, error_code
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.models import InstanceType
 from autoscaler.domain.nodeclass import AmiSelectorTerm, NodeClass
@@ -116,9 +116,7 @@ class AmiResolver:
         self._ssm = Caller(ssm)
         self._ec2 = Caller(ec2)
         self._k8s = k8s_version
-        self._clock = clock
-        self._ttl = ttl
-        self._cache: dict[str, tuple[float, dict[str, Ami]]] = {}
+        self._cache: TtlCache[dict[str, Ami]] = TtlCache(clock=clock, ttl=ttl)
 
     @property
     def calls(self) -> dict[str, int]:
@@ -130,8 +128,8 @@ class AmiResolver:
         wanted = tuple(sorted(set(variants)))
         key = "|".join(t.model_dump_json() for t in node_class.ami_selector_terms) + f"|{wanted}"
         cached = self._cache.get(key)
-        if cached is not None and self._clock.monotonic() - cached[0] < self._ttl:
-            return cached[1]
+        if cached is not None:
+            return cached
         found: dict[str, Ami] = {}
         for term in node_class.ami_selector_terms:
             for ami in self._resolve_term(term, wanted):
@@ -143,8 +141,7 @@ class AmiResolver:
                 f"EC2NodeClass {node_class.name}: spec.amiSelectorTerms match no available image "
                 f"(Kubernetes {self._k8s})"
             )
-        self._cache[key] = (self._clock.monotonic(), found)
-        return found
+        return self._cache.put(key, found)
 
     def _resolve_term(self, term: AmiSelectorTerm, variants: tuple[Variant, ...]) -> list[Ami]:
         if term.alias:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.aws._calls import Caller
+from autoscaler.aws._calls import Caller, TtlCache
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.nodeclass import SelectorTerm
 from autoscaler.ports import Clock
@@ -46,25 +46,20 @@ class NetworkResolver:
 
     def __init__(self, ec2: Any, *, clock: Clock, ttl: float = 60.0) -> None:
         self._ec2 = Caller(ec2)
-        self._clock = clock
-        self._ttl = ttl
-        self._subnets: dict[str, tuple[float, list[Subnet]]] = {}
-        self._groups: dict[str, tuple[float, list[str]]] = {}
+        self._subnets: TtlCache[list[Subnet]] = TtlCache(clock=clock, ttl=ttl)
+        self._groups: TtlCache[list[str]] = TtlCache(clock=clock, ttl=ttl)
 
     @property
     def calls(self) -> dict[str, int]:
         return dict(self._ec2.calls)
-
-    def _hit(self, entry: tuple[float, Any] | None) -> bool:
-        return entry is not None and self._clock.monotonic() - entry[0] < self._ttl
 
     def subnets(self, terms: Iterable[SelectorTerm], *, node_class: str = "") -> list[Subnet]:
         """Every subnet matching any term, most free addresses first."""
         terms = tuple(terms)
         key = _key(terms)
         cached = self._subnets.get(key)
-        if cached is not None and self._hit(cached):
-            return cached[1]
+        if cached is not None:
+            return cached
         found: dict[str, Subnet] = {}
         for term in terms:
             filters = _filters(term, id_filter="subnet-id", name_filter="tag:Name")
@@ -76,9 +71,7 @@ class NetworkResolver:
                     )
         if not found:
             raise ConfigError(f"EC2NodeClass {node_class}: spec.subnetSelectorTerms match no subnet")
-        result = sorted(found.values(), key=lambda s: (-s.available_ips, s.subnet_id))
-        self._subnets[key] = (self._clock.monotonic(), result)
-        return result
+        return self._subnets.put(key, sorted(found.values(), key=lambda s: (-s.available_ips, s.subnet_id)))
 
     def subnets_by_zone(self, terms: Iterable[SelectorTerm], *, node_class: str = "") -> dict[str, Subnet]:
         """One subnet per zone: the one with the most free addresses."""
@@ -91,8 +84,8 @@ class NetworkResolver:
         terms = tuple(terms)
         key = _key(terms)
         cached = self._groups.get(key)
-        if cached is not None and self._hit(cached):
-            return cached[1]
+        if cached is not None:
+            return cached
         found: set[str] = set()
         for term in terms:
             filters = _filters(term, id_filter="group-id", name_filter="group-name")
@@ -100,6 +93,4 @@ class NetworkResolver:
                 found.update(g["GroupId"] for g in page.get("SecurityGroups", ()))
         if not found:
             raise ConfigError(f"EC2NodeClass {node_class}: spec.securityGroupSelectorTerms match no security group")
-        result = sorted(found)
-        self._groups[key] = (self._clock.monotonic(), result)
-        return result
+        return self._groups.put(key, sorted(found))
