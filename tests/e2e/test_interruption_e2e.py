@@ -54,7 +54,7 @@ def _as_lambda_records(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 def test_events_flow_from_the_bus_through_the_queue_to_the_handler(world: World) -> None:
     from autoscaler.handlers.interruption import handler
-    from tests.handlers.interruption_world import LambdaContext
+    from simulator.local import LambdaContext
 
     url = _plumbing(world)
     spot, rebalance = world.add_node("spot"), world.add_node("rebalance")
@@ -76,7 +76,7 @@ def test_events_flow_from_the_bus_through_the_queue_to_the_handler(world: World)
     assert kinds == ["AWS Health Event", "EC2 Instance Rebalance Recommendation",
                      "EC2 Instance State-change Notification", "EC2 Spot Instance Interruption Warning"]
 
-    response = handler(_as_lambda_records(messages), LambdaContext())
+    response = handler(_as_lambda_records(messages), LambdaContext(function_name="interruption"))
 
     assert response == {"batchItemFailures": []}
     assert world.node("spot") is None and world.state(spot) in ("shutting-down", "terminated")

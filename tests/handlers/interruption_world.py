@@ -24,6 +24,7 @@ from autoscaler.domain.fleet import launch_tags
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_api import KubeApiServer
+from simulator.local import LambdaContext
 from tests import kube_objects as ko
 from tests.adapters.aws.helpers import builtin_images
 from tests.events import load_event
@@ -32,23 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "clusters" / "demo.yaml"
 REGION = "us-west-2"
 PROVISIONER = "eks-autoscaler-demo-provisioner"
-
-
-@dataclass
-class LambdaContext:
-    """The fields of the Lambda platform's context object the handler and Powertools read."""
-
-    remaining_ms: int = 60_000
-    function_name: str = "eks-autoscaler-demo-interruption"
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 512
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:eks-autoscaler-demo-interruption"
-    log_group_name: str = "/aws/lambda/eks-autoscaler-demo-interruption"
-    log_stream_name: str = "stream"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
+FUNCTION = "eks-autoscaler-demo-interruption"
 
 
 class _Accepted:
@@ -175,7 +160,8 @@ class World:
         ids = message_ids or [str(uuid.uuid4()) for _ in bodies]
         records = [sqs_record(b if isinstance(b, str) else json.dumps(b), message_id=m)
                    for b, m in zip(bodies, ids, strict=True)]
-        result: dict[str, Any] = handler({"Records": records}, LambdaContext(remaining_ms=remaining_ms))
+        context = LambdaContext(function_name=FUNCTION, remaining_ms=remaining_ms)
+        result: dict[str, Any] = handler({"Records": records}, context)
         return result
 
 

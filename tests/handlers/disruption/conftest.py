@@ -4,7 +4,6 @@ a manual clock, and helpers that launch owned instances and register them as Nod
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +23,7 @@ from autoscaler.handlers.runtime import Runtime, set_runtime
 from autoscaler.kube.cluster import KubeCluster
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_api import KubeApiServer, client_for
-from simulator.local import on_demand_prices
+from simulator.local import LambdaContext, on_demand_prices
 from tests.adapters.aws.conftest import moto_catalog  # noqa: F401 - shared session fixture
 from tests.adapters.aws.helpers import CLUSTER, REGION, make_network, price_list_item, seed_eks_amis
 from tests.moto_env import moto_environment
@@ -47,20 +46,6 @@ def node_pool(*, consolidate_after: str = "30s", expire_after: str = "720h", pol
                 "requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
                                   "values": list(families)}]}},
                      "disruption": disruption_spec}}
-
-
-@dataclass
-class Ctx:
-    """What a Lambda context offers the handler."""
-
-    remaining_ms: int = 300_000
-    function_name: str = "disruption"
-    aws_request_id: str = "req-1"
-    memory_limit_in_mb: int = 1024
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:disruption"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
 
 
 class World:
@@ -151,7 +136,8 @@ class World:
 
     # ----- observing -------------------------------------------------------------------------
     def run(self, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = disruption.handler(event or {"source": "schedule", "kind": "disruption"}, Ctx())
+        context = LambdaContext(function_name="disruption", remaining_ms=300_000)
+        result: dict[str, Any] = disruption.handler(event or {"source": "schedule", "kind": "disruption"}, context)
         return result
 
     def nodes(self) -> dict[str, dict[str, Any]]:

@@ -107,14 +107,21 @@ def test_dry_run_reports_and_changes_nothing(make_world: Any) -> None:
     assert w.sink.total("NodesDisrupted") == 0
 
 
-def test_pdb_blocks_a_drain_then_lets_it_finish(make_world: Any) -> None:
-    w = make_world(drainSecondsPerPass=10)
+def _web_behind_a_pdb(w: Any) -> tuple[str, str]:
+    """Node a (m5.large) holds two web pods and node b (do-not-disrupt) one; a PDB keeps two of the
+    three available, so draining a evicts one pod and is then blocked."""
     a = w.node("m5.large")
     b = w.node("m5.xlarge", annotations={"karpenter.sh/do-not-disrupt": "true"})
     for i, node in enumerate((a, a, b)):
         w.pod(f"web-{i}", node, labels={"app": "web"})
     w.store.create("poddisruptionbudgets", {"metadata": {"name": "web", "namespace": "default"},
                                             "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})
+    return a, b
+
+
+def test_pdb_blocks_a_drain_then_lets_it_finish(make_world: Any) -> None:
+    w = make_world(drainSecondsPerPass=10)
+    a, b = _web_behind_a_pdb(w)
     w.clock.advance(60)
 
     first = w.run()
@@ -134,12 +141,7 @@ def test_pdb_blocks_a_drain_then_lets_it_finish(make_world: Any) -> None:
 
 def test_a_drain_blocked_too_long_is_abandoned_and_the_node_uncordoned(make_world: Any) -> None:
     w = make_world(blockedDrainTimeout="1m", drainSecondsPerPass=10)
-    a = w.node("m5.large")
-    b = w.node("m5.xlarge", annotations={"karpenter.sh/do-not-disrupt": "true"})
-    for i, node in enumerate((a, a, b)):
-        w.pod(f"web-{i}", node, labels={"app": "web"})
-    w.store.create("poddisruptionbudgets", {"metadata": {"name": "web", "namespace": "default"},
-                                            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})
+    a, _ = _web_behind_a_pdb(w)
     w.clock.advance(60)
     w.run()
     released: list[str] = []
