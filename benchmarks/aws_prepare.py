@@ -24,9 +24,10 @@ from moto import mock_aws
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "functions"))
 
-from autoscaler.aws.cloud import AwsCloud
-from autoscaler.domain.clock import ManualClock
-from autoscaler.domain.fleet import FleetRequest, new_claim_id
+from autoscaler.adapters.aws.cloud import AwsCloud
+from autoscaler.adapters.clock import ManualClock
+from autoscaler.app.launcher import new_claim_id
+from autoscaler.domain.fleet import FleetRequest
 from tests.adapters.aws.helpers import (
     CLUSTER,
     REGION,

@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # `make bench` runs this file as a script
 
 from kubernetes import client as k8s  # noqa: E402
 
-from autoscaler.kube.cluster import KubeCluster  # noqa: E402
+from autoscaler.adapters.kube.cluster import KubeCluster  # noqa: E402
 from simulator.kube_api import KubeApiServer, client_for  # noqa: E402
 
 PAGE_SIZE = 500

@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "functions"), str(Path(__file__).resolve().parents[1])]
 
-from autoscaler.domain.fleet import PODS_TAG_PREFIX  # noqa: E402
+from autoscaler.domain.keys import PODS_TAG_PREFIX  # noqa: E402
 from simulator.local import LocalCluster, inflate_pod  # noqa: E402
 
 

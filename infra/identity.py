@@ -16,7 +16,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from autoscaler.config import ClusterConfig
-from autoscaler.domain.fleet import EKS_CLUSTER_TAG, NODEPOOL_TAG, cluster_tag
+from autoscaler.domain.keys import EKS_CLUSTER_TAG, NODEPOOL_TAG
+from autoscaler.domain.ownership import cluster_tag
 
 KUBERNETES_GROUP = "eks-serverless-autoscaler"
 RBAC_MANIFEST = Path(__file__).resolve().parent / "rbac" / "autoscaler-clusterrole.yaml"
@@ -155,7 +156,7 @@ class Identity(Construct):
                 conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}),
             iam.PolicyStatement(
                 # An EC2NodeClass that names a role gets an instance profile the autoscaler creates and
-                # reuses, named <cluster>_<hash of role> (autoscaler.aws.launch_template.InstanceProfiles).
+                # reuses, named <cluster>_<hash of role> (autoscaler.adapters.aws.launch_template.InstanceProfiles).
                 sid="ManageOwnInstanceProfiles",
                 actions=["iam:AddRoleToInstanceProfile", "iam:CreateInstanceProfile", "iam:GetInstanceProfile",
                          "iam:TagInstanceProfile"],

@@ -18,7 +18,8 @@ import time
 import warnings
 from typing import Any
 
-from autoscaler.domain.fleet import NODECLAIM_TAG, pods_from_tags
+from autoscaler.domain.keys import NODECLAIM_TAG
+from autoscaler.domain.ownership import pods_from_tags
 from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.local import LocalCluster, demo_config

@@ -40,16 +40,18 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
+from autoscaler.adapters.clock import SystemClock
+from autoscaler.app.ports import Clock
 from autoscaler.config import ClusterConfig, load_cluster_config
 from autoscaler.domain.allocatable import allocatable
-from autoscaler.domain.clock import SystemClock
-from autoscaler.domain.fleet import UNREGISTERED_TAINT, CloudInstance, pods_from_tags
+from autoscaler.domain.fleet import CloudInstance
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.labels import instance_type_labels
-from autoscaler.domain.models import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
+from autoscaler.domain.models import UNREGISTERED_TAINT
+from autoscaler.domain.ownership import pods_from_tags
 from autoscaler.domain.quantity import cpu_millis
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import MetricsSink, RecordingSink
-from autoscaler.ports import Clock
 from simulator.kube_api import KubeApiServer
 
 REGION = "us-east-1"  # the region the bundled price data covers

@@ -11,10 +11,10 @@ import sys
 from collections.abc import Callable, Sequence
 
 from autoscaler import __version__
+from autoscaler.adapters.snapshot_file import load_snapshot
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.plan import Plan
 from autoscaler.domain.scheduler import plan as solve
-from autoscaler.domain.snapshot import load_snapshot
 
 Command = Callable[[argparse.Namespace], int]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] = {}

@@ -21,9 +21,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from moto import mock_aws
 
-from autoscaler.domain.clock import ManualClock
-from autoscaler.kube import auth
-from autoscaler.kube.cluster import KubeCluster
+from autoscaler.adapters.clock import ManualClock
+from autoscaler.adapters.kube import auth
+from autoscaler.adapters.kube.cluster import KubeCluster
 from simulator.kube_api import KubeApiServer
 
 FIXED = dt.datetime(2024, 5, 1, 12, 0, 0)

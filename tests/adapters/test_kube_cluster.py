@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from autoscaler.domain.clock import ManualClock
+from autoscaler.adapters.clock import ManualClock
+from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.app.ports import ClusterError, ClusterPort, NotFoundError
 from autoscaler.domain.models import Taint
-from autoscaler.kube.cluster import KubeCluster
-from autoscaler.ports import ClusterError, ClusterPort, NotFoundError
 from simulator.kube_api import KubeApiServer, client_for
 from tests.kube_objects import node, pdb, pod
 

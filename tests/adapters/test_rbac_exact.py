@@ -12,9 +12,9 @@ from pathlib import Path
 
 import yaml
 
+from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.app.ports import ClusterPort
 from autoscaler.domain.models import Taint
-from autoscaler.kube.cluster import KubeCluster
-from autoscaler.ports import ClusterPort
 from simulator.kube_api import KubeApiServer, client_for
 from tests.kube_objects import node, pod
 

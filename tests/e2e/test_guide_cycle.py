@@ -11,7 +11,7 @@ from typing import Any
 
 from moto.server import ThreadedMotoServer
 
-from autoscaler.domain.clock import ManualClock
+from autoscaler.adapters.clock import ManualClock
 from autoscaler.handlers.disruption import handler as disruption_handler
 from simulator.local import Catalog, LocalCluster, demo_config
 

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from moto.server import ThreadedMotoServer
 
-from autoscaler.domain.fleet import MANAGED_BY_TAG, NODECLAIM_TAG, NODEPOOL_TAG, UNREGISTERED_TAINT, pods_from_tags
+from autoscaler.domain.keys import MANAGED_BY_TAG, NODECLAIM_TAG, NODEPOOL_TAG
+from autoscaler.domain.models import UNREGISTERED_TAINT
+from autoscaler.domain.ownership import pods_from_tags
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.local import Catalog, LocalCluster
 from tests.adapters.aws.helpers import CapacityFault

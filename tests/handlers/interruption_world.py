@@ -18,9 +18,9 @@ from typing import Any
 
 import boto3
 
+from autoscaler.adapters.clock import SystemClock
 from autoscaler.config import ENV_PROVISIONER_FUNCTION, ClusterConfig, load_cluster_config
-from autoscaler.domain.clock import SystemClock
-from autoscaler.domain.fleet import launch_tags
+from autoscaler.domain.ownership import launch_tags
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_api import KubeApiServer

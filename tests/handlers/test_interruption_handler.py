@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.domain.interruption_service import DRAIN_STARTED_ANNOTATION, REPLACEMENT_REQUESTED_ANNOTATION
+from autoscaler.domain.keys import DRAIN_STARTED_ANNOTATION, REPLACEMENT_REQUESTED_ANNOTATION
 from tests import kube_objects as ko
 from tests.handlers.interruption_world import PROVISIONER, World, demo_config, event_for
 

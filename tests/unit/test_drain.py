@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from autoscaler.domain.clock import ManualClock
-from autoscaler.domain.drain import DrainResult, NotEvicted, drain
-from autoscaler.kube.cluster import KubeCluster
+from autoscaler.adapters.clock import ManualClock
+from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.app.drain import DrainResult, NotEvicted, drain
 from simulator.kube_api import KubeApiServer, client_for
 from tests.kube_objects import node, pdb, pod
 

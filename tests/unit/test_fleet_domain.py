@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.domain.clock import ManualClock
-from autoscaler.domain.fleet import (
-    MANAGED_BY_TAG,
-    NODECLAIM_TAG,
-    FleetError,
-    FleetRequest,
-    FleetResult,
-    UnavailableOfferings,
-    is_owned,
-    launch_tags,
-    new_claim_id,
-)
+from autoscaler.adapters.aws.unavailable import UnavailableOfferings
+from autoscaler.adapters.clock import ManualClock
+from autoscaler.app.launcher import new_claim_id
+from autoscaler.domain.fleet import FleetError, FleetRequest, FleetResult
+from autoscaler.domain.keys import MANAGED_BY_TAG, NODECLAIM_TAG
 from autoscaler.domain.nodeclass import parse_node_class
+from autoscaler.domain.ownership import is_owned, launch_tags
 
 NC = parse_node_class({"metadata": {"name": "default"}, "spec": {
     "amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "NodeRole",

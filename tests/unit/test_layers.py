@@ -39,8 +39,12 @@ def test_the_tree_keeps_its_layers(tree: Path) -> None:
     [
         ("functions/autoscaler/domain/quantity.py", "import boto3", "The domain imports no AWS"),
         ("functions/autoscaler/domain/models.py", "import kubernetes", "The domain imports no AWS"),
-        ("functions/autoscaler/kube/cluster.py", "import autoscaler.aws.cloud", "Handlers over adapters"),
-        ("functions/autoscaler/domain/plan.py", "import autoscaler.handlers.runtime", "Handlers over adapters"),
+        ("functions/autoscaler/adapters/kube/cluster.py", "import autoscaler.adapters.aws.cloud",
+         "never import each other"),
+        ("functions/autoscaler/domain/plan.py", "import autoscaler.handlers.runtime", "Entry points over adapters"),
+        ("functions/autoscaler/domain/plan.py", "import autoscaler.app.ports", "Entry points over adapters"),
+        ("functions/autoscaler/app/drain.py", "import autoscaler.adapters.clock", "Entry points over adapters"),
+        ("functions/autoscaler/app/provisioner.py", "import botocore.exceptions", "only through the ports"),
         ("functions/autoscaler/cli.py", "import simulator.kube_api", "never imports the simulator"),
     ],
 )

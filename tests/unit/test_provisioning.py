@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from autoscaler.domain.fleet import MAX_POD_TAGS, PODS_TAG_PREFIX, LaunchedInstance, pod_tags, pods_from_tags
+from autoscaler.app.provisioner import GroupOutcome, PassResult, group_launches
+from autoscaler.domain.fleet import LaunchedInstance, in_flight_node, instance_from_ec2
+from autoscaler.domain.keys import PODS_TAG_PREFIX
+from autoscaler.domain.ownership import MAX_POD_TAGS, pod_tags, pods_from_tags
 from autoscaler.domain.plan import Launch, Plan, Unschedulable
-from autoscaler.domain.provisioning import GroupOutcome, PassResult, group_launches
-from autoscaler.domain.snapshot import in_flight_from_instance
 from autoscaler.handlers.provisioner import FINAL_PASS_RESERVE_SECONDS, parse_event, watch_seconds
 
 
@@ -33,7 +34,7 @@ def test_pods_from_tags_ignores_other_tags_and_orders_by_number() -> None:
 def test_in_flight_instances_carry_their_pods() -> None:
     raw = {"InstanceId": "i-1", "InstanceType": "m5.large", "Placement": {"AvailabilityZone": "us-east-1a"},
            "State": {"Name": "pending"}, "Tags": [{"Key": k, "Value": v} for k, v in pod_tags(["d/a", "d/b"]).items()]}
-    node = in_flight_from_instance(raw)
+    node = in_flight_node(instance_from_ec2(raw))
     assert node is not None and node.pod_keys == ("d/a", "d/b")
 
 

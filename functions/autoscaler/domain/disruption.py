@@ -28,31 +28,16 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from autoscaler.domain.cron import window_open
-from autoscaler.domain.models import (
-    CAPACITY_TYPE_LABEL,
-    DO_NOT_DISRUPT,
-    NODEPOOL_LABEL,
-    Node,
-    Offering,
-    Pod,
-    PodDisruptionBudget,
-    Taint,
-)
-from autoscaler.domain.nodepool import INSTANCE_TYPE_LABEL, Budget, NodePool
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, DO_NOT_DISRUPT, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL
+from autoscaler.domain.models import DISRUPTED_TAINT, Node, Offering, Pod, PodDisruptionBudget
+from autoscaler.domain.node_state import read_state
+from autoscaler.domain.nodepool import Budget, NodePool
 from autoscaler.domain.plan import Launch, PlanInput
 from autoscaler.domain.scheduler import plan
 
 Reason = Literal["Empty", "Expired", "Underutilized"]
 Action = Literal["delete", "replace"]
 Guard = Literal["Budget", "DoNotDisrupt", "PDB", "BarePod", "NotOurs"]
-
-# Node annotations: the service's state lives on the nodes, never in memory (WAVE2 contract).
-EMPTY_SINCE = "autoscaler.eks.aws/empty-since"
-DRAIN_STARTED = "autoscaler.eks.aws/drain-started"
-DRAIN_REASON = "autoscaler.eks.aws/drain-reason"
-REPLACEMENT_REQUESTED = "autoscaler.eks.aws/replacement-requested"
-DISRUPTED_TAINT = Taint(key="karpenter.sh/disrupted", effect="NoSchedule")
-IN_PROGRESS_ANNOTATIONS = (DRAIN_STARTED, REPLACEMENT_REQUESTED)
 
 DRAIN_REASONS: dict[Reason, str] = {"Empty": "empty", "Expired": "expired", "Underutilized": "underutilized"}
 REASON_OF_DRAIN = {v: k for k, v in DRAIN_REASONS.items()}
@@ -138,8 +123,9 @@ def is_ours(node: Node, node_pools: Mapping[str, NodePool]) -> bool:
 
 
 def in_progress(node: Node) -> bool:
-    """Already being disrupted: replacement requested, drain started, tainted or deleting."""
-    return (node.deleting or any(a in node.annotations for a in IN_PROGRESS_ANNOTATIONS)
+    """Already being disrupted (by either function): replacement requested, drain started, tainted or
+    deleting."""
+    return (node.deleting or read_state(node.annotations).in_progress
             or any(t.key == DISRUPTED_TAINT.key and t.effect == DISRUPTED_TAINT.effect for t in node.taints))
 
 

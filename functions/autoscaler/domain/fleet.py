@@ -1,38 +1,22 @@
 """What a launch asks of the cloud and what came back, independent of EC2's wire shapes.
 
 ``FleetRequest`` is the adapter-facing request (the planner's ``Launch`` is converted into it by the
-glue code); ``FleetResult`` reports precisely what launched and what did not. The resource tags
-written on everything launched, and the ownership rule built on them, live here because they are
-the product's only state: an instance without them is never touched.
+launcher); ``FleetResult`` reports precisely what launched and what did not; ``CloudInstance`` is an
+instance as the services see it (``instance_from_ec2`` builds it from a DescribeInstances ``Instance``).
 """
 
 from __future__ import annotations
 
-import secrets
-import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODECLAIM_TAG, NODEPOOL_LABEL, NODEPOOL_TAG
 from autoscaler.domain.models import CapacityType, InstanceType, Taint
 from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
-from autoscaler.ports import Clock
-
-# Resource tags (DESIGN.md "Resource tags on everything launched").
-CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
-EKS_CLUSTER_TAG = "eks:eks-cluster-name"
-NODEPOOL_TAG = "karpenter.sh/nodepool"
-NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
-NODECLAIM_TAG = "karpenter.sh/nodeclaim"
-NAME_TAG = "Name"
-MANAGED_BY_TAG = "eks-serverless-autoscaler/managed-by"
-# The pods a launch was made for, so a later pass counts the in-flight instance as their capacity
-# (``InFlightNode.pod_keys``) until it registers. Spread over numbered tags: a value holds 256 chars.
-PODS_TAG_PREFIX = "eks-serverless-autoscaler/pods-"
-MAX_POD_TAGS = 20
-
-# Every launched node starts with this taint; it is removed once the node registers (Karpenter's rule).
-UNREGISTERED_TAINT = Taint(key="karpenter.sh/unregistered", effect="NoExecute")
+from autoscaler.domain.ownership import pods_from_tags
+from autoscaler.domain.plan import InFlightNode
 
 # EC2 error codes that mean "this offering cannot be had right now": mark and try the others.
 CAPACITY_ERROR_CODES = frozenset({
@@ -49,91 +33,10 @@ CAPACITY_ERROR_CODES = frozenset({
     "SpotMaxPriceTooLow",
 })
 
+# Instance states in which an instance is going away: it is no capacity any more.
+GOING_AWAY_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+
 OfferingKey = tuple[str, str, str]  # (instance type, zone, capacity type)
-
-_CLAIM_ALPHABET = string.ascii_lowercase + string.digits
-
-
-def new_claim_id(node_pool: str = "") -> str:
-    """A fresh node-claim id, ``<nodepool>-<8 random chars>`` like Karpenter's NodeClaim names."""
-    suffix = "".join(secrets.choice(_CLAIM_ALPHABET) for _ in range(8))
-    return f"{node_pool}-{suffix}" if node_pool else f"nodeclaim-{suffix}"
-
-
-def pod_tags(pod_keys: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """``ns/name`` keys packed space-separated into at most ``MAX_POD_TAGS`` tags of <= 256 chars.
-    Keys that do not fit are left out: those pods are then placed afresh by the next pass, which still
-    fills in-flight capacity before opening new nodes."""
-    tags: dict[str, str] = {}
-    current = ""
-    for key in pod_keys:
-        if len(key) > 256:
-            continue
-        candidate = f"{current} {key}" if current else key
-        if len(candidate) <= 256:
-            current = candidate
-            continue
-        tags[f"{PODS_TAG_PREFIX}{len(tags)}"] = current
-        current = key
-        if len(tags) >= MAX_POD_TAGS:
-            return tags
-    if current and len(tags) < MAX_POD_TAGS:
-        tags[f"{PODS_TAG_PREFIX}{len(tags)}"] = current
-    return tags
-
-
-def pods_from_tags(tags: Mapping[str, str]) -> tuple[str, ...]:
-    """The pod keys :func:`pod_tags` wrote, in order."""
-    numbered = sorted((int(k[len(PODS_TAG_PREFIX):]), v) for k, v in tags.items()
-                      if k.startswith(PODS_TAG_PREFIX) and k[len(PODS_TAG_PREFIX):].isdigit())
-    return tuple(key for _, value in numbered for key in value.split())
-
-
-def cluster_tag(cluster_name: str) -> str:
-    return f"{CLUSTER_TAG_PREFIX}{cluster_name}"
-
-
-def ownership_tags(cluster_name: str) -> dict[str, str]:
-    """The tags that make a resource this cluster's autoscaler's (checked before any termination)."""
-    return {
-        cluster_tag(cluster_name): "owned",
-        EKS_CLUSTER_TAG: cluster_name,
-        MANAGED_BY_TAG: cluster_name,
-    }
-
-
-def launch_tags(
-    *, cluster_name: str, node_pool: str, node_class: str, claim_id: str, extra: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """All tags for a launched instance, its volumes and its fleet. ``extra`` (the EC2NodeClass's own
-    tags) cannot override the autoscaler's keys: ownership must stay trustworthy."""
-    tags = dict(extra or {})
-    tags.setdefault(NAME_TAG, f"{cluster_name}/{claim_id}")
-    tags.update(ownership_tags(cluster_name))
-    tags.update({NODEPOOL_TAG: node_pool, NODECLASS_TAG: node_class, NODECLAIM_TAG: claim_id})
-    return tags
-
-
-def ownership_problem(tags: Mapping[str, str], cluster_name: str) -> str | None:
-    """Why a resource with these tags is NOT this cluster's autoscaler's, or None when it is."""
-    for key, want in ownership_tags(cluster_name).items():
-        got = tags.get(key)
-        if got != want:
-            return f"tag {key!r} is {got!r}, expected {want!r}"
-    return None
-
-
-def is_owned(tags: Mapping[str, str], cluster_name: str) -> bool:
-    return ownership_problem(tags, cluster_name) is None
-
-
-class OwnershipError(RuntimeError):
-    """Refused to act on a resource that does not carry this cluster's ownership tags."""
-
-    def __init__(self, instance_id: str, reason: str) -> None:
-        super().__init__(f"instance {instance_id} is not owned by this autoscaler ({reason}); refusing to touch it")
-        self.instance_id = instance_id
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,38 +149,50 @@ class LaunchTemplateInfo:
     created_at: float
 
 
-class UnavailableOfferings:
-    """Offerings that recently failed for lack of capacity, each forgotten after ``ttl`` seconds
-    (Karpenter's 3-minute ICE cache). Lives in the warm container; the planner reads ``snapshot()``."""
-
-    def __init__(self, clock: Clock, *, ttl: float = 180.0) -> None:
-        self._clock = clock
-        self._ttl = ttl
-        self._until: dict[OfferingKey, float] = {}
-
-    def mark(self, instance_type: str, zone: str, capacity_type: str, *, ttl: float | None = None) -> None:
-        self._until[(instance_type, zone, capacity_type)] = self._clock.monotonic() + (
-            self._ttl if ttl is None else ttl
-        )
-
-    def is_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> bool:
-        until = self._until.get((instance_type, zone, capacity_type))
-        if until is None:
-            return False
-        if self._clock.monotonic() >= until:
-            del self._until[(instance_type, zone, capacity_type)]
-            return False
-        return True
-
-    def snapshot(self) -> frozenset[OfferingKey]:
-        now = self._clock.monotonic()
-        for key in [k for k, until in self._until.items() if now >= until]:
-            del self._until[key]
-        return frozenset(self._until)
-
-    def __len__(self) -> int:
-        return len(self.snapshot())
-
-
 def supports(instance_type: InstanceType, capacity_type: str) -> bool:
     return instance_type.supports_spot if capacity_type == "spot" else instance_type.supports_on_demand
+
+
+def instance_from_ec2(raw: Mapping[str, Any]) -> CloudInstance:
+    """A DescribeInstances ``Instance`` (boto3's, with a datetime ``LaunchTime``, or the CLI's JSON, with
+    an RFC 3339 string) as a CloudInstance, tags flattened to a dict. The one EC2-instance parser: the
+    AWS adapter and ``autoscaler plan``'s ``inFlight`` snapshot key both use it. Raises ValueError
+    naming the missing field."""
+    for required in ("InstanceId", "InstanceType"):
+        if not raw.get(required):
+            raise ValueError(f"{required} is required")
+    zone = (raw.get("Placement") or {}).get("AvailabilityZone")
+    if not zone:
+        raise ValueError("Placement.AvailabilityZone is required")
+    launch = raw.get("LaunchTime")
+    if isinstance(launch, datetime):
+        launched = launch.timestamp()
+    elif launch:
+        launched = datetime.fromisoformat(str(launch).replace("Z", "+00:00")).timestamp()
+    else:
+        launched = 0.0
+    return CloudInstance(
+        instance_id=str(raw["InstanceId"]),
+        instance_type=str(raw["InstanceType"]),
+        zone=str(zone),
+        state=str((raw.get("State") or {}).get("Name", "running")),
+        capacity_type="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
+        launch_time=launched,
+        tags={str(t["Key"]): str(t.get("Value", "")) for t in raw.get("Tags") or ()},
+        private_dns_name=str(raw.get("PrivateDnsName", "")),
+        raw=raw,
+    )
+
+
+def in_flight_node(instance: CloudInstance) -> InFlightNode | None:
+    """The planner's view of a launched instance that has not registered yet (None once it is going
+    away): its NodePool, offering and the pods it was launched for."""
+    if instance.state in GOING_AWAY_STATES:
+        return None
+    pool = instance.node_pool
+    return InFlightNode(
+        instance_id=instance.instance_id, node_pool=pool, instance_type=instance.instance_type,
+        zone=instance.zone, capacity_type=instance.capacity_type,
+        labels={NODEPOOL_LABEL: pool, CAPACITY_TYPE_LABEL: instance.capacity_type} if pool else {},
+        launched_at=instance.launch_time, pod_keys=pods_from_tags(instance.tags),
+    )

@@ -6,32 +6,25 @@ set the node's labels through the kubelet), so both agree on what a node will lo
 
 from __future__ import annotations
 
-from autoscaler.domain.models import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, InstanceType
-from autoscaler.domain.nodepool import (
+from autoscaler.domain.keys import (
     ARCH_LABEL,
+    CAPACITY_TYPE_LABEL,
     CATEGORY_LABEL,
+    CPU_LABEL,
     FAMILY_LABEL,
     GENERATION_LABEL,
+    GPU_COUNT_LABEL,
+    GPU_MANUFACTURER_LABEL,
+    GPU_NAME_LABEL,
+    HYPERVISOR_LABEL,
     INSTANCE_TYPE_LABEL,
+    MEMORY_LABEL,
+    NODEPOOL_LABEL,
     OS_LABEL,
     SIZE_LABEL,
     ZONE_LABEL,
 )
-
-CPU_LABEL = "karpenter.k8s.aws/instance-cpu"
-MEMORY_LABEL = "karpenter.k8s.aws/instance-memory"
-HYPERVISOR_LABEL = "karpenter.k8s.aws/instance-hypervisor"
-GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
-GPU_NAME_LABEL = "karpenter.k8s.aws/instance-gpu-name"
-GPU_MANUFACTURER_LABEL = "karpenter.k8s.aws/instance-gpu-manufacturer"
-
-# Keys whose value a candidate node gets from its instance type and offering, never from a NodePool.
-WELL_KNOWN_KEYS = frozenset({
-    ARCH_LABEL, OS_LABEL, INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type", ZONE_LABEL,
-    "failure-domain.beta.kubernetes.io/zone", CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, CATEGORY_LABEL, FAMILY_LABEL,
-    GENERATION_LABEL, SIZE_LABEL, CPU_LABEL, MEMORY_LABEL, HYPERVISOR_LABEL, GPU_COUNT_LABEL, GPU_NAME_LABEL,
-    GPU_MANUFACTURER_LABEL,
-})
+from autoscaler.domain.models import InstanceType
 
 
 def instance_type_labels(it: InstanceType) -> dict[str, str]:

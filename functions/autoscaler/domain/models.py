@@ -12,17 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from autoscaler.domain.keys import DISRUPTED_TAINT_KEY, MIRROR_POD_ANNOTATION, UNREGISTERED_TAINT_KEY
 from autoscaler.domain.resources import Resources
 
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 CapacityType = Literal["spot", "on-demand"]
 
-# Annotations and labels with meaning to the autoscaler (Karpenter's own keys where one exists).
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-NODEPOOL_LABEL = "karpenter.sh/nodepool"
-CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +26,13 @@ class Taint:
     key: str
     effect: TaintEffect
     value: str = ""
+
+
+# The taints the product itself puts on nodes (their keys: ``domain/keys.py``).
+UNREGISTERED_TAINT = Taint(key=UNREGISTERED_TAINT_KEY, effect="NoExecute")
+DISRUPTED_TAINT = Taint(key=DISRUPTED_TAINT_KEY, effect="NoSchedule")
+# A rebalance recommendation with the ``taint`` action: new pods prefer other nodes; nothing is evicted.
+REBALANCE_TAINT = Taint(key=DISRUPTED_TAINT_KEY, effect="PreferNoSchedule")
 
 
 @dataclass(frozen=True, slots=True)

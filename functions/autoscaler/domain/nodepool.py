@@ -18,28 +18,18 @@ from pydantic.alias_generators import to_camel
 from autoscaler.domain import resources as res
 from autoscaler.domain.cron import parse_cron
 from autoscaler.domain.errors import ConfigError, describe_validation_error, manifest_header
-from autoscaler.domain.models import CAPACITY_TYPE_LABEL, Requirement, Taint
+from autoscaler.domain.keys import (
+    ARCH_LABEL,
+    CAPACITY_TYPE_LABEL,
+    CATEGORY_LABEL,
+    GENERATION_LABEL,
+    INSTANCE_SHAPE_KEYS,
+    OS_LABEL,
+)
+from autoscaler.domain.models import Requirement, Taint
 from autoscaler.domain.nodeclass import KubeletConfiguration
 from autoscaler.domain.quantity import QuantityError
 
-ARCH_LABEL = "kubernetes.io/arch"
-OS_LABEL = "kubernetes.io/os"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-ZONE_LABEL = "topology.kubernetes.io/zone"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-CATEGORY_LABEL = "karpenter.k8s.aws/instance-category"
-FAMILY_LABEL = "karpenter.k8s.aws/instance-family"
-GENERATION_LABEL = "karpenter.k8s.aws/instance-generation"
-SIZE_LABEL = "karpenter.k8s.aws/instance-size"
-
-# Requirements on any of these keys narrow instance selection, so Karpenter's default
-# category/generation requirement is not added on top of them.
-_INSTANCE_SHAPE_KEYS = {
-    INSTANCE_TYPE_LABEL, "beta.kubernetes.io/instance-type", CATEGORY_LABEL, FAMILY_LABEL, GENERATION_LABEL,
-    SIZE_LABEL, "karpenter.k8s.aws/instance-cpu", "karpenter.k8s.aws/instance-memory",
-    "karpenter.k8s.aws/instance-gpu-count", "karpenter.k8s.aws/instance-gpu-name",
-    "karpenter.k8s.aws/instance-hypervisor",
-}
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized"]
@@ -299,7 +289,7 @@ def default_requirements(requirements: Iterable[Requirement]) -> tuple[Requireme
         reqs.append(Requirement(ARCH_LABEL, "In", ("amd64",)))
     if CAPACITY_TYPE_LABEL not in keys:
         reqs.append(Requirement(CAPACITY_TYPE_LABEL, "In", ("on-demand",)))
-    if not keys & _INSTANCE_SHAPE_KEYS:
+    if not keys & INSTANCE_SHAPE_KEYS:
         reqs.append(Requirement(CATEGORY_LABEL, "In", ("c", "m", "r")))
         reqs.append(Requirement(GENERATION_LABEL, "Gt", ("2",)))
     return tuple(reqs)

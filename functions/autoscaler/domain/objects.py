@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from autoscaler.domain import resources as res
+from autoscaler.domain.keys import ZONE_KEYS
 from autoscaler.domain.models import (
     DaemonSet,
     HostPort,
@@ -33,8 +34,6 @@ from autoscaler.domain.models import (
 )
 from autoscaler.domain.quantity import QuantityError
 
-ZONE_KEYS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone",
-             "topology.ebs.csi.aws.com/zone")
 _OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
 _EFFECTS = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
 

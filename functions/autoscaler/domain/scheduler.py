@@ -37,10 +37,9 @@ from dataclasses import dataclass, field, replace
 
 from autoscaler.domain import resources as res
 from autoscaler.domain.allocatable import GI, allocatable, capacity
-from autoscaler.domain.labels import WELL_KNOWN_KEYS, instance_type_labels
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, NODEPOOL_LABEL, WELL_KNOWN_KEYS, ZONE_LABEL
+from autoscaler.domain.labels import instance_type_labels
 from autoscaler.domain.models import (
-    CAPACITY_TYPE_LABEL,
-    NODEPOOL_LABEL,
     LabelSelector,
     Node,
     Pod,
@@ -51,7 +50,7 @@ from autoscaler.domain.models import (
     tolerates_all,
 )
 from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
-from autoscaler.domain.nodepool import HOSTNAME_LABEL, ZONE_LABEL, NodePool, requirement_allows
+from autoscaler.domain.nodepool import NodePool, requirement_allows
 from autoscaler.domain.plan import Launch, Plan, PlanInput, Unschedulable
 
 MAX_INSTANCE_TYPES = 60

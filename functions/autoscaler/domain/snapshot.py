@@ -1,4 +1,4 @@
-"""Load a cluster snapshot file (DESIGN.md "autoscaler plan") into a ``PlanInput``.
+"""Parse a cluster snapshot document (DESIGN.md "autoscaler plan") into a ``PlanInput``.
 
 The file holds native shapes — ``kubectl get -o json`` objects (a bare list or a ``List`` with
 ``items``) and ``aws ec2 describe-*`` output — so real output can be pasted in. Pydantic checks the
@@ -7,17 +7,14 @@ top level; each object goes through the shared parsers, and every error names th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from autoscaler.domain.errors import ConfigError, describe_validation_error
-from autoscaler.domain.fleet import pods_from_tags
-from autoscaler.domain.models import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, InstanceType, Offering
+from autoscaler.domain.fleet import in_flight_node, instance_from_ec2
+from autoscaler.domain.models import InstanceType, Offering
 from autoscaler.domain.nodeclass import parse_node_classes
 from autoscaler.domain.nodepool import parse_node_pools
 from autoscaler.domain.objects import (
@@ -25,7 +22,6 @@ from autoscaler.domain.objects import (
     daemonset_from_dict,
     instance_type_from_ec2,
     node_from_dict,
-    parse_timestamp,
     pod_from_dict,
     pv_from_dict,
     pvc_from_dict,
@@ -81,27 +77,8 @@ def _each(raws: list[Raw], parse: Callable[[Raw], T], *, key: str) -> list[T]:
     return out
 
 
-def in_flight_from_instance(raw: Mapping[str, Any]) -> InFlightNode | None:
-    """An in-flight node from a DescribeInstances ``Instance`` (None once it is going away)."""
-    state = (raw.get("State") or {}).get("Name", "running")
-    if state in ("shutting-down", "terminated", "stopping", "stopped"):
-        return None
-    tags = {t["Key"]: t["Value"] for t in raw.get("Tags") or ()}
-    for field in ("InstanceId", "InstanceType"):
-        if not raw.get(field):
-            raise ValueError(f"{field} is required")
-    zone = (raw.get("Placement") or {}).get("AvailabilityZone")
-    if not zone:
-        raise ValueError("Placement.AvailabilityZone is required")
-    pool = tags.get(NODEPOOL_LABEL, "")
-    ct = "spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand"
-    launched = raw.get("LaunchTime")
-    return InFlightNode(
-        instance_id=str(raw["InstanceId"]), node_pool=pool, instance_type=str(raw["InstanceType"]), zone=str(zone),
-        capacity_type=ct, labels={NODEPOOL_LABEL: pool, CAPACITY_TYPE_LABEL: ct} if pool else {},
-        launched_at=parse_timestamp(str(launched)) if launched else 0.0,
-        pod_keys=pods_from_tags(tags),
-    )
+def _in_flight(raw: Raw) -> InFlightNode | None:
+    return in_flight_node(instance_from_ec2(raw))
 
 
 def offerings_from(types: list[InstanceType], locations: list[Raw], prices: _Prices) -> list[Offering]:
@@ -152,19 +129,5 @@ def parse_snapshot(data: Mapping[str, Any]) -> PlanInput:
                               key="storageClasses"),
         instance_types=types,
         offerings=offerings_from(types, locations, snap.prices),
-        in_flight=[f for f in _each(instances, in_flight_from_instance, key="inFlight") if f is not None],
+        in_flight=[f for f in _each(instances, _in_flight, key="inFlight") if f is not None],
     )
-
-
-def load_snapshot(path: str | Path) -> PlanInput:
-    """Read a YAML or JSON snapshot file; ConfigError names the file and what is wrong."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"snapshot {p}: cannot read: {exc.strerror}") from exc
-    try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"snapshot {p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {exc}") from exc
-    return parse_snapshot(data)

@@ -8,18 +8,14 @@ the pass launches the replacement itself through the same planner and launcher.
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
+from autoscaler.app.disruption import DisruptionService, Options
 from autoscaler.config import duration_seconds
-from autoscaler.domain.disruption import Candidate, Settings
-from autoscaler.domain.disruption_service import DisruptionService, Options, ReplacementRequester
+from autoscaler.domain.disruption import Settings
 from autoscaler.handlers.observability import logger, metrics, tracer
-from autoscaler.handlers.runtime import Runtime, get_runtime
+from autoscaler.handlers.runtime import Runtime, get_runtime, replacement_requester
 
 # Seconds kept back from the Lambda's remaining time for the final API calls and metric flush.
 MARGIN_SECONDS = 10.0
@@ -37,37 +33,11 @@ def options_for(rt: Runtime, *, dry_run: bool | None = None) -> Options:
     )
 
 
-def provisioner_requester(rt: Runtime) -> ReplacementRequester | None:
-    """Invoke the provisioner asynchronously for a candidate's pods, or None without a provisioner."""
-    function = rt.env.provisioner_function
-    if not function:
-        return None
-
-    def request(c: Candidate) -> str | None:
-        payload = {"source": "disruption", "kind": "replacement", "nodes": list(c.nodes), "unavailable": [],
-                   "eventId": f"disruption-{c.reason.lower()}-{'-'.join(c.nodes)}-{int(rt.clock.now())}"}
-        try:
-            rt.client("lambda").invoke(FunctionName=function, InvocationType="Event",
-                                       Payload=json.dumps(payload).encode())
-        except (ClientError, BotoCoreError) as exc:
-            return f"invoking {function} failed: {exc}"
-        return None
-
-    return request
-
-
-def _sleep_for(rt: Runtime) -> Callable[[float], None]:
-    # A clock that can be advanced (the simulation's) is slept on; the system clock with time.sleep.
-    advance = getattr(rt.clock, "advance", None)
-    return advance if callable(advance) else time.sleep
-
-
 def service_for(rt: Runtime, *, dry_run: bool | None = None) -> DisruptionService:
     return DisruptionService(
         cluster=rt.cluster, cloud=rt.cloud, node_pools=rt.node_pools, node_classes=rt.node_classes,
         cluster_name=rt.config.cluster_name, region=rt.config.region, clock=rt.clock, sink=rt.sink,
-        options=options_for(rt, dry_run=dry_run), request_replacement=provisioner_requester(rt),
-        sleep=_sleep_for(rt),
+        options=options_for(rt, dry_run=dry_run), replacements=replacement_requester(rt),
     )
 
 

@@ -1,8 +1,8 @@
 """The interruption function's entry point: an SQS batch of EventBridge events (spot interruption
 warnings, rebalance recommendations, AWS Health scheduled changes, instance state changes).
 
-Each record is checked against Powertools' EventBridge model, classified by
-``autoscaler.domain.interruption.parse_event`` and handed to ``InterruptionService``. Powertools'
+Each record is read and classified by ``autoscaler.domain.interruption.parse_event`` (the one
+envelope parser) and handed to ``InterruptionService``. Powertools'
 ``BatchProcessor`` reports partial batch failures, so one failing message never sends the whole batch
 back: malformed and unknown messages are logged with their message id, counted and acknowledged; a
 failure worth retrying (Kubernetes API or AWS errors, a drain that could not finish in this invocation)
@@ -14,30 +14,25 @@ sub-second pass), so a slow drain of the first message never delays the cordon o
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import ValidationError
 
 from autoscaler import metrics_catalog as mc
-from autoscaler.aws.replacement import LambdaReplacementRequester
+from autoscaler.app.interruption import EventOutcome, InstanceOutcome, InterruptionService, Outcome
 from autoscaler.domain.interruption import (
     EventKind,
     Ignored,
     InterruptionEvent,
     MalformedEvent,
-    Parsed,
     parse_event,
 )
-from autoscaler.domain.interruption_service import EventOutcome, InstanceOutcome, InterruptionService, Outcome
 from autoscaler.handlers.observability import logger, metrics, tracer
-from autoscaler.handlers.runtime import Runtime, get_runtime
+from autoscaler.handlers.runtime import Runtime, get_runtime, replacement_requester
 
 # Stop draining this long before Lambda would kill the invocation: enough to record the outcome, emit
 # metrics and return the batch response (a timed-out invocation fails every message of the batch).
@@ -60,37 +55,13 @@ _ACTED = frozenset({Outcome.TAINTED, Outcome.CORDONED, Outcome.DRAINED, Outcome.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-class InterruptionEnvelope(EventBridgeModel):
-    """Powertools' EventBridge model with ``account`` optional: nothing here uses it, EventBridge always
-    sends it, but moto's event bus (the end-to-end test) leaves it out."""
-
-    account: str = ""
-
-
 class DrainIncomplete(RuntimeError):
     """A drain could not finish in this invocation; the message is returned for retry (node stays cordoned)."""
 
 
-def read_message(body: str) -> Parsed:
-    """One SQS body: JSON, an EventBridge event (Powertools' model), then the domain's classification.
-    Raises MalformedEvent naming what was wrong."""
-    try:
-        raw = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise MalformedEvent(f"message body is not JSON: {exc.msg} at position {exc.pos}") from exc
-    if not isinstance(raw, Mapping):
-        raise MalformedEvent("message body is not a JSON object")
-    try:
-        InterruptionEnvelope.model_validate(raw)
-    except ValidationError as exc:
-        fields = ", ".join(".".join(str(p) for p in e["loc"]) or "(root)" for e in exc.errors())
-        raise MalformedEvent(f"not an EventBridge event: bad or missing {fields}") from exc
-    return parse_event(raw)
-
-
 def build_service(rt: Runtime) -> InterruptionService:
-    requester = LambdaReplacementRequester(rt.client("lambda"), function_name=rt.env.provisioner_function)
-    return InterruptionService(cluster=rt.cluster, cloud=rt.cloud, replacements=requester, clock=rt.clock,
+    return InterruptionService(cluster=rt.cluster, cloud=rt.cloud, replacements=replacement_requester(rt),
+                               clock=rt.clock,
                                cluster_name=rt.config.cluster_name,
                                actions=rt.config.interruption.model_dump(by_alias=True),
                                poll_interval=POLL_INTERVAL_SECONDS, retry_interval=RETRY_INTERVAL_SECONDS)
@@ -109,7 +80,7 @@ class _Batch:
     def cordon_all(self, records: list[Mapping[str, Any]]) -> None:
         for record in records:
             try:
-                parsed = read_message(str(record.get("body", "")))
+                parsed = parse_event(str(record.get("body", "")))
                 if isinstance(parsed, InterruptionEvent):
                     self.begun[str(record.get("messageId", ""))] = self.service.begin(parsed)
             except Exception:  # the record's own handling below reports it and returns it for retry
@@ -119,7 +90,7 @@ class _Batch:
         self.left -= 1
         message_id = record.message_id
         try:
-            parsed = read_message(record.body)
+            parsed = parse_event(record.body)
         except MalformedEvent as exc:
             self._emit("malformed", "ignore", "ignored")
             logger.warning("malformed interruption message acknowledged",

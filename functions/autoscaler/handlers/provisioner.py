@@ -1,6 +1,6 @@
 """Provisioner Lambda: EventBridge Scheduler runs it every minute (``{"source": "schedule", "kind":
 "provisioner"}``); the interruption and disruption functions invoke it asynchronously with a
-replacement request. One call into ``autoscaler.domain.provisioning``; watch mode keeps it running
+replacement request. One call into ``autoscaler.app.provisioner``; watch mode keeps it running
 until shortly before the next scheduled run."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from typing import Any, Literal
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from autoscaler.config import duration_seconds
-from autoscaler.domain.provisioning import (
+from autoscaler.app.provisioner import (
     Provisioner,
     ProvisionerSettings,
     ReplacementRequest,
-    run_invocation,
 )
+from autoscaler.app.watch import run_invocation
+from autoscaler.config import duration_seconds
 from autoscaler.handlers.observability import logger, metrics, tracer
 from autoscaler.handlers.runtime import Runtime, get_runtime
 

@@ -21,17 +21,18 @@ from typing import Any
 
 import boto3
 
-from autoscaler.aws.cloud import AwsCloud
-from autoscaler.aws.userdata import ClusterInfo
+from autoscaler.adapters.aws.cloud import AwsCloud
+from autoscaler.adapters.aws.replacement import LambdaReplacementRequester
+from autoscaler.adapters.aws.userdata import ClusterInfo
+from autoscaler.adapters.clock import SystemClock
+from autoscaler.adapters.kube.auth import api_client_for_eks, api_client_for_endpoint
+from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.app.ports import Clock
 from autoscaler.config import ClusterConfig, DeploymentEnv, load_deployment_env, load_runtime_config
-from autoscaler.domain.clock import SystemClock
 from autoscaler.domain.nodeclass import NodeClass, parse_node_classes
 from autoscaler.domain.nodepool import NodePool, parse_node_pools
 from autoscaler.handlers.observability import PowertoolsSink
-from autoscaler.kube.auth import api_client_for_eks, api_client_for_endpoint
-from autoscaler.kube.cluster import KubeCluster
 from autoscaler.metrics_catalog import MetricsSink
-from autoscaler.ports import Clock
 
 ENV_KUBE_ENDPOINT = "AUTOSCALER_KUBE_ENDPOINT"
 ENV_KUBE_TOKEN = "AUTOSCALER_KUBE_TOKEN"
@@ -117,3 +118,10 @@ def set_runtime(runtime: Runtime | None) -> None:
     global _RUNTIME  # noqa: PLW0603
     with _LOCK:
         _RUNTIME = runtime
+
+
+def replacement_requester(rt: Runtime) -> LambdaReplacementRequester | None:
+    """The provisioner function's replacement requests (asynchronous invoke), or None when the
+    deployment names no provisioner function (local runs): the caller then acts without one."""
+    function = rt.env.provisioner_function
+    return LambdaReplacementRequester(rt.client("lambda"), function_name=function) if function else None

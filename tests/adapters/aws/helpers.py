@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.aws.userdata import ClusterInfo
+from autoscaler.adapters.aws.userdata import ClusterInfo
 from autoscaler.domain.nodeclass import NodeClass, parse_node_class
 from simulator.local import put_public_parameter
 

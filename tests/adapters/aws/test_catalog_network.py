@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from autoscaler.aws.catalog import InstanceCatalog
-from autoscaler.aws.network import NetworkResolver
-from autoscaler.domain.clock import ManualClock
+from autoscaler.adapters.aws.catalog import InstanceCatalog
+from autoscaler.adapters.aws.network import NetworkResolver
+from autoscaler.adapters.clock import ManualClock
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.nodeclass import SelectorTerm
 from tests.adapters.aws.helpers import Network

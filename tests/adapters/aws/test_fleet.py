@@ -9,17 +9,11 @@ from typing import Any
 import boto3
 import pytest
 
-from autoscaler.aws.cloud import AwsCloud
-from autoscaler.domain.clock import ManualClock
-from autoscaler.domain.fleet import (
-    EKS_CLUSTER_TAG,
-    MANAGED_BY_TAG,
-    NODECLAIM_TAG,
-    NODECLASS_TAG,
-    NODEPOOL_TAG,
-    FleetRequest,
-    new_claim_id,
-)
+from autoscaler.adapters.aws.cloud import AwsCloud
+from autoscaler.adapters.clock import ManualClock
+from autoscaler.app.launcher import new_claim_id
+from autoscaler.domain.fleet import FleetRequest
+from autoscaler.domain.keys import EKS_CLUSTER_TAG, MANAGED_BY_TAG, NODECLAIM_TAG, NODECLASS_TAG, NODEPOOL_TAG
 from autoscaler.domain.models import Taint
 from tests.adapters.aws.helpers import (
     CLUSTER,

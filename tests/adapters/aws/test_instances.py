@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from autoscaler.aws.instances import Instances
-from autoscaler.domain.fleet import OwnershipError, is_owned, launch_tags, ownership_problem
+from autoscaler.adapters.aws.instances import Instances
+from autoscaler.domain.ownership import OwnershipError, is_owned, launch_tags, ownership_problem
 from tests.adapters.aws.helpers import Network, builtin_images
 
 

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from autoscaler.aws.ami import Ami
-from autoscaler.aws.launch_template import InstanceProfiles, LaunchTemplates, launch_template_data
-from autoscaler.aws.userdata import NODECONFIG_CONTENT_TYPE, NodeJoin
-from autoscaler.domain.fleet import UNREGISTERED_TAINT, is_owned
-from autoscaler.domain.models import Taint
+from autoscaler.adapters.aws.ami import Ami
+from autoscaler.adapters.aws.launch_template import InstanceProfiles, LaunchTemplates, launch_template_data
+from autoscaler.adapters.aws.userdata import NODECONFIG_CONTENT_TYPE, NodeJoin
+from autoscaler.domain.models import UNREGISTERED_TAINT, Taint
 from autoscaler.domain.nodeclass import KubeletConfiguration
+from autoscaler.domain.ownership import is_owned
 from tests.adapters.aws.helpers import CLUSTER, node_class, tags_of
 
 AMI = Ami(image_id="ami-0123456789abcdef0", architecture="amd64")

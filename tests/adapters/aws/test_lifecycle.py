@@ -9,11 +9,12 @@ from typing import Any
 import boto3
 import pytest
 
-from autoscaler.aws.cloud import AwsCloud
-from autoscaler.domain.fleet import UNREGISTERED_TAINT, launch_tags, ownership_tags
-from autoscaler.domain.lifecycle import reconcile
+from autoscaler.adapters.aws.cloud import AwsCloud
+from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.app.lifecycle import reconcile
+from autoscaler.domain.models import UNREGISTERED_TAINT
 from autoscaler.domain.nodepool import parse_node_pools
-from autoscaler.kube.cluster import KubeCluster
+from autoscaler.domain.ownership import launch_tags, ownership_tags
 from simulator.kube_api import KubeApiServer, client_for
 from tests.adapters.aws.helpers import CLUSTER, REGION, Network, builtin_images, tags_of
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 
-from autoscaler.aws._calls import Caller, client_config
-from autoscaler.aws.cloud import AwsCloud
+from autoscaler.adapters.aws._calls import Caller, client_config
+from autoscaler.adapters.aws.cloud import AwsCloud
+from autoscaler.app.ports import CloudError
 from tests.adapters.aws.helpers import CLUSTER, REGION
 
 
@@ -20,19 +20,22 @@ def test_retries_are_adaptive_and_bounded() -> None:
 
 def test_failures_are_logged_with_request_id(ec2: Any, caplog: pytest.LogCaptureFixture) -> None:
     call = Caller(ec2)
-    with pytest.raises(ClientError):
+    with pytest.raises(CloudError) as raised:
         call("describe_instances", InstanceIds=["i-0000000000000dead"])
-    [record] = [r for r in caplog.records if r.name == "autoscaler.aws"]
+    # The SDK's exception never crosses the port: a typed error naming the operation and AWS's code.
+    assert raised.value.operation == "describe_instances" and raised.value.code.startswith("InvalidInstanceID")
+    assert raised.value.request_id and not raised.value.retryable
+    [record] = [r for r in caplog.records if r.name == "autoscaler.adapters.aws"]
     assert "describe_instances" in record.getMessage() and "InvalidInstanceID" in record.getMessage()
     assert getattr(record, "request_id", None)
     assert call.calls["describe_instances"] == 1
 
 
 def test_expected_errors_are_not_logged(ec2: Any, caplog: pytest.LogCaptureFixture) -> None:
-    with pytest.raises(ClientError):
+    with pytest.raises(CloudError):
         Caller(ec2)("describe_instances", InstanceIds=["i-0000000000000dead"],
                     expected_errors=("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"))
-    assert not [r for r in caplog.records if r.name == "autoscaler.aws"]
+    assert not [r for r in caplog.records if r.name == "autoscaler.adapters.aws"]
 
 
 def test_from_session_makes_no_call_until_used(aws: None) -> None:

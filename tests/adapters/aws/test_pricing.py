@@ -10,8 +10,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from autoscaler.aws.pricing import PriceBook, parse_price_list_item
-from autoscaler.domain.clock import ManualClock
+from autoscaler.adapters.aws.pricing import PriceBook, parse_price_list_item
+from autoscaler.adapters.clock import ManualClock
 from simulator.local import on_demand_prices
 from tests.adapters.aws.helpers import REGION, price_list_item
 

@@ -7,10 +7,10 @@ import json
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from autoscaler.aws.replacement import LambdaReplacementRequester, replacement_payload
+from autoscaler.adapters.aws.replacement import LambdaReplacementRequester, replacement_payload
+from autoscaler.app.ports import CloudError
 
 
 def _client() -> object:
@@ -45,6 +45,7 @@ def test_a_failed_invoke_raises_so_the_message_is_retried() -> None:
     client = _client()
     with Stubber(client) as stub:
         stub.add_client_error("invoke", service_error_code="TooManyRequestsException", http_status_code=429)
-        with pytest.raises(ClientError):
+        with pytest.raises(CloudError) as raised:
             LambdaReplacementRequester(client, function_name="prov").request_replacement(
                 source="interruption", nodes=["n1"], unavailable=[], event_id="ev")
+        assert raised.value.throttled and raised.value.retryable

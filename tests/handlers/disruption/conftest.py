@@ -11,16 +11,17 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from autoscaler.aws.cloud import AwsCloud
+from autoscaler.adapters.aws.cloud import AwsCloud
+from autoscaler.adapters.clock import ManualClock
+from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.app.launcher import new_claim_id
 from autoscaler.config import ClusterConfig, DeploymentEnv
 from autoscaler.domain.allocatable import allocatable
-from autoscaler.domain.clock import ManualClock
-from autoscaler.domain.fleet import FleetRequest, new_claim_id
+from autoscaler.domain.fleet import FleetRequest
 from autoscaler.domain.nodeclass import parse_node_classes
 from autoscaler.domain.nodepool import parse_node_pools
 from autoscaler.handlers import disruption
 from autoscaler.handlers.runtime import Runtime, set_runtime
-from autoscaler.kube.cluster import KubeCluster
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_api import KubeApiServer, client_for
 from simulator.local import LambdaContext, on_demand_prices

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoscaler.domain.disruption import DRAIN_STARTED, EMPTY_SINCE, REPLACEMENT_REQUESTED
+from autoscaler.domain.keys import DRAIN_STARTED_ANNOTATION as DRAIN_STARTED
+from autoscaler.domain.keys import EMPTY_SINCE_ANNOTATION as EMPTY_SINCE
+from autoscaler.domain.keys import REPLACEMENT_REQUESTED_ANNOTATION as REPLACEMENT_REQUESTED
 from tests.handlers.disruption.conftest import node_pool
 
 DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}

@@ -8,13 +8,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from botocore.exceptions import ClientError
-
-from autoscaler.aws._calls import Caller, TtlCache, error_code
+from autoscaler.adapters.aws._calls import Caller, TtlCache
+from autoscaler.app.ports import Clock, CloudError
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.models import InstanceType
 from autoscaler.domain.nodeclass import AmiSelectorTerm, NodeClass
-from autoscaler.ports import Clock
 
 Arch = Literal["amd64", "arm64"]
 # Accelerated EKS images: NVIDIA drivers ("nvidia") or the AWS Neuron SDK ("neuron", Inferentia/Trainium).
@@ -166,16 +164,16 @@ class AmiResolver:
         try:
             found = self._ssm("get_parameter", Name=name, expected_errors=("ParameterNotFound",))
             return str(found["Parameter"]["Value"])
-        except ClientError as exc:
-            if error_code(exc) == "ParameterNotFound":
+        except CloudError as exc:
+            if exc.code == "ParameterNotFound":
                 return None  # e.g. no arm64 build of this family: that architecture is simply absent
             raise
 
     def _describe(self, params: dict[str, Any], *, source: str) -> list[Ami]:
         try:
             images = self._ec2("describe_images", **params).get("Images", ())
-        except ClientError as exc:
-            if error_code(exc).startswith("InvalidAMIID"):
+        except CloudError as exc:
+            if exc.code.startswith("InvalidAMIID"):
                 return []
             raise
         out = []

@@ -11,13 +11,12 @@ why. Calling ``drain`` again on a partly drained node simply continues.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from autoscaler.app.ports import Clock, ClusterPort
 from autoscaler.domain.models import Pod
-from autoscaler.ports import Clock, ClusterPort
 
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 
@@ -70,11 +69,12 @@ class _Progress:
 
 
 def drain(node_name: str, *, cluster: ClusterPort, clock: Clock, deadline: float,
-          sleep: Callable[[float], None] = time.sleep, poll_interval: float = 1.0,
+          sleep: Callable[[float], None] | None = None, poll_interval: float = 1.0,
           retry_interval: float = 5.0) -> DrainResult:
     """Evict every pod that must move off ``node_name`` by ``deadline`` (a ``clock.monotonic()``
     reading). PDB-blocked pods are retried every ``retry_interval`` seconds until the deadline;
     pods being deleted are polled every ``poll_interval`` seconds until gone."""
+    sleep = sleep or clock.sleep
     progress = _Progress()
     skipped: dict[str, str] = {}
     for critical in (False, True):

@@ -35,6 +35,10 @@ class Clock(Protocol):
         """A monotonic reading for measuring intervals and deadlines."""
         ...
 
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` on this clock (the system clock blocks; a simulated clock advances)."""
+        ...
+
 
 class ClusterError(Exception):
     """The Kubernetes API refused or failed a request after the adapter's retries.
@@ -47,6 +51,34 @@ class ClusterError(Exception):
 
 class NotFoundError(ClusterError):
     """The object named in the request does not exist (HTTP 404)."""
+
+
+# AWS error codes that mean "slow down": the call may succeed later.
+THROTTLING_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled", "RequestLimitExceeded",
+    "TooManyRequestsException", "SlowDown", "RequestThrottledException", "EC2ThrottledException",
+})
+
+
+class CloudError(Exception):
+    """An AWS API call failed after the SDK's own retries. ``operation`` is the API operation
+    (``create_fleet``), ``code`` AWS's error code (``UnauthorizedOperation``) or, for a call that never
+    got an answer, the SDK's exception name (``EndpointConnectionError``); ``status`` the HTTP status
+    (0 without an answer) and ``request_id`` what AWS support asks for."""
+
+    def __init__(self, message: str, *, operation: str = "", code: str = "", status: int = 0,
+                 request_id: str = "") -> None:
+        super().__init__(message)
+        self.operation, self.code, self.status, self.request_id = operation, code, status, request_id
+
+    @property
+    def throttled(self) -> bool:
+        return self.code in THROTTLING_CODES or self.status == 429
+
+    @property
+    def retryable(self) -> bool:
+        """Worth trying again later: throttling, a server error, or no answer at all."""
+        return self.throttled or self.status >= 500 or self.status == 0
 
 
 class ClusterPort(Protocol):

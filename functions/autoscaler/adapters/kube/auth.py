@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client import ApiClient, Configuration
 
-from autoscaler.ports import Clock
+from autoscaler.app.ports import Clock
 
 if TYPE_CHECKING:
     from mypy_boto3_eks import EKSClient

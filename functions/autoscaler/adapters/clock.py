@@ -1,4 +1,4 @@
-"""Clocks: the real one for Lambda, and a settable one for tests and the simulation."""
+"""Clocks (the ``Clock`` port): the real one for Lambda, and a settable one for tests and the simulation."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
 
 
 @dataclass
@@ -30,3 +33,6 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         self.current += seconds
         self.mono += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(max(0.0, seconds))

@@ -20,21 +20,19 @@ counted in metrics. In dry-run nothing is written: the pass only reports.
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.domain.cluster_state import gather_plan_input
+from autoscaler.app.cluster_state import gather_plan_input
+from autoscaler.app.drain import drain
+from autoscaler.app.launcher import fleet_request_for
+from autoscaler.app.node_state import NodeStates, NotOwnedError
+from autoscaler.app.ports import Clock, CloudError, CloudPort, ClusterError, ClusterPort, ReplacementRequester
 from autoscaler.domain.disruption import (
-    DISRUPTED_TAINT,
-    DRAIN_REASON,
     DRAIN_REASONS,
-    DRAIN_STARTED,
-    EMPTY_SINCE,
     REASON_OF_DRAIN,
-    REPLACEMENT_REQUESTED,
     Blocked,
     Candidate,
     DisruptionInput,
@@ -47,12 +45,18 @@ from autoscaler.domain.disruption import (
     pods_by_node,
     simulate,
 )
-from autoscaler.domain.drain import drain
-from autoscaler.domain.fleet import OwnershipError
-from autoscaler.domain.launching import fleet_request_for
-from autoscaler.domain.models import Node
+from autoscaler.domain.models import DISRUPTED_TAINT, Node
+from autoscaler.domain.node_state import (
+    NodeState,
+    Owner,
+    abandon,
+    request_replacement,
+    start_drain,
+    with_empty_since,
+)
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
+from autoscaler.domain.ownership import OwnershipError
 from autoscaler.domain.plan import PlanInput
 from autoscaler.metrics_catalog import (
     DISRUPTION_BLOCKED,
@@ -65,13 +69,8 @@ from autoscaler.metrics_catalog import (
     REASON,
     MetricsSink,
 )
-from autoscaler.ports import Clock, CloudPort, ClusterError, ClusterPort
 
 log = logging.getLogger("autoscaler.disruption")
-
-# Asks for replacement capacity for a candidate; returns None when requested, else why not.
-ReplacementRequester = Callable[[Candidate], "str | None"]
-
 
 @dataclass(frozen=True, slots=True)
 class Options:
@@ -116,16 +115,17 @@ class DisruptionService:
     def __init__(self, *, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
                  node_classes: Mapping[str, NodeClass], cluster_name: str, region: str, clock: Clock,
                  sink: MetricsSink, options: Options | None = None,
-                 request_replacement: ReplacementRequester | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 replacements: ReplacementRequester | None = None,
+                 sleep: Callable[[float], None] | None = None) -> None:
         self.cluster, self.cloud, self.clock, self.sink = cluster, cloud, clock, sink
         self.node_pools = node_pools
         self.pools = {p.name: p for p in node_pools}
         self.node_classes = node_classes
         self.cluster_name, self.region = cluster_name, region
         self.options = options or Options()
-        self.request_replacement = request_replacement or self.launch_replacements
-        self.sleep = sleep
+        self.replacements = replacements
+        self.states = NodeStates(cluster)
+        self.sleep = sleep or clock.sleep
 
     # ----- the pass ----------------------------------------------------------------------------
     def run_pass(self, *, deadline: float) -> PassReport:
@@ -137,18 +137,21 @@ class DisruptionService:
         owned = {i.instance_id for i in self.cloud.owned_instances()}
         empty_since = self._empty_since(nodes, now)
 
+        # Only disruptions this function started are continued here; the interruption function's own
+        # drains and replacement requests are never drained, released or terminated by it.
+        mine = [(n, s) for n in nodes if (s := self.states.read(n)).owner is Owner.DISRUPTION]
         if opts.dry_run:
-            for n in nodes:
-                if DRAIN_STARTED in n.annotations:
+            for n, state in mine:
+                if state.drain_started is not None:
                     report.draining.append(n.name)
-                elif REPLACEMENT_REQUESTED in n.annotations:
+                elif state.replacement_requested is not None:
                     report.replacing.append(n.name)
         else:
-            for n in nodes:
-                if DRAIN_STARTED in n.annotations:
+            for n, state in mine:
+                if state.drain_started is not None:
                     self._drain(n, owned=owned, deadline=deadline, report=report)
-            self._check_replacements([n for n in nodes if REPLACEMENT_REQUESTED in n.annotations
-                                      and DRAIN_STARTED not in n.annotations], owned=owned,
+            self._check_replacements([n for n, state in mine if state.replacement_requested is not None
+                                      and state.drain_started is None], owned=owned,
                                      deadline=deadline, report=report)
 
         snapshot = self._snapshot()
@@ -179,15 +182,16 @@ class DisruptionService:
             if in_progress(n):
                 continue
             empty = not any(moves(p) for p in on_node.get(n.name, []))
-            mark = _epoch(n.annotations.get(EMPTY_SINCE))
+            state = self.states.read(n)
+            mark = state.empty_since
             if empty and mark is not None:
                 out[n.name] = mark
             elif empty and self.options.dry_run:
                 out[n.name] = n.created_at
             elif empty:
-                self._annotate(n.name, {EMPTY_SINCE: str(int(now))})
-            elif EMPTY_SINCE in n.annotations and not self.options.dry_run:
-                self._annotate(n.name, {EMPTY_SINCE: None})
+                self._write(n, state, with_empty_since(state, now))
+            elif mark is not None and not self.options.dry_run:
+                self._write(n, state, with_empty_since(state, None))
         return out
 
     # ----- acting on decisions -----------------------------------------------------------------
@@ -212,7 +216,7 @@ class DisruptionService:
         self.sink.emit(DISRUPTION_SAVINGS, round(c.saving, 6))
         nodes = [by_name[n] for n in c.nodes if n in by_name]
         if c.action == "replace":
-            problem = self.request_replacement(c)
+            problem = self._request_replacement(c)
             if problem is not None:
                 report.notes.append(f"{', '.join(c.nodes)}: replacement not requested: {problem}")
                 for n in nodes:
@@ -220,8 +224,9 @@ class DisruptionService:
                                               message=f"{c.reason}: replacement capacity failed: {problem}")
                 return
             for n in nodes:
-                self._annotate(n.name, {REPLACEMENT_REQUESTED: str(int(self.clock.now())),
-                                        DRAIN_REASON: DRAIN_REASONS[c.reason]})
+                state = self.states.read(n)
+                self._write(n, state, request_replacement(state, owner=Owner.DISRUPTION,
+                                                          reason=DRAIN_REASONS[c.reason], at=self.clock.now()))
                 self.cluster.record_event(n, reason="DisruptionLaunching", message=c.describe())
             report.replacing.extend(c.nodes)
             return
@@ -231,15 +236,17 @@ class DisruptionService:
 
     def _start_drains(self, nodes: list[Node], reason: Reason, *, owned: set[str], deadline: float,
                       report: PassReport) -> None:
-        started = str(int(self.clock.now()))
+        started = self.clock.now()
         marked = []
         for n in nodes:
+            state = self.states.read(n)
+            draining = with_empty_since(start_drain(state, owner=Owner.DISRUPTION, reason=DRAIN_REASONS[reason],
+                                                    at=started), None)
             try:
                 self.cluster.add_taint(n.name, DISRUPTED_TAINT)
                 self.cluster.cordon(n.name)
-                self._annotate(n.name, {DRAIN_STARTED: started, DRAIN_REASON: DRAIN_REASONS[reason],
-                                        EMPTY_SINCE: None}, missing_ok=False)
-            except ClusterError as exc:
+                self._write(n, state, draining, missing_ok=False)
+            except (ClusterError, NotOwnedError) as exc:
                 log.warning("could not start draining %s: %s", n.name, exc)
                 continue
             marked.append(n)
@@ -249,8 +256,9 @@ class DisruptionService:
                 self._drain(fresh, owned=owned, deadline=deadline, report=report)
 
     def _drain(self, node: Node, *, owned: set[str], deadline: float, report: PassReport) -> None:
-        started = _epoch(node.annotations.get(DRAIN_STARTED)) or self.clock.now()
-        reason: Reason = REASON_OF_DRAIN.get(node.annotations.get(DRAIN_REASON, ""), "Underutilized")
+        state = self.states.read(node)
+        started = state.drain_started or self.clock.now()
+        reason: Reason = REASON_OF_DRAIN.get(state.reason, "Underutilized")
         stop = min(deadline, self.clock.monotonic() + self.options.drain_seconds_per_pass)
         result = drain(node.name, cluster=self.cluster, clock=self.clock, deadline=stop, sleep=self.sleep)
         if result.evicted:
@@ -300,7 +308,8 @@ class DisruptionService:
             self.cluster.uncordon(node.name)
         except ClusterError as exc:
             log.warning("could not uncordon %s: %s", node.name, exc)
-        self._annotate(node.name, {DRAIN_STARTED: None, DRAIN_REASON: None, REPLACEMENT_REQUESTED: None})
+        state = self.states.read(node)
+        self._write(node, state, abandon(state))
         report.released.append(node.name)
         self.sink.emit(DISRUPTION_BLOCKED, 1, **{GUARD: guard})
         log.warning("disruption of %s abandoned: %s", node.name, why, extra={"node": node.name, "guard": guard})
@@ -308,6 +317,20 @@ class DisruptionService:
                                   message=f"disruption abandoned, node uncordoned: {why}")
 
     # ----- replacements ------------------------------------------------------------------------
+    def _request_replacement(self, c: Candidate) -> str | None:
+        """Ask the provisioner function for the candidate's replacement capacity (the same request the
+        interruption function sends); without one configured, launch it here. None when requested,
+        else why not."""
+        if self.replacements is not None:
+            event_id = f"disruption-{c.reason.lower()}-{'-'.join(c.nodes)}-{int(self.clock.now())}"
+            try:
+                if self.replacements.request_replacement(source="disruption", nodes=c.nodes, unavailable=(),
+                                                         event_id=event_id):
+                    return None
+            except CloudError as exc:
+                return f"asking the provisioner failed: {exc}"
+        return self.launch_replacements(c)
+
     def launch_replacements(self, c: Candidate) -> str | None:
         """Launch the candidate's replacement nodes directly (the provisioner's own steps)."""
         for launch in c.replacements:
@@ -326,20 +349,21 @@ class DisruptionService:
         pods fit on registered nodes without any launch, their drain starts."""
         if not waiting:
             return
-        groups: dict[str, list[Node]] = defaultdict(list)
+        groups: dict[float, list[Node]] = defaultdict(list)
         for n in waiting:
-            groups[n.annotations[REPLACEMENT_REQUESTED]].append(n)
+            groups[self.states.read(n).replacement_requested or 0.0].append(n)
         snapshot = self._snapshot()
         now = self.clock.now()
         for requested, group in sorted(groups.items()):
             names = [n.name for n in group]
-            reason: Reason = REASON_OF_DRAIN.get(group[0].annotations.get(DRAIN_REASON, ""), "Underutilized")
+            reason: Reason = REASON_OF_DRAIN.get(self.states.read(group[0]).reason, "Underutilized")
             if simulate(snapshot, names).fits:
                 log.info("replacement for %s has registered; draining", ", ".join(names))
                 self._start_drains(group, reason, owned=owned, deadline=deadline, report=report)
-            elif now - (_epoch(requested) or now) >= self.options.replacement_timeout:
+            elif now - requested >= self.options.replacement_timeout:
                 for n in group:
-                    self._annotate(n.name, {REPLACEMENT_REQUESTED: None, DRAIN_REASON: None})
+                    state = self.states.read(n)
+                    self._write(n, state, abandon(state))
                     self.cluster.record_event(n, reason="DisruptionBlocked", event_type="Warning",
                                               message="replacement capacity did not register in time; "
                                                       "disruption abandoned")
@@ -351,20 +375,13 @@ class DisruptionService:
                                               message="waiting for replacement capacity to register")
 
     # ----- helpers -----------------------------------------------------------------------------
-    def _annotate(self, name: str, values: Mapping[str, str | None], *, missing_ok: bool = True) -> None:
+    def _write(self, node: Node, old: NodeState, new: NodeState, *, missing_ok: bool = True) -> None:
+        """Store this function's part of the node's record; failures are logged (or raised with
+        ``missing_ok=False``, where the caller must not go on without the record)."""
         try:
-            self.cluster.annotate_node(name, values)
-        except ClusterError as exc:
+            self.states.write(node, old, new, by=Owner.DISRUPTION)
+        except (ClusterError, NotOwnedError) as exc:
             if not missing_ok:
                 raise
-            log.warning("could not annotate node %s: %s", name, exc)
-
-
-def _epoch(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
+            log.warning("could not record the state of node %s: %s", node.name, exc)
 

@@ -1,6 +1,6 @@
 """Replacement requests to the provisioner function: an asynchronous ``lambda:Invoke``
 (``InvocationType="Event"``), so the caller never waits for a provisioning pass. Implements
-``autoscaler.ports.ReplacementRequester``."""
+``autoscaler.app.ports.ReplacementRequester``."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from autoscaler.aws._calls import Caller
+from autoscaler.adapters.aws._calls import Caller
 
 if TYPE_CHECKING:
-    from autoscaler.ports import ReplacementRequester
+    from autoscaler.app.ports import ReplacementRequester
 
 
 def replacement_payload(*, source: str, nodes: Sequence[str], unavailable: Sequence[tuple[str, str, str]],

@@ -3,15 +3,25 @@ that decides claim ids, capacity-type preference and which kubelet settings appl
 
 from __future__ import annotations
 
+import secrets
+import string
 from collections.abc import Mapping
 from typing import cast
 
 from autoscaler.domain.errors import ConfigError
-from autoscaler.domain.fleet import FleetRequest, new_claim_id
+from autoscaler.domain.fleet import FleetRequest
 from autoscaler.domain.models import CapacityType
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import Launch
+
+_CLAIM_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def new_claim_id(node_pool: str = "") -> str:
+    """A fresh node-claim id, ``<nodepool>-<8 random chars>`` like Karpenter's NodeClaim names."""
+    suffix = "".join(secrets.choice(_CLAIM_ALPHABET) for _ in range(8))
+    return f"{node_pool}-{suffix}" if node_pool else f"nodeclaim-{suffix}"
 
 
 def fleet_request_for(launch: Launch, *, cluster_name: str, node_pools: Mapping[str, NodePool],

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -21,7 +20,8 @@ from urllib.parse import quote
 import urllib3
 from kubernetes.client import ApiClient
 
-from autoscaler.domain.clock import SystemClock
+from autoscaler.adapters.clock import SystemClock
+from autoscaler.app.ports import Clock, ClusterError, NotFoundError
 from autoscaler.domain.models import (
     DaemonSet,
     EvictionResult,
@@ -42,7 +42,6 @@ from autoscaler.domain.objects import (
     pvc_from_dict,
     storage_class_from_dict,
 )
-from autoscaler.ports import Clock, ClusterError, NotFoundError
 
 T = TypeVar("T")
 Raw = dict[str, Any]
@@ -74,12 +73,12 @@ class KubeCluster:
     """The cluster adapter. One instance per Lambda container; thread-safe as the ApiClient is."""
 
     def __init__(self, api: ApiClient, *, clock: Clock | None = None,
-                 sleep: Callable[[float], None] = time.sleep, page_size: int = 500,
+                 sleep: Callable[[float], None] | None = None, page_size: int = 500,
                  read_attempts: int = 5, backoff_base: float = 0.2, backoff_max: float = 5.0,
                  request_timeout: float = 30.0, component: str = "eks-serverless-autoscaler") -> None:
         self._api = api
         self._clock: Clock = clock or SystemClock()
-        self._sleep = sleep
+        self._sleep = sleep or self._clock.sleep
         self._page_size = page_size
         self._read_attempts = read_attempts
         self._backoff_base, self._backoff_max = backoff_base, backoff_max

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from autoscaler.ports import Clock
+from autoscaler.app.ports import Clock, CloudError
 
-log = logging.getLogger("autoscaler.aws")
+log = logging.getLogger("autoscaler.adapters.aws")
 V = TypeVar("V")
 
 
@@ -49,17 +49,21 @@ def client_config(*, max_attempts: int = 5, read_timeout: float = 10.0) -> Confi
     )
 
 
-def error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
+def cloud_error(operation: str, exc: ClientError | BotoCoreError) -> CloudError:
+    """The one translation of SDK exceptions into the port's ``CloudError``."""
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        meta = exc.response.get("ResponseMetadata", {})
+        return CloudError(f"{operation}: {err.get('Code', '')}: {err.get('Message', exc)}", operation=operation,
+                          code=str(err.get("Code", "")), status=int(meta.get("HTTPStatusCode") or 0),
+                          request_id=str(meta.get("RequestId", "")))
+    return CloudError(f"{operation}: {type(exc).__name__}: {exc}", operation=operation, code=type(exc).__name__)
 
 
-def _log_failure(operation: str, exc: ClientError) -> None:
-    meta = exc.response.get("ResponseMetadata", {})
-    err = exc.response.get("Error", {})
+def _log_failure(exc: CloudError) -> None:
     log.warning(
-        "AWS call failed: %s %s: %s (request id %s)",
-        operation, err.get("Code"), err.get("Message"), meta.get("RequestId", "?"),
-        extra={"operation": operation, "error_code": err.get("Code"), "request_id": meta.get("RequestId")},
+        "AWS call failed: %s %s: %s (request id %s)", exc.operation, exc.code, exc, exc.request_id or "?",
+        extra={"operation": exc.operation, "error_code": exc.code, "request_id": exc.request_id},
     )
 
 
@@ -71,14 +75,16 @@ class Caller:
         self.calls: Counter[str] = Counter()
 
     def __call__(self, operation: str, *, expected_errors: tuple[str, ...] = (), **params: Any) -> dict[str, Any]:
-        """Call ``operation``; ``expected_errors`` are codes the caller handles (not logged as failures)."""
+        """Call ``operation``; raises ``CloudError``. ``expected_errors`` are codes the caller handles
+        (not logged as failures)."""
         self.calls[operation] += 1
         try:
             result: dict[str, Any] = getattr(self.client, operation)(**params)
-        except ClientError as exc:
-            if error_code(exc) not in expected_errors:
-                _log_failure(operation, exc)
-            raise
+        except (ClientError, BotoCoreError) as exc:
+            error = cloud_error(operation, exc)
+            if error.code not in expected_errors:
+                _log_failure(error)
+            raise error from exc
         return result
 
     def pages(self, operation: str, **params: Any) -> Iterator[dict[str, Any]]:
@@ -92,9 +98,10 @@ class Caller:
             except StopIteration:
                 self.calls[operation] -= 1  # the paginator made no request for the end
                 return
-            except ClientError as exc:
-                _log_failure(operation, exc)
-                raise
+            except (ClientError, BotoCoreError) as exc:
+                error = cloud_error(operation, exc)
+                _log_failure(error)
+                raise error from exc
             yield page
 
     @property

@@ -4,32 +4,15 @@ termination that refuses any instance without this cluster's ownership tags."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from autoscaler.aws._calls import Caller, error_code
-from autoscaler.domain.fleet import MANAGED_BY_TAG, CloudInstance, OwnershipError, cluster_tag, ownership_problem
+from autoscaler.adapters.aws._calls import Caller
+from autoscaler.app.ports import CloudError
+from autoscaler.domain.fleet import CloudInstance, instance_from_ec2
+from autoscaler.domain.keys import MANAGED_BY_TAG
+from autoscaler.domain.ownership import OwnershipError, cluster_tag, ownership_problem
 
 LIVE_STATES = ("pending", "running")
-
-
-def instance_from_ec2(raw: dict[str, Any]) -> CloudInstance:
-    """A DescribeInstances ``Instance`` as a CloudInstance (tags flattened to a dict)."""
-    tags = {str(t["Key"]): str(t.get("Value", "")) for t in raw.get("Tags", ())}
-    launch = raw.get("LaunchTime")
-    return CloudInstance(
-        instance_id=str(raw["InstanceId"]),
-        instance_type=str(raw.get("InstanceType", "")),
-        zone=str((raw.get("Placement") or {}).get("AvailabilityZone", "")),
-        state=str((raw.get("State") or {}).get("Name", "")),
-        capacity_type="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
-        launch_time=launch.timestamp() if isinstance(launch, datetime) else 0.0,
-        tags=tags,
-        private_dns_name=str(raw.get("PrivateDnsName", "")),
-        raw=raw,
-    )
 
 
 class Instances:
@@ -65,8 +48,8 @@ class Instances:
             return []
         try:
             pages = list(self._ec2.pages("describe_instances", InstanceIds=ids))
-        except ClientError as exc:
-            if error_code(exc) != "InvalidInstanceID.NotFound":
+        except CloudError as exc:
+            if exc.code != "InvalidInstanceID.NotFound":
                 raise
             # One unknown id fails the whole call; ask one by one so the known ones still come back.
             found = []
@@ -79,8 +62,8 @@ class Instances:
         try:
             resp = self._ec2("describe_instances", InstanceIds=[instance_id],
                              expected_errors=("InvalidInstanceID.NotFound",))
-        except ClientError as exc:
-            if error_code(exc) == "InvalidInstanceID.NotFound":
+        except CloudError as exc:
+            if exc.code == "InvalidInstanceID.NotFound":
                 return []
             raise
         return [instance_from_ec2(i) for r in resp.get("Reservations", ()) for i in r.get("Instances", ())]

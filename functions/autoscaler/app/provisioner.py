@@ -15,42 +15,35 @@ launching, in-flight instances are listed again; if one appeared since the pass 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from autoscaler import metrics_catalog as mc
+from autoscaler.app.cluster_state import gather_plan_input
+from autoscaler.app.launcher import fleet_request_for
+from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile
+from autoscaler.app.node_state import NodeStates
+from autoscaler.app.ports import Clock, CloudPort, ClusterError, ClusterPort
 from autoscaler.domain.allocatable import capacity
-from autoscaler.domain.clock import SystemClock
-from autoscaler.domain.cluster_state import gather_plan_input
 from autoscaler.domain.errors import ConfigError
-from autoscaler.domain.fleet import (
-    CloudInstance,
-    FleetError,
-    LaunchedInstance,
-    pod_tags,
-)
-from autoscaler.domain.launching import fleet_request_for
-from autoscaler.domain.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile
-from autoscaler.domain.models import NODEPOOL_LABEL, Pod
+from autoscaler.domain.fleet import CloudInstance, FleetError, LaunchedInstance
+from autoscaler.domain.keys import NODEPOOL_LABEL
+from autoscaler.domain.models import Node, Pod
+from autoscaler.domain.node_state import Owner, mark_provisioned
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
+from autoscaler.domain.ownership import pod_tags
 from autoscaler.domain.plan import Launch, Plan, PlanInput, Unschedulable
 from autoscaler.domain.scheduler import plan as schedule
 from autoscaler.metrics_catalog import MetricsSink
-from autoscaler.ports import Clock, CloudPort, ClusterPort
 
 log = logging.getLogger(__name__)
 
 # Karpenter's batching window: plan once no new pending pod arrived for IDLE seconds, or MAX after the first.
 BATCH_IDLE_SECONDS = 1.0
 BATCH_MAX_SECONDS = 10.0
-# Node annotation (WAVE2 contract): a replacement was asked for this node; its pods count as pending.
-REPLACEMENT_ANNOTATION = "autoscaler.eks.aws/replacement-requested"
 EVENT_THREADS = 8
 
 
@@ -187,15 +180,16 @@ class Provisioner:
 
     def __init__(self, *, cluster: ClusterPort, cloud: CloudPort, node_pools: Sequence[NodePool],
                  node_classes: Mapping[str, NodeClass], settings: ProvisionerSettings,
-                 clock: Clock | None = None, sink: MetricsSink | None = None) -> None:
+                 clock: Clock, sink: MetricsSink | None = None) -> None:
         self.cluster, self.cloud = cluster, cloud
         self.node_pools = list(node_pools)
         self.pools_by_name = {p.name: p for p in self.node_pools}
         self.node_classes = node_classes
         self.settings = settings
-        clock = clock or SystemClock()
+        self.clock = clock
         self._now, self._mono = clock.now, clock.monotonic
         self.sink = sink
+        self.states = NodeStates(cluster)
         self._evented: dict[tuple[str, str], float] = {}  # (pod uid/key, message) -> when recorded
 
     # ----- one pass ----------------------------------------------------------------------------
@@ -203,10 +197,12 @@ class Provisioner:
         started = self._mono()
         nodes_leaving = set(leaving_nodes)
         snap = self._gather(nodes_leaving)
-        # Nodes a replacement was asked for (the annotation survives a delayed or lost invoke).
-        requested = {n.name for n in snap.nodes if n.annotations.get(REPLACEMENT_ANNOTATION)} - nodes_leaving
-        if requested:
-            nodes_leaving |= requested
+        # Nodes whose replacement was asked for and not yet planned (the record survives a delayed or
+        # lost invoke). Once planned, the node is an ordinary node again until it is drained: its pods are
+        # not pending, and counting them as pending forever would keep PendingPods above zero.
+        awaiting = {n.name: n for n in snap.nodes if self.states.read(n).awaiting_replacement}
+        if set(awaiting) - nodes_leaving:
+            nodes_leaving |= set(awaiting)
             snap = self._gather(nodes_leaving)
         plan, plan_seconds = self._plan(snap)
         replans = 0
@@ -220,6 +216,7 @@ class Provisioner:
                             started_at=started)
         pods = {p.key: p for p in snap.pods}
         result.groups = self._launch(plan, pods)
+        self._mark_provisioned(result, awaiting)
         self._nominate(result, pods)
         owned: list[CloudInstance] = []
         if self.settings.lifecycle:
@@ -228,6 +225,22 @@ class Provisioner:
         result.seconds = self._mono() - started
         log.debug(result.summary())  # the handler logs it, structured
         return result
+
+    def _mark_provisioned(self, result: PassResult, awaiting: Mapping[str, Node]) -> None:
+        """Record on each node awaiting replacement that its capacity is planned, once every pod on it
+        has a place (existing, in-flight or launched); otherwise the next pass plans for it again."""
+        if not awaiting or result.dry_run:
+            return
+        unplaced = {u.pod for u in result.plan.unschedulable}
+        unplaced.update(k for g in result.groups if g.failure or g.missing for k in g.pods)
+        for node in awaiting.values():
+            if unplaced and unplaced & {p.key for p in self.cluster.pods(node_name=node.name)}:
+                continue
+            state = self.states.read(node)
+            try:
+                self.states.write(node, state, mark_provisioned(state), by=Owner.PROVISIONER)
+            except ClusterError as exc:
+                log.warning("could not record the replacement of node %s as planned: %s", node.name, exc)
 
     def _gather(self, leaving: Collection[str]) -> PlanInput:
         snap = gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
@@ -240,9 +253,9 @@ class Provisioner:
         return snap
 
     def _plan(self, snap: PlanInput) -> tuple[Plan, float]:
-        t0 = time.perf_counter()
+        t0 = self._mono()
         plan = schedule(snap, unavailable=self.cloud.unavailable())
-        return plan, time.perf_counter() - t0
+        return plan, self._mono() - t0
 
     def _new_in_flight(self, snap: PlanInput) -> bool:
         known = {f.instance_id for f in snap.in_flight}
@@ -389,122 +402,3 @@ class Provisioner:
                 if limit > 0:
                     self.sink.emit(mc.NODE_POOL_USAGE, round(100.0 * used[pool.name][resource] / limit, 2),
                                    NodePool=pool.name, Resource=resource)
-
-    # ----- watch mode --------------------------------------------------------------------------
-    def open_watch(self, *, seconds: float) -> PendingPodWatch:
-        """Start watching pending pods now (in a thread) for ``seconds``. Open it *before* the first
-        pass, so a pod created while that pass runs is not missed."""
-        return PendingPodWatch(self.cluster, seconds=seconds, deadline=self._mono() + seconds)
-
-    def watch(self, *, seconds: float | None = None, first: PassResult | None = None,
-              watch: PendingPodWatch | None = None) -> list[PassResult]:
-        """Run a pass per batch of new pending pods until the watch's deadline (``watch``, or one opened
-        now for ``seconds``). Pods the previous pass already considered do not start a batch: their
-        status updates would otherwise re-trigger a pass for nothing."""
-        if watch is None:
-            watch = self.open_watch(seconds=seconds or 0.0)
-        results: list[PassResult] = []
-        seen = _pod_ids(first.plan) if first is not None else set()
-        try:
-            while (left := watch.deadline - self._mono()) > 0:
-                try:
-                    pod = watch.events.get(timeout=left)
-                except queue.Empty:
-                    break
-                if pod is None:
-                    break
-                if pod.key in seen:
-                    continue
-                batch = {pod.key}
-                watch_ended = self._collect(watch.events, batch, seen, deadline=watch.deadline)
-                result = self.run_pass(reason=f"watch ({len(batch)} new pod(s))")
-                results.append(result)
-                seen = _pod_ids(result.plan) | seen
-                if watch_ended:
-                    break
-        finally:
-            watch.close()
-        return results
-
-    def _collect(self, events: queue.Queue[Pod | None], batch: set[str], seen: set[str], *,
-                 deadline: float) -> bool:
-        """Add pods to ``batch`` until IDLE passes without a new one or MAX since the first; returns
-        whether the watch ended meanwhile."""
-        start = self._mono()
-        last = start
-        while True:
-            now = self._mono()
-            wait = min(last + self.settings.batch_idle, start + self.settings.batch_max, deadline) - now
-            if wait <= 0:
-                return False
-            try:
-                pod = events.get(timeout=wait)
-            except queue.Empty:
-                return False
-            if pod is None:
-                return True
-            if pod.key not in seen and pod.key not in batch:
-                batch.add(pod.key)
-                last = self._mono()
-
-
-class PendingPodWatch:
-    """A pending-pod watch pumped into a queue by a daemon thread; ``None`` in the queue means it ended."""
-
-    def __init__(self, cluster: ClusterPort, *, seconds: float, deadline: float) -> None:
-        self.deadline = deadline
-        self.events: queue.Queue[Pod | None] = queue.Queue()
-        self._stop = threading.Event()
-        self._cluster = cluster
-        self._thread = threading.Thread(target=self._pump, args=(max(1.0, seconds),), name="pending-pod-watch",
-                                        daemon=True)
-        self._thread.start()
-
-    def _pump(self, seconds: float) -> None:
-        try:
-            for pod in self._cluster.watch_pending_pods(timeout_seconds=seconds):
-                if self._stop.is_set():
-                    return
-                self.events.put(pod)
-        except Exception as exc:  # the next scheduled run picks up anything missed
-            log.warning("pending-pod watch ended: %s", exc)
-        finally:
-            self.events.put(None)
-
-    def close(self) -> None:
-        self._stop.set()
-
-
-def _pod_ids(plan: Plan) -> set[str]:
-    keys = set(plan.existing)
-    keys.update(u.pod for u in plan.unschedulable)
-    for launch in plan.launches:
-        keys.update(launch.pods)
-    return keys
-
-
-def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
-                   replacement: ReplacementRequest | None = None,
-                   mark_unavailable: Callable[[str, str, str], None] | None = None) -> list[PassResult]:
-    """One Lambda invocation: a replacement pass or a scheduled pass, then watch mode when
-    ``watch_seconds`` > 0."""
-    watch = provisioner.open_watch(seconds=watch_seconds) if watch_seconds > 0 else None
-    try:
-        if replacement is not None:
-            mark = mark_unavailable or provisioner.cloud.mark_unavailable
-            for instance_type, zone, capacity_type in replacement.unavailable:
-                mark(instance_type, zone, capacity_type)
-            first = provisioner.run_pass(
-                reason=f"replacement ({replacement.source} {replacement.event_id})".strip(),
-                leaving_nodes=replacement.nodes)
-        else:
-            first = provisioner.run_pass(reason="scheduled")
-    except BaseException:
-        if watch is not None:
-            watch.close()
-        raise
-    results = [first]
-    if watch is not None:
-        # The watch was opened before the first pass (and its window counts from then).
-        results += provisioner.watch(first=first, watch=watch)
-    return results

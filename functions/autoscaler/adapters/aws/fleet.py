@@ -8,31 +8,30 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from autoscaler.aws._calls import Caller, error_code
-from autoscaler.aws.ami import Ami, AmiResolver, image_for, variant_of
-from autoscaler.aws.catalog import InstanceCatalog
-from autoscaler.aws.launch_template import (
+from autoscaler.adapters.aws._calls import Caller
+from autoscaler.adapters.aws.ami import Ami, AmiResolver, image_for, variant_of
+from autoscaler.adapters.aws.catalog import InstanceCatalog
+from autoscaler.adapters.aws.launch_template import (
     InstanceProfiles,
     LaunchTemplateRef,
     LaunchTemplates,
     launch_template_data,
 )
-from autoscaler.aws.network import NetworkResolver, Subnet
-from autoscaler.aws.userdata import ClusterInfo, NodeJoin
+from autoscaler.adapters.aws.network import NetworkResolver, Subnet
+from autoscaler.adapters.aws.unavailable import UnavailableOfferings
+from autoscaler.adapters.aws.userdata import ClusterInfo, NodeJoin
+from autoscaler.app.ports import CloudError
 from autoscaler.domain.fleet import (
     CAPACITY_ERROR_CODES,
-    UNREGISTERED_TAINT,
     FleetError,
     FleetRequest,
     FleetResult,
     LaunchedInstance,
-    UnavailableOfferings,
-    launch_tags,
     supports,
 )
-from autoscaler.domain.models import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, CapacityType, Taint
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
+from autoscaler.domain.models import UNREGISTERED_TAINT, CapacityType, Taint
+from autoscaler.domain.ownership import launch_tags
 
 log = logging.getLogger(__name__)
 
@@ -177,10 +176,10 @@ class FleetLauncher:
             params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
         try:
             resp = self._ec2("create_fleet", **params)
-        except ClientError as exc:
-            code = error_code(exc)
+        except CloudError as exc:
+            code = exc.code
             result.errors.append(FleetError(code=code, capacity_type=ct,
-                                            message=str(exc.response.get("Error", {}).get("Message", exc))))
+                                            message=str(exc)))
             if code not in CAPACITY_ERROR_CODES:
                 return False
             # A capacity error for the whole request (e.g. an account vCPU quota): none of these

@@ -8,10 +8,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from autoscaler.aws._calls import Caller
+from autoscaler.adapters.aws._calls import Caller
+from autoscaler.app.ports import Clock
 from autoscaler.domain.models import InstanceType
 from autoscaler.domain.objects import instance_type_from_ec2
-from autoscaler.ports import Clock
 
 
 class InstanceCatalog:

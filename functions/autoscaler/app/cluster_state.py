@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
+from autoscaler.app.ports import CloudPort, ClusterPort
+from autoscaler.domain.fleet import in_flight_node
 from autoscaler.domain.models import Pod
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import PlanInput
-from autoscaler.domain.snapshot import in_flight_from_instance
-from autoscaler.ports import CloudPort, ClusterPort
 
 
 def as_pending(pod: Pod) -> Pod:
@@ -42,7 +42,7 @@ def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: lis
     # A leaving node's instance is still registered: it must not come back as in-flight capacity
     # (its pod tags would pin the pods onto the very instance that is going away).
     registered = {n.instance_id for n in all_nodes if n.instance_id}
-    in_flight = [f for f in (in_flight_from_instance(i.raw) for i in cloud.in_flight(registered)) if f is not None]
+    in_flight = [f for f in (in_flight_node(i) for i in cloud.in_flight(registered)) if f is not None]
     return PlanInput(
         node_pools=node_pools, node_classes=node_classes, pods=pods, nodes=nodes,
         daemonsets=cluster.daemonsets(), pvcs=cluster.pvcs(), pvs=cluster.pvs(),

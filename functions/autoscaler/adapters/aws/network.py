@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.aws._calls import Caller, TtlCache
+from autoscaler.adapters.aws._calls import Caller, TtlCache
+from autoscaler.app.ports import Clock
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.nodeclass import SelectorTerm
-from autoscaler.ports import Clock
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,33 +7,27 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from autoscaler.aws._calls import client_config
-from autoscaler.aws.ami import AmiResolver
-from autoscaler.aws.catalog import InstanceCatalog
-from autoscaler.aws.fleet import FleetLauncher, PreparedLaunch
-from autoscaler.aws.instances import Instances
-from autoscaler.aws.launch_template import InstanceProfiles, LaunchTemplates
-from autoscaler.aws.network import NetworkResolver
-from autoscaler.aws.pricing import PriceBook
-from autoscaler.aws.userdata import ClusterInfo
-from autoscaler.domain.clock import SystemClock
-from autoscaler.domain.fleet import (
-    CloudInstance,
-    FleetRequest,
-    FleetResult,
-    LaunchTemplateInfo,
-    UnavailableOfferings,
-    supports,
-)
+from autoscaler.adapters.aws._calls import client_config
+from autoscaler.adapters.aws.ami import AmiResolver
+from autoscaler.adapters.aws.catalog import InstanceCatalog
+from autoscaler.adapters.aws.fleet import FleetLauncher, PreparedLaunch
+from autoscaler.adapters.aws.instances import Instances
+from autoscaler.adapters.aws.launch_template import InstanceProfiles, LaunchTemplates
+from autoscaler.adapters.aws.network import NetworkResolver
+from autoscaler.adapters.aws.pricing import PriceBook
+from autoscaler.adapters.aws.unavailable import UnavailableOfferings
+from autoscaler.adapters.aws.userdata import ClusterInfo
+from autoscaler.adapters.clock import SystemClock
+from autoscaler.app.ports import Clock, CloudPort
+from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchTemplateInfo, supports
 from autoscaler.domain.models import CapacityType, InstanceType, Offering
-from autoscaler.ports import Clock, CloudPort
 
 # The Price List API answers in a few regions only; us-east-1 serves every region's prices.
 PRICING_REGION = "us-east-1"
 
 
 class AwsCloud:
-    """Implements ``autoscaler.ports.CloudPort`` with injected boto3 clients (no call at construction)."""
+    """Implements ``autoscaler.app.ports.CloudPort`` with injected boto3 clients (no call at construction)."""
 
     def __init__(
         self, *, ec2: Any, ssm: Any, pricing: Any, iam: Any, region: str, cluster: ClusterInfo,

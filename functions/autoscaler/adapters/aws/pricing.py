@@ -10,10 +10,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from autoscaler.aws._calls import Caller
-from autoscaler.ports import Clock
+from autoscaler.adapters.aws._calls import Caller
+from autoscaler.app.ports import Clock, CloudError
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +83,7 @@ class PriceBook:
             try:
                 self._od = self._fetch_on_demand()
                 self.on_demand_stale = False
-            except (ClientError, BotoCoreError, ValueError) as exc:
+            except (CloudError, ValueError) as exc:
                 log.warning("on-demand prices unavailable, keeping %d last known: %s", len(self._od), exc)
                 self.on_demand_stale = True
             # Retry a failed refresh on the spot cadence rather than hammering or waiting 12 h.
@@ -112,7 +110,7 @@ class PriceBook:
             try:
                 self._spot = self._fetch_spot(sorted(instance_types) if instance_types else None)
                 self.spot_stale = False
-            except (ClientError, BotoCoreError) as exc:
+            except CloudError as exc:
                 log.warning("spot prices unavailable, keeping %d last known: %s", len(self._spot), exc)
                 self.spot_stale = True
             self._spot_at = self._clock.monotonic()

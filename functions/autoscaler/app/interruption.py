@@ -16,30 +16,23 @@ The work is split in two so a batch of messages is cordoned before any of them i
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, cast
 
-from autoscaler.domain.drain import NotEvicted, drain
-from autoscaler.domain.fleet import CloudInstance, is_owned
+from autoscaler.app.drain import NotEvicted, drain
+from autoscaler.app.node_state import NodeStates, NotOwnedError
+from autoscaler.app.ports import NotFoundError
+from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, action_for, drain_deadline
-from autoscaler.domain.models import CAPACITY_TYPE_LABEL, EvictionResult, Node, Taint
-from autoscaler.domain.nodepool import INSTANCE_TYPE_LABEL, ZONE_LABEL
-from autoscaler.ports import NotFoundError
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
+from autoscaler.domain.models import DISRUPTED_TAINT, REBALANCE_TAINT, EvictionResult, Node
+from autoscaler.domain.node_state import Owner, read_state, request_replacement, start_drain
+from autoscaler.domain.ownership import is_owned
 
 if TYPE_CHECKING:
-    from autoscaler.ports import Clock, CloudPort, ClusterPort, ReplacementRequester
-
-# Karpenter v1's taint for nodes being disrupted, so workloads that tolerate Karpenter's also tolerate ours.
-DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
-DRAIN_TAINT = Taint(key=DISRUPTED_TAINT_KEY, effect="NoSchedule")
-REBALANCE_TAINT = Taint(key=DISRUPTED_TAINT_KEY, effect="PreferNoSchedule")
-
-DRAIN_STARTED_ANNOTATION = "autoscaler.eks.aws/drain-started"
-DRAIN_REASON_ANNOTATION = "autoscaler.eks.aws/drain-reason"
-REPLACEMENT_REQUESTED_ANNOTATION = "autoscaler.eks.aws/replacement-requested"
+    from autoscaler.app.ports import Clock, CloudPort, ClusterPort, ReplacementRequester
 
 # A replacement request is repeated when the last one is older than the provisioner's memory of
 # unavailable offerings (3 minutes): by then a retried message may need capacity the first pass missed.
@@ -135,16 +128,20 @@ class InterruptionService:
 
     cluster: ClusterPort
     cloud: CloudPort
-    replacements: ReplacementRequester
+    replacements: ReplacementRequester | None  # None: no provisioner function to ask (local runs)
     clock: Clock
     cluster_name: str
     actions: Mapping[str, str] = field(default_factory=dict)  # InterruptionConfig, by event kind
-    sleep: Callable[[float], None] = time.sleep
+    sleep: Callable[[float], None] | None = None  # None: the clock's own sleep
     poll_interval: float = 1.0
     retry_interval: float = 5.0
     # When this service cordoned each node (wall clock): DrainSeconds to sub-second precision, where the
     # annotation (whole seconds, shared with the other functions) is all a retry has.
     _cordoned_at: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+    states: NodeStates = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.states = NodeStates(self.cluster)
 
     def action(self, event: InterruptionEvent) -> Action:
         return action_for(event.kind, self.actions)
@@ -180,28 +177,30 @@ class InterruptionService:
     def _cordon(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
         iid = node.instance_id or ""
         try:
-            tainted = self.cluster.add_taint(node.name, DRAIN_TAINT)
+            tainted = self.cluster.add_taint(node.name, DISRUPTED_TAINT)
             cordoned = self.cluster.cordon(node.name)
             now = self.clock.now()
-            if DRAIN_STARTED_ANNOTATION not in node.annotations:
-                self.cluster.annotate_node(node.name, {DRAIN_STARTED_ANNOTATION: str(int(now)),
-                                                       DRAIN_REASON_ANNOTATION: event.kind.value})
+            state = self.states.read(node)
+            if state.drain_started is None or state.owner is not Owner.INTERRUPTION:
+                # A node the disruption function was draining is taken over: EC2 reclaims it anyway.
+                self.states.write(node, state, start_drain(state, owner=Owner.INTERRUPTION,
+                                                           reason=event.kind.value, at=now), by=Owner.INTERRUPTION)
         except NotFoundError:
             return None  # deleted since the listing: nothing left to protect
         first = tainted or cordoned
         if first:
             self._cordoned_at[node.name] = now
-            state = f" ({event.state})" if event.state else ""
+            ec2_state = f" ({event.state})" if event.state else ""
             self.cluster.record_event(node, reason=_EVENT_REASONS[event.kind], event_type="Warning",
-                                      message=f"{event.detail_type or event.kind.value}{state} for {iid} "
+                                      message=f"{event.detail_type or event.kind.value}{ec2_state} for {iid} "
                                               f"(event {event.event_id}): tainted, cordoned, draining")
         return InstanceOutcome(iid, node.name, Outcome.CORDONED,
                                event_to_cordon=max(0.0, now - event.time) if first else None)
 
     def _taint(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
         iid = node.instance_id or ""
-        if DRAIN_STARTED_ANNOTATION in node.annotations or any(
-                t.key == DRAIN_TAINT.key and t.effect == DRAIN_TAINT.effect for t in node.taints):
+        if self.states.read(node).drain_started is not None or any(
+                t.key == DISRUPTED_TAINT.key and t.effect == DISRUPTED_TAINT.effect for t in node.taints):
             # A later rebalance for a node already draining (events out of order) adds nothing.
             return InstanceOutcome(iid, node.name, Outcome.ALREADY_DRAINING)
         try:
@@ -234,13 +233,18 @@ class InterruptionService:
                 if offering is not None and offering[2] == "spot" and offering not in unavailable:
                     unavailable.append(offering)
         names = [n.name for n in due]
+        if self.replacements is None:
+            return set()
         sent = self.replacements.request_replacement(source="interruption", nodes=names, unavailable=unavailable,
                                                      event_id=event.event_id)
         if not sent:
             return set()
-        for name in names:
-            with contextlib.suppress(NotFoundError):
-                self.cluster.annotate_node(name, {REPLACEMENT_REQUESTED_ANNOTATION: str(int(now))})
+        for node in due:
+            state = self.states.read(node)
+            with contextlib.suppress(NotFoundError, NotOwnedError):
+                self.states.write(node, state, request_replacement(
+                    state, owner=Owner.INTERRUPTION, reason=state.reason or event.kind.value, at=now),
+                    by=Owner.INTERRUPTION)
         return set(names)
 
     # ----- the whole job ---------------------------------------------------------------------------
@@ -273,8 +277,7 @@ class InterruptionService:
                                           message=f"{len(result.not_evicted)} pods could not be evicted in "
                                                   f"this invocation: {blocked}{more}; will retry")
             return replace(outcome, outcome=Outcome.DRAIN_INCOMPLETE)
-        started_at = self._cordoned_at.get(name) or _float(
-            (node.annotations if node else {}).get(DRAIN_STARTED_ANNOTATION))
+        started_at = self._cordoned_at.get(name) or (self.states.read(node).drain_started if node else None)
         if started_at is not None:
             outcome = replace(outcome, drain_seconds=max(0.0, self.clock.now() - started_at))
         if started.owned and not gone:
@@ -292,19 +295,8 @@ class InterruptionService:
         return replace(outcome, outcome=Outcome.DRAINED)
 
 
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text else None
-    except ValueError:
-        return None
-
-
-def _requested_at(node: Node) -> float | None:
-    return _float(node.annotations.get(REPLACEMENT_REQUESTED_ANNOTATION))
-
-
 def _replacement_due(node: Node, *, now: float) -> bool:
-    at = _requested_at(node)
+    at = read_state(node.annotations).replacement_requested
     return at is None or now - at >= REREQUEST_SECONDS
 
 

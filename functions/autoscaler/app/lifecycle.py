@@ -20,11 +20,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from autoscaler.domain.fleet import UNREGISTERED_TAINT, CloudInstance, OwnershipError
+from autoscaler.app.ports import CloudPort, ClusterError, ClusterPort
+from autoscaler.domain.fleet import CloudInstance
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.labels import node_labels
-from autoscaler.domain.models import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, InstanceType, Node
+from autoscaler.domain.models import UNREGISTERED_TAINT, InstanceType, Node
 from autoscaler.domain.nodepool import NodePool
-from autoscaler.ports import CloudPort, ClusterError, ClusterPort
+from autoscaler.domain.ownership import OwnershipError
 
 log = logging.getLogger(__name__)
 

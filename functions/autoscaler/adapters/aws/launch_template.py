@@ -12,16 +12,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from autoscaler.aws._calls import Caller, error_code
-from autoscaler.aws.ami import Ami
-from autoscaler.aws.userdata import ClusterInfo, NodeJoin, render_user_data
-from autoscaler.domain.clock import SystemClock
-from autoscaler.domain.fleet import NODECLASS_TAG, LaunchTemplateInfo, ownership_tags
+from autoscaler.adapters.aws._calls import Caller
+from autoscaler.adapters.aws.ami import Ami
+from autoscaler.adapters.aws.userdata import ClusterInfo, NodeJoin, render_user_data
+from autoscaler.adapters.clock import SystemClock
+from autoscaler.app.ports import Clock, CloudError
+from autoscaler.domain.fleet import LaunchTemplateInfo
+from autoscaler.domain.keys import NODECLASS_TAG
 from autoscaler.domain.nodeclass import BlockDeviceMapping, NodeClass
+from autoscaler.domain.ownership import ownership_tags
 from autoscaler.domain.quantity import parse_quantity
-from autoscaler.ports import Clock
 
 LT_NAME_PREFIX = "eks-autoscaler"
 _GIB = 1024**3
@@ -142,9 +142,9 @@ class LaunchTemplates:
                 TagSpecifications=[{"ResourceType": "launch-template",
                                     "Tags": [{"Key": k, "Value": v} for k, v in sorted(tags.items())]}],
             )
-        except ClientError as exc:
+        except CloudError as exc:
             # Another invocation created it between our describe and create: use theirs.
-            if error_code(exc) != "InvalidLaunchTemplateName.AlreadyExistsException":
+            if exc.code != "InvalidLaunchTemplateName.AlreadyExistsException":
                 raise
             found = self._find(name)
             if not found:
@@ -184,8 +184,8 @@ class LaunchTemplates:
         try:
             self._ec2("delete_launch_template", LaunchTemplateId=template_id,
                       expected_errors=("InvalidLaunchTemplateId.NotFound",))
-        except ClientError as exc:
-            if error_code(exc) in ("InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFoundException"):
+        except CloudError as exc:
+            if exc.code in ("InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFoundException"):
                 return False
             raise
         return True
@@ -195,8 +195,8 @@ class LaunchTemplates:
             found = self._ec2(
                 "describe_launch_templates", LaunchTemplateNames=[name],
                 expected_errors=("InvalidLaunchTemplateName.NotFoundException",)).get("LaunchTemplates", ())
-        except ClientError as exc:
-            if error_code(exc) in ("InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"):
+        except CloudError as exc:
+            if exc.code in ("InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"):
                 return None
             raise
         return str(found[0]["LaunchTemplateId"]) if found else None
@@ -226,8 +226,8 @@ class InstanceProfiles:
         try:
             profile = self._iam("get_instance_profile", InstanceProfileName=name,
                                 expected_errors=("NoSuchEntity",))["InstanceProfile"]
-        except ClientError as exc:
-            if error_code(exc) != "NoSuchEntity":
+        except CloudError as exc:
+            if exc.code != "NoSuchEntity":
                 raise
             tags = [{"Key": k, "Value": v} for k, v in sorted(ownership_tags(self._cluster).items())]
             profile = self._iam("create_instance_profile", InstanceProfileName=name, Tags=tags)["InstanceProfile"]

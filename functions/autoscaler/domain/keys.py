@@ -1,0 +1,83 @@
+"""Every label, taint, tag and annotation key the product reads or writes, in one place.
+
+Kubernetes and Karpenter keys keep their upstream spelling so manifests and workloads written for
+Karpenter work unchanged; the product's own keys live under ``autoscaler.eks.aws/`` (Kubernetes) and
+``eks-serverless-autoscaler/`` (EC2 tags).
+"""
+
+from __future__ import annotations
+
+# ----- well-known node labels (Kubernetes) ------------------------------------------------------
+ARCH_LABEL = "kubernetes.io/arch"
+OS_LABEL = "kubernetes.io/os"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+INSTANCE_TYPE_LABEL_BETA = "beta.kubernetes.io/instance-type"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+ZONE_LABEL_BETA = "failure-domain.beta.kubernetes.io/zone"
+EBS_CSI_ZONE_LABEL = "topology.ebs.csi.aws.com/zone"
+# Keys that name an availability zone: a requirement on any of them is a zone requirement.
+ZONE_KEYS = frozenset({ZONE_LABEL, ZONE_LABEL_BETA, EBS_CSI_ZONE_LABEL})
+
+# ----- Karpenter labels -------------------------------------------------------------------------
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+PROVISIONER_NAME_LABEL = "karpenter.sh/provisioner-name"  # v1alpha5 (Karpenter v0.2x) nodes
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+CATEGORY_LABEL = "karpenter.k8s.aws/instance-category"
+FAMILY_LABEL = "karpenter.k8s.aws/instance-family"
+GENERATION_LABEL = "karpenter.k8s.aws/instance-generation"
+SIZE_LABEL = "karpenter.k8s.aws/instance-size"
+CPU_LABEL = "karpenter.k8s.aws/instance-cpu"
+MEMORY_LABEL = "karpenter.k8s.aws/instance-memory"
+HYPERVISOR_LABEL = "karpenter.k8s.aws/instance-hypervisor"
+GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
+GPU_NAME_LABEL = "karpenter.k8s.aws/instance-gpu-name"
+GPU_MANUFACTURER_LABEL = "karpenter.k8s.aws/instance-gpu-manufacturer"
+
+# Requirements on any of these keys narrow instance selection, so Karpenter's default
+# category/generation requirement is not added on top of them.
+INSTANCE_SHAPE_KEYS = frozenset({
+    INSTANCE_TYPE_LABEL, INSTANCE_TYPE_LABEL_BETA, CATEGORY_LABEL, FAMILY_LABEL, GENERATION_LABEL, SIZE_LABEL,
+    CPU_LABEL, MEMORY_LABEL, GPU_COUNT_LABEL, GPU_NAME_LABEL, HYPERVISOR_LABEL,
+})
+
+# Keys whose value a candidate node gets from its instance type and offering, never from a NodePool.
+WELL_KNOWN_KEYS = frozenset({
+    ARCH_LABEL, OS_LABEL, INSTANCE_TYPE_LABEL, INSTANCE_TYPE_LABEL_BETA, ZONE_LABEL, ZONE_LABEL_BETA,
+    CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, CATEGORY_LABEL, FAMILY_LABEL, GENERATION_LABEL, SIZE_LABEL, CPU_LABEL,
+    MEMORY_LABEL, HYPERVISOR_LABEL, GPU_COUNT_LABEL, GPU_NAME_LABEL, GPU_MANUFACTURER_LABEL,
+})
+
+# ----- pod and node annotations -----------------------------------------------------------------
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+# The product's node-state record (``domain/node_state.py``): who started what on a node, when, why.
+OWNER_ANNOTATION = "autoscaler.eks.aws/owner"
+DRAIN_STARTED_ANNOTATION = "autoscaler.eks.aws/drain-started"
+DRAIN_REASON_ANNOTATION = "autoscaler.eks.aws/drain-reason"
+REPLACEMENT_REQUESTED_ANNOTATION = "autoscaler.eks.aws/replacement-requested"
+# The replacement request the provisioner has planned capacity for (owner: provisioner).
+REPLACEMENT_PROVISIONED_ANNOTATION = "autoscaler.eks.aws/replacement-provisioned"
+# Since when the disruption function has seen a node empty (owner: disruption).
+EMPTY_SINCE_ANNOTATION = "autoscaler.eks.aws/empty-since"
+
+# ----- taint keys (the Taint values live beside the Taint model in ``models.py``) ----------------
+# Every launched node starts with this NoExecute taint; removed once the node registers (Karpenter's rule).
+UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
+# Karpenter v1's taint for nodes being disrupted, so workloads that tolerate Karpenter's tolerate ours.
+DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+# Taints the node lifecycle controller and kubelet put on a node that is not (yet) usable.
+NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
+UNINITIALIZED_TAINT_KEY = "node.cloudprovider.kubernetes.io/uninitialized"
+
+# ----- EC2 resource tags (DESIGN.md "Resource tags on everything launched") ----------------------
+CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
+EKS_CLUSTER_TAG = "eks:eks-cluster-name"
+NODEPOOL_TAG = NODEPOOL_LABEL
+NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
+NODECLAIM_TAG = "karpenter.sh/nodeclaim"
+NAME_TAG = "Name"
+MANAGED_BY_TAG = "eks-serverless-autoscaler/managed-by"
+# The pods a launch was made for, spread over numbered tags (a tag value holds 256 characters).
+PODS_TAG_PREFIX = "eks-serverless-autoscaler/pods-"

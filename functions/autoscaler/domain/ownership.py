@@ -1,0 +1,96 @@
+"""Ownership: the EC2 tags that make an instance this cluster's autoscaler's, and the pod-key codec that
+records on an instance which pods it was launched for. An instance without the ownership tags is never
+touched; the tags are the product's only state in EC2."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from autoscaler.domain.keys import (
+    CLUSTER_TAG_PREFIX,
+    EKS_CLUSTER_TAG,
+    MANAGED_BY_TAG,
+    NAME_TAG,
+    NODECLAIM_TAG,
+    NODECLASS_TAG,
+    NODEPOOL_TAG,
+    PODS_TAG_PREFIX,
+)
+
+MAX_POD_TAGS = 20
+
+
+def pod_tags(pod_keys: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``ns/name`` keys packed space-separated into at most ``MAX_POD_TAGS`` tags of <= 256 chars.
+    Keys that do not fit are left out: those pods are then placed afresh by the next pass, which still
+    fills in-flight capacity before opening new nodes."""
+    tags: dict[str, str] = {}
+    current = ""
+    for key in pod_keys:
+        if len(key) > 256:
+            continue
+        candidate = f"{current} {key}" if current else key
+        if len(candidate) <= 256:
+            current = candidate
+            continue
+        tags[f"{PODS_TAG_PREFIX}{len(tags)}"] = current
+        current = key
+        if len(tags) >= MAX_POD_TAGS:
+            return tags
+    if current and len(tags) < MAX_POD_TAGS:
+        tags[f"{PODS_TAG_PREFIX}{len(tags)}"] = current
+    return tags
+
+
+def pods_from_tags(tags: Mapping[str, str]) -> tuple[str, ...]:
+    """The pod keys :func:`pod_tags` wrote, in order."""
+    numbered = sorted((int(k[len(PODS_TAG_PREFIX):]), v) for k, v in tags.items()
+                      if k.startswith(PODS_TAG_PREFIX) and k[len(PODS_TAG_PREFIX):].isdigit())
+    return tuple(key for _, value in numbered for key in value.split())
+
+
+def cluster_tag(cluster_name: str) -> str:
+    return f"{CLUSTER_TAG_PREFIX}{cluster_name}"
+
+
+def ownership_tags(cluster_name: str) -> dict[str, str]:
+    """The tags that make a resource this cluster's autoscaler's (checked before any termination)."""
+    return {
+        cluster_tag(cluster_name): "owned",
+        EKS_CLUSTER_TAG: cluster_name,
+        MANAGED_BY_TAG: cluster_name,
+    }
+
+
+def launch_tags(
+    *, cluster_name: str, node_pool: str, node_class: str, claim_id: str, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """All tags for a launched instance, its volumes and its fleet. ``extra`` (the EC2NodeClass's own
+    tags) cannot override the autoscaler's keys: ownership must stay trustworthy."""
+    tags = dict(extra or {})
+    tags.setdefault(NAME_TAG, f"{cluster_name}/{claim_id}")
+    tags.update(ownership_tags(cluster_name))
+    tags.update({NODEPOOL_TAG: node_pool, NODECLASS_TAG: node_class, NODECLAIM_TAG: claim_id})
+    return tags
+
+
+def ownership_problem(tags: Mapping[str, str], cluster_name: str) -> str | None:
+    """Why a resource with these tags is NOT this cluster's autoscaler's, or None when it is."""
+    for key, want in ownership_tags(cluster_name).items():
+        got = tags.get(key)
+        if got != want:
+            return f"tag {key!r} is {got!r}, expected {want!r}"
+    return None
+
+
+def is_owned(tags: Mapping[str, str], cluster_name: str) -> bool:
+    return ownership_problem(tags, cluster_name) is None
+
+
+class OwnershipError(RuntimeError):
+    """Refused to act on a resource that does not carry this cluster's ownership tags."""
+
+    def __init__(self, instance_id: str, reason: str) -> None:
+        super().__init__(f"instance {instance_id} is not owned by this autoscaler ({reason}); refusing to touch it")
+        self.instance_id = instance_id
+        self.reason = reason
