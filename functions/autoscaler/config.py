@@ -26,7 +26,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from autoscaler.domain.errors import ConfigError as DomainConfigError
+from autoscaler.domain.durations import duration_seconds
+from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.nodeclass import parse_node_classes
 from autoscaler.domain.nodepool import parse_node_pools
 from autoscaler.domain.quantity import QuantityError, cpu_millis, to_int
@@ -47,17 +48,7 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
 
 _RATE = re.compile(r"^rate\((?P<n>[1-9]\d*) (?P<unit>minute|minutes|hour|hours|day|days)\)$")
 _CRON = re.compile(r"^cron\(\S+ \S+ \S+ \S+ \S+ \S+\)$")
-_DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
-
-
-class ConfigError(ValueError):
-    """A cluster file is invalid. ``problems`` are ``"field.path: what is wrong"`` strings."""
-
-    def __init__(self, source: str, problems: Sequence[str]) -> None:
-        self.source = source
-        self.problems = list(problems)
-        super().__init__("\n".join(f"{source}: {p}" for p in self.problems))
 
 
 def rate_seconds(expression: str) -> int | None:
@@ -66,14 +57,6 @@ def rate_seconds(expression: str) -> int | None:
     if not match:
         return None
     return int(match["n"]) * _UNIT_SECONDS[match["unit"].rstrip("s")]
-
-
-def duration_seconds(text: str) -> int:
-    """Seconds in a Go-style duration such as ``15m``, ``1h30m`` or ``30s`` (Karpenter's notation)."""
-    match = _DURATION.match(text)
-    if not text or not match:
-        raise ValueError(f"{text!r} is not a duration like '30s', '15m' or '1h30m'")
-    return int(match["h"] or 0) * 3600 + int(match["m"] or 0) * 60 + int(match["s"] or 0)
 
 
 def _check_schedule(value: str) -> str:
@@ -350,13 +333,13 @@ def validate_karpenter_objects(config: ClusterConfig) -> list[str]:
         return problems
     try:
         parse_node_pools(config.node_pools)
-    except DomainConfigError as exc:
+    except ConfigError as exc:
         problems.append(f"nodePools: {exc}")
     try:
         # v1alpha1 AWSNodeTemplates took the instance profile from a global setting; the stack's
         # node role plays that part here.
         parse_node_classes(config.node_classes, default_role=config.node_role_name)
-    except DomainConfigError as exc:
+    except ConfigError as exc:
         problems.append(f"nodeClasses: {exc}")
     return problems
 
@@ -379,14 +362,15 @@ def _location(loc: Sequence[int | str]) -> str:
 def parse_cluster_config(data: object, *, source: str) -> ClusterConfig:
     """Validate already-parsed file content; raises ConfigError naming ``source`` and every bad field."""
     if not isinstance(data, Mapping):
-        raise ConfigError(source, ["the file must hold a mapping (clusterName, region, nodePools, ...)"])
+        raise ConfigError(source=source,
+                          problems=["the file must hold a mapping (clusterName, region, nodePools, ...)"])
     try:
         config = ClusterConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, _messages(exc)) from None
+        raise ConfigError(source=source, problems=_messages(exc)) from None
     problems = validate_karpenter_objects(config)
     if problems:
-        raise ConfigError(source, problems)
+        raise ConfigError(source=source, problems=problems)
     return config
 
 
@@ -396,11 +380,11 @@ def load_cluster_config(path: str | Path, *, source: str | None = None) -> Clust
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(source, [f"cannot read the file: {exc.strerror}"]) from None
+        raise ConfigError(source=source, problems=[f"cannot read the file: {exc.strerror}"]) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(source, [f"not valid YAML: {exc}"]) from None
+        raise ConfigError(source=source, problems=[f"not valid YAML: {exc}"]) from None
     return parse_cluster_config(data, source=source)
 
 
@@ -412,13 +396,14 @@ def load_runtime_config(path: str | Path | None = None, *, environ: Mapping[str,
     try:
         data = json.loads(chosen.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(str(chosen), [f"cannot read the runtime configuration: {exc.strerror}"]) from None
+        raise ConfigError(source=str(chosen),
+                          problems=[f"cannot read the runtime configuration: {exc.strerror}"]) from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(str(chosen), [f"not valid JSON: {exc}"]) from None
+        raise ConfigError(source=str(chosen), problems=[f"not valid JSON: {exc}"]) from None
     try:
         return ClusterConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(str(chosen), _messages(exc)) from None
+        raise ConfigError(source=str(chosen), problems=_messages(exc)) from None
 
 
 class DeploymentEnv(_Model):

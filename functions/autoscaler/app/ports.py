@@ -255,9 +255,9 @@ class CloudPort(Protocol):
         ...
 
 class ReplacementRequester(Protocol):
-    """Asks the provisioner for capacity to replace nodes that are going away (WAVE2 contract: an
-    asynchronous invoke of the provisioner function; the provisioner plans with ``nodes`` as leaving
-    and the ``unavailable`` offerings marked for 3 minutes)."""
+    """Asks the provisioner for capacity to replace nodes that are going away (the cross-function
+    contract in docs/interruption.md: an asynchronous invoke of the provisioner function; the
+    provisioner plans with ``nodes`` as leaving and the ``unavailable`` offerings marked for 3 minutes)."""
 
     def request_replacement(self, *, source: Literal["interruption", "disruption"], nodes: Sequence[str],
                             unavailable: Sequence[tuple[str, str, str]], event_id: str) -> bool:

@@ -60,7 +60,7 @@ class ProvisionerSettings:
 
 @dataclass(frozen=True, slots=True)
 class ReplacementRequest:
-    """Capacity is going away (WAVE2 contract): plan its pods elsewhere now."""
+    """Capacity is going away: plan its pods elsewhere now."""
 
     source: str
     nodes: tuple[str, ...]

@@ -36,7 +36,7 @@ from autoscaler.domain.plan import Launch, PlanInput
 from autoscaler.domain.scheduler import plan
 
 Reason = Literal["Empty", "Expired", "Underutilized"]
-Action = Literal["delete", "replace"]
+CandidateAction = Literal["delete", "replace"]  # what happens to the nodes of a Candidate
 Guard = Literal["Budget", "DoNotDisrupt", "PDB", "BarePod", "NotOurs"]
 
 DRAIN_REASONS: dict[Reason, str] = {"Empty": "empty", "Expired": "expired", "Underutilized": "underutilized"}
@@ -55,7 +55,7 @@ class Candidate:
     """Nodes to disrupt together. ``replacements`` (for ``replace``) launch and register first."""
 
     reason: Reason
-    action: Action
+    action: CandidateAction
     nodes: tuple[str, ...]
     pods: tuple[str, ...]  # the pods that move
     price_before: float  # USD/hour of ``nodes``

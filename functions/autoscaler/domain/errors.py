@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 
 class ConfigError(ValueError):
-    """Invalid NodePool, EC2NodeClass or cluster configuration. The message names object and field."""
+    """Invalid NodePool, EC2NodeClass, cluster file or snapshot. The message names the object and field;
+    with ``source`` (a file) and ``problems`` (``"field.path: what is wrong"``), every problem is one line
+    ``source: problem``."""
+
+    def __init__(self, message: str = "", *, source: str = "", problems: Sequence[str] = ()) -> None:
+        self.source = source
+        self.problems = list(problems) or [message]
+        super().__init__("\n".join(f"{source}: {p}" for p in self.problems) if source else message)
 
 
 def describe_validation_error(subject: str, exc: ValidationError, *, path_prefix: str = "") -> ConfigError:

@@ -8,7 +8,6 @@ the same effective requirements (see docs/scheduling.md).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -17,6 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from autoscaler.domain import resources as res
 from autoscaler.domain.cron import parse_cron
+from autoscaler.domain.durations import optional_duration_seconds
 from autoscaler.domain.errors import ConfigError, describe_validation_error, manifest_header
 from autoscaler.domain.keys import (
     ARCH_LABEL,
@@ -30,23 +30,11 @@ from autoscaler.domain.models import Requirement, Taint
 from autoscaler.domain.nodeclass import KubeletConfiguration
 from autoscaler.domain.quantity import QuantityError
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-
 ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized"]
 DisruptionReason = Literal["Underutilized", "Empty", "Drifted", "Expired"]
 
 
-def parse_duration(value: str | int | None, *, field: str) -> int | None:
-    """Go-style duration ("30s", "5m", "720h", "1h30m") to seconds; "Never" and None mean no limit."""
-    if value is None or value == "Never":
-        return None
-    if isinstance(value, int):
-        return value
-    m = _DURATION.match(value.strip())
-    if not value.strip() or m is None:
-        raise ValueError(f"{field}: {value!r} is not a duration like 30s, 5m, 720h or Never")
-    h, mi, s = (int(g or 0) for g in m.groups())
-    return h * 3600 + mi * 60 + s
+parse_duration = optional_duration_seconds
 
 
 class _Model(BaseModel):

@@ -56,13 +56,3 @@ def total(items: Iterable[Mapping[str, int]]) -> Resources:
         for k, v in item.items():
             out[k] = out.get(k, 0) + v
     return out
-
-
-def fits(request: Mapping[str, int], available: Mapping[str, int]) -> bool:
-    """True when every requested amount is within what is available (absent = zero)."""
-    return all(v <= 0 or v <= available.get(k, 0) for k, v in request.items())
-
-
-def exceeded(request: Mapping[str, int], available: Mapping[str, int]) -> list[str]:
-    """Names of the resources whose request is above what is available, sorted."""
-    return sorted(k for k, v in request.items() if v > 0 and v > available.get(k, 0))

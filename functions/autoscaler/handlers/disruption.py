@@ -2,8 +2,8 @@
 ``DisruptionService`` with the container's runtime, bounded by the Lambda's remaining time.
 
 Replacement capacity (Expired, Underutilized/Replace) is asked of the provisioner function
-(asynchronous invoke, WAVE2 contract) when the deployment names one; without it (local runs, tests)
-the pass launches the replacement itself through the same planner and launcher.
+(asynchronous invoke, the contract in docs/interruption.md) when the deployment names one; without it
+(local runs, tests) the pass launches the replacement itself through the same planner and launcher.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoscaler.app.disruption import DisruptionService, Options
-from autoscaler.config import duration_seconds
 from autoscaler.domain.disruption import Settings
+from autoscaler.domain.durations import duration_seconds
 from autoscaler.handlers.observability import logger, metrics, tracer
 from autoscaler.handlers.runtime import Runtime, get_runtime, replacement_requester
 

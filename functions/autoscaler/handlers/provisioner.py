@@ -16,7 +16,7 @@ from autoscaler.app.provisioner import (
     ReplacementRequest,
 )
 from autoscaler.app.watch import run_invocation
-from autoscaler.config import duration_seconds
+from autoscaler.domain.durations import duration_seconds
 from autoscaler.handlers.observability import logger, metrics, tracer
 from autoscaler.handlers.runtime import Runtime, get_runtime
 
@@ -25,7 +25,7 @@ FINAL_PASS_RESERVE_SECONDS = 20.0
 
 
 class ProvisionerEvent(BaseModel):
-    """The invocation payload (WAVE2 contract). Unknown keys are ignored: EventBridge adds its own."""
+    """The invocation payload. Unknown keys are ignored: EventBridge adds its own."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
