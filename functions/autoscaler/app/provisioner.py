@@ -29,6 +29,7 @@ from autoscaler.app.ports import Clock, CloudPort, ClusterError, ClusterPort
 from autoscaler.domain.allocatable import capacity
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, FleetError, LaunchedInstance
+from autoscaler.domain.initialization import as_capacity
 from autoscaler.domain.keys import NODEPOOL_LABEL
 from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.node_state import Owner, mark_provisioned
@@ -250,6 +251,11 @@ class Provisioner:
         # them must not count it as their capacity (the instance tags do not carry taints).
         snap.in_flight = [replace(f, taints=self.pools_by_name[f.node_pool].taints)
                           if not f.taints and f.node_pool in self.pools_by_name else f for f in snap.in_flight]
+        # A registering or initialising node is the capacity its pods were launched for, although its
+        # registration and startup taints still keep them off it (Karpenter's StateNode.Taints()).
+        now = self._now()
+        snap.nodes = [as_capacity(n, self.pools_by_name, now=now,
+                                  registration_timeout=self.settings.registration_timeout) for n in snap.nodes]
         return snap
 
     def _plan(self, snap: PlanInput) -> tuple[Plan, float]:
