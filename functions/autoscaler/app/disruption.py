@@ -63,6 +63,7 @@ from autoscaler.metrics_catalog import (
     DISRUPTION_SAVINGS,
     DRAIN_SECONDS,
     EVICTIONS_BLOCKED_BY_PDB,
+    EVICTIONS_THROTTLED,
     GUARD,
     NODES_DISRUPTED,
     PODS_EVICTED,
@@ -266,6 +267,8 @@ class DisruptionService:
         by_pdb = [p for p in result.not_evicted if p.reason == "pdb"]
         if by_pdb:
             self.sink.emit(EVICTIONS_BLOCKED_BY_PDB, len(by_pdb))
+        if result.throttled:
+            self.sink.emit(EVICTIONS_THROTTLED, result.throttled)
         if result.complete:
             self._remove(node, reason, started=started, owned=owned, report=report)
             return

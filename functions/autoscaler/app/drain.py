@@ -40,6 +40,8 @@ class DrainResult:
     evicted: tuple[str, ...] = ()  # eviction accepted by the API server during this call
     skipped: tuple[tuple[str, str], ...] = ()  # (pod, why): mirror, daemonset, finished
     not_evicted: tuple[NotEvicted, ...] = ()
+    blocked: int = 0  # eviction attempts a PodDisruptionBudget refused
+    throttled: int = 0  # eviction attempts refused by API throttling or a server error (not PDBs)
 
     @property
     def complete(self) -> bool:
@@ -65,6 +67,8 @@ def skip_reason(pod: Pod) -> str | None:
 @dataclass
 class _Progress:
     evicted: list[str] = field(default_factory=list)
+    blocked: int = 0  # eviction attempts a PodDisruptionBudget refused
+    throttled: int = 0  # eviction attempts refused by API throttling (429) or a server error
     failures: dict[str, NotEvicted] = field(default_factory=dict)
 
 
@@ -92,7 +96,8 @@ def drain(node_name: str, *, cluster: ClusterPort, clock: Clock, deadline: float
             break
     return DrainResult(node=node_name, evicted=tuple(progress.evicted),
                        skipped=tuple(sorted(skipped.items())),
-                       not_evicted=tuple(progress.failures[k] for k in sorted(progress.failures)))
+                       not_evicted=tuple(progress.failures[k] for k in sorted(progress.failures)),
+                       blocked=progress.blocked, throttled=progress.throttled)
 
 
 def _wave(pods: list[Pod], *, critical: bool, skipped: dict[str, str]) -> list[Pod]:
@@ -118,15 +123,22 @@ def _run_wave(wave: list[Pod], *, node_name: str, cluster: ClusterPort, clock: C
         now = clock.monotonic()
         if to_evict and now >= next_try:
             for key, pod in list(to_evict.items()):
-                # One attempt each (deadline = now): this loop owns the retry cadence, so one
-                # PDB-blocked pod cannot starve the others.
-                result = cluster.evict(pod.namespace, pod.name, deadline=clock.monotonic(), uid=pod.uid or None)
+                if clock.monotonic() >= deadline:
+                    break  # a long sweep (hundreds of pods, a slow API) must not run past the deadline
+                # A PDB refusal gets one attempt (this loop owns that retry cadence, so one PDB-blocked
+                # pod cannot starve the others); throttling and 5xx are retried with backoff, for at
+                # most one retry interval.
+                result = cluster.evict(pod.namespace, pod.name, uid=pod.uid or None, retry_blocked=False,
+                                       deadline=min(deadline, clock.monotonic() + retry_interval))
+                progress.throttled += result.throttled_attempts
                 if result.ok:
                     del to_evict[key]
                     last_messages.pop(key, None)
                     if result.outcome == "evicted":
                         progress.evicted.append(key)
                 else:
+                    if result.outcome == "blocked":
+                        progress.blocked += 1
                     reason: NotEvictedReason = "pdb" if result.outcome == "blocked" else "error"
                     last_messages[key] = NotEvicted(key, reason, result.message)
             next_try = clock.monotonic() + retry_interval

@@ -79,7 +79,8 @@ class InstanceOutcome:
     replacement_requested: bool = False
     evicted: tuple[str, ...] = ()
     not_evicted: tuple[NotEvicted, ...] = ()
-    evictions_blocked: int = 0  # eviction attempts a PodDisruptionBudget refused (HTTP 429)
+    evictions_blocked: int = 0  # eviction attempts a PodDisruptionBudget refused (HTTP 429, DisruptionBudget)
+    evictions_throttled: int = 0  # eviction attempts refused by API throttling or a 5xx (retried)
     drain_seconds: float | None = None  # from drain start (the annotation) to the last pod gone
 
     @property
@@ -100,23 +101,19 @@ class EventOutcome:
         return any(i.retry for i in self.instances)
 
 
-class _EvictionTally:
-    """The cluster as ``drain`` sees it: counts PDB refusals, and for instances already gone deletes
-    pods at once (their containers died with the instance; a grace period would only keep the pods,
-    and the Node, around)."""
+class _GracePeriod:
+    """The cluster as ``drain`` sees it, with every eviction's grace period overridden: for instances
+    already gone pods are deleted at once (their containers died with the instance; a grace period would
+    only keep the pods, and the Node, around)."""
 
     def __init__(self, cluster: ClusterPort, *, grace_seconds: int | None) -> None:
         self._cluster = cluster
         self._grace = grace_seconds
-        self.blocked = 0
 
     def evict(self, namespace: str, name: str, *, deadline: float, uid: str | None = None,
-              grace_seconds: int | None = None) -> EvictionResult:
-        result = self._cluster.evict(namespace, name, deadline=deadline, uid=uid,
-                                     grace_seconds=self._grace if grace_seconds is None else grace_seconds)
-        if result.outcome == "blocked":
-            self.blocked += 1
-        return result
+              grace_seconds: int | None = None, retry_blocked: bool = True) -> EvictionResult:
+        return self._cluster.evict(namespace, name, deadline=deadline, uid=uid, retry_blocked=retry_blocked,
+                                   grace_seconds=self._grace if grace_seconds is None else grace_seconds)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)
@@ -263,11 +260,11 @@ class InterruptionService:
         gone = event.kind is EventKind.STATE_CHANGE and event.state in _GONE_STATES
         now = self.clock.now()
         deadline = min(self.clock.monotonic() + (drain_deadline(event, now=now) - now), drain_until)
-        tally = _EvictionTally(self.cluster, grace_seconds=0 if gone else None)
-        result = drain(name, cluster=cast("ClusterPort", tally), clock=self.clock, deadline=deadline,
+        view = _GracePeriod(self.cluster, grace_seconds=0 if gone else None)
+        result = drain(name, cluster=cast("ClusterPort", view), clock=self.clock, deadline=deadline,
                        sleep=self.sleep, poll_interval=self.poll_interval, retry_interval=self.retry_interval)
         outcome = replace(started, evicted=result.evicted, not_evicted=result.not_evicted,
-                          evictions_blocked=tally.blocked)
+                          evictions_blocked=result.blocked, evictions_throttled=result.throttled)
         node = self.cluster.get_node(name)
         if not result.complete:
             if node is not None:

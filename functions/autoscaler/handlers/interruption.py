@@ -150,6 +150,8 @@ class _Batch:
                 sink.emit(mc.PODS_EVICTED, len(inst.evicted))
             if inst.evictions_blocked:
                 sink.emit(mc.EVICTIONS_BLOCKED_BY_PDB, inst.evictions_blocked)
+            if inst.evictions_throttled:
+                sink.emit(mc.EVICTIONS_THROTTLED, inst.evictions_throttled)
 
 
 def _merge(outcome: EventOutcome, begun: tuple[InstanceOutcome, ...]) -> EventOutcome:
