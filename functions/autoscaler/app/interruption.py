@@ -192,7 +192,7 @@ class InterruptionService:
                                       message=f"{event.detail_type or event.kind.value}{ec2_state} for {iid} "
                                               f"(event {event.event_id}): tainted, cordoned, draining")
         return InstanceOutcome(iid, node.name, Outcome.CORDONED,
-                               event_to_cordon=max(0.0, now - event.time) if first else None)
+                               event_to_cordon=max(0.0, now - event.time) if first and event.time is not None else None)
 
     def _taint(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
         iid = node.instance_id or ""
