@@ -9,12 +9,16 @@ failure worth retrying (Kubernetes API or AWS errors, a drain that could not fin
 is returned in ``batchItemFailures`` and, after the queue's ``maxReceiveCount``, lands in the DLQ.
 
 Before any drain starts, every message of the batch is cordoned and its replacement requested (a
-sub-second pass), so a slow drain of the first message never delays the cordon of the tenth.
+sub-second pass), so a slow drain of the first message never delays the cordon of the tenth. Then every
+node of every message is drained at once on a bounded pool of ``DRAIN_WORKERS`` threads (NTH's default
+of 10 workers), each until its own event's deadline or the invocation's end less a safety margin,
+whichever is first; the records are then reported in order from those results.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,6 +45,9 @@ SAFETY_MARGIN_SECONDS = 10.0
 # drain retries every 5 s too).
 POLL_INTERVAL_SECONDS = 0.5
 RETRY_INTERVAL_SECONDS = 5.0
+# Nodes drained at once (NTH's workers default); a batch holds at most 10 messages, a Health event may name
+# more nodes than that, which then queue for a worker (and are not started past their deadline).
+DRAIN_WORKERS = 10
 
 _KIND_BY_DETAIL_TYPE = {
     "EC2 Spot Instance Interruption Warning": EventKind.SPOT_INTERRUPTION.value,
@@ -53,6 +60,10 @@ _ACTED = frozenset({Outcome.TAINTED, Outcome.CORDONED, Outcome.DRAINED, Outcome.
 # A batch whose every message failed is still answered with batchItemFailures (not an invocation error):
 # the same messages come back either way, and the Lambda errors alarm stays for real crashes.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+# Built once per container. Node drains run on ``_node_pool``; each message's handling waits for its nodes
+# on ``_message_pool`` (a separate pool, so a waiting message never holds a worker a node needs).
+_node_pool = ThreadPoolExecutor(max_workers=DRAIN_WORKERS, thread_name_prefix="drain")
+_message_pool = ThreadPoolExecutor(max_workers=10, thread_name_prefix="message")
 
 
 class DrainIncomplete(RuntimeError):
@@ -69,13 +80,14 @@ def build_service(rt: Runtime) -> InterruptionService:
 
 @dataclass
 class _Batch:
-    """One invocation's records: the cordon pass over all of them, then each record's full handling."""
+    """One invocation's records: the cordon pass over all of them, every drain in parallel, then each
+    record's report."""
 
     rt: Runtime
     service: InterruptionService
     context: Any
-    left: int
     begun: dict[str, tuple[InstanceOutcome, ...]] = field(default_factory=dict)
+    handled: dict[str, Future[EventOutcome]] = field(default_factory=dict)
 
     def cordon_all(self, records: list[Mapping[str, Any]]) -> None:
         for record in records:
@@ -86,8 +98,32 @@ class _Batch:
             except Exception:  # the record's own handling below reports it and returns it for retry
                 logger.debug("cordon pass skipped a record", extra={"message_id": record.get("messageId")})
 
+    def drain_all(self, records: list[Mapping[str, Any]]) -> None:
+        """Start every message's drains at once; ``record`` collects each result in turn."""
+        until = self._drain_until()
+        last_for: dict[str, Future[EventOutcome]] = {}
+        for record in records:
+            try:
+                parsed = parse_event(str(record.get("body", "")))
+            except MalformedEvent:
+                continue  # reported by ``record``
+            if not isinstance(parsed, InterruptionEvent):
+                continue
+            # Messages naming the same instance (a state change and a spot warning in one batch) run one
+            # after the other, in batch order, as they did before drains ran in parallel. The pool starts
+            # tasks in submission order, so an earlier message is always running or done: no deadlock.
+            before = [last_for[i] for i in parsed.instance_ids if i in last_for]
+            future = _message_pool.submit(self._handle_after, before, parsed, until)
+            self.handled[str(record.get("messageId", ""))] = future
+            for iid in parsed.instance_ids:
+                last_for[iid] = future
+
+    def _handle_after(self, before: list[Future[EventOutcome]], event: InterruptionEvent,
+                      until: float) -> EventOutcome:
+        wait(before)
+        return self.service.handle(event, drain_until=until, pool=_node_pool)
+
     def record(self, record: SQSRecord) -> None:
-        self.left -= 1
         message_id = record.message_id
         try:
             parsed = parse_event(record.body)
@@ -110,7 +146,9 @@ class _Batch:
         log = {"message_id": message_id, "event_id": event.event_id, "kind": event.kind.value, "action": action,
                "instance_ids": list(event.instance_ids)}
         try:
-            outcome = self.service.handle(event, drain_until=self._drain_until())
+            started = self.handled.get(message_id)
+            outcome = started.result() if started is not None else self.service.handle(
+                event, drain_until=self._drain_until(), pool=_node_pool)
         except Exception as exc:
             self._emit(event.kind.value, action, "failed")
             logger.exception("interruption message failed; returned for retry",
@@ -131,9 +169,9 @@ class _Batch:
             raise DrainIncomplete(", ".join(f"{i.node}: {len(i.not_evicted)} pods left" for i in stuck))
 
     def _drain_until(self) -> float:
-        """A fair share of the invocation's remaining time: messages later in the batch still get theirs."""
+        """The invocation's end less the safety margin: drains run in parallel, so each may use all of it."""
         remaining = float(self.context.get_remaining_time_in_millis()) / 1000.0 - SAFETY_MARGIN_SECONDS
-        return self.rt.clock.monotonic() + max(remaining, 0.0) / max(self.left + 1, 1)
+        return self.rt.clock.monotonic() + max(remaining, 0.0)
 
     def _emit(self, kind: str, action: str, outcome: str) -> None:
         self.rt.sink.emit(mc.INTERRUPTION_EVENTS, 1, **{mc.KIND: kind, mc.ACTION: action})
@@ -184,7 +222,8 @@ def _summary(outcome: EventOutcome) -> str:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     rt = get_runtime()
     records = list(event.get("Records") or ())
-    batch = _Batch(rt=rt, service=build_service(rt), context=context, left=len(records))
+    batch = _Batch(rt=rt, service=build_service(rt), context=context)
     batch.cordon_all(records)
+    batch.drain_all(records)
     return dict(process_partial_response(event=event, record_handler=batch.record, processor=processor,
                                          context=context))
