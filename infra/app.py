@@ -34,8 +34,8 @@ def cluster_file(cluster: str) -> Path:
         if path.exists():
             return path
     known = sorted(p.stem for p in CLUSTERS.glob("*.y*ml")) + sorted(p.stem for p in CLUSTERS.glob("*.json"))
-    raise ConfigError(f"clusters/{cluster}.yaml",
-                      [f"no such cluster file; known clusters: {', '.join(known) or 'none'}"])
+    raise ConfigError(source=f"clusters/{cluster}.yaml",
+                      problems=[f"no such cluster file; known clusters: {', '.join(known) or 'none'}"])
 
 
 def stack_name(config: ClusterConfig) -> str:

@@ -19,9 +19,10 @@ from autoscaler.domain.disruption import (
     guard_for,
 )
 from autoscaler.domain.errors import ConfigError
-from autoscaler.domain.models import LabelSelector, Node, OwnerRef, Pod, PodDisruptionBudget
+from autoscaler.domain.models import InstanceType, LabelSelector, Node, Offering, OwnerRef, Pod, PodDisruptionBudget
 from autoscaler.domain.nodepool import parse_node_pool
-from tests.unit.scheduling_world import GI, ON_DEMAND, pod, world
+from autoscaler.domain.plan import PlanInput
+from tests.unit.scheduling_world import GI, NODE_CLASS, ON_DEMAND, pod, pool, world
 
 NOW = 1_700_000_000.0
 
@@ -206,8 +207,46 @@ def test_spot_is_not_replaced_by_spot_unless_enabled() -> None:
     pods = [_bound("x-0", "a", cpu=500)]
     pools = [_pool(spot=True)]
     assert _decide(nodes, pods, pools=pools).candidates == []
-    [c] = _decide(nodes, pods, pools=pools, settings=Settings(spot_to_spot_consolidation=True)).candidates
-    assert c.action == "replace" and c.price_after < c.price_before
+    # Enabled, but the small world has fewer than 15 cheaper spot types: Karpenter's rule keeps the node
+    # (wave 1 replaced it here, which could repeat with every spot type EC2 picked).
+    assert _decide(nodes, pods, pools=pools, settings=Settings(spot_to_spot_consolidation=True)).candidates == []
+
+
+def _small(i: int) -> str:
+    """A distinct general-purpose type name (m5a.large, m5b.large, ..., m7f.large) Karpenter's default
+    requirements allow."""
+    return f"m{5 + i // 7}{'abcdefg'[i % 7]}.large"
+
+
+def _spot_world(cheaper_types: int, nodes: list[Node], pods: list[Pod]) -> PlanInput:
+    """A node type (m5.4xlarge) and ``cheaper_types`` small types that are each cheaper on spot."""
+    big = InstanceType("m5.4xlarge", "amd64", vcpus=16, memory_mib=65536, max_enis=8, ipv4_per_eni=30,
+                       hypervisor="nitro")
+    small = [InstanceType(_small(i), "amd64", vcpus=2, memory_mib=8192, max_enis=3, ipv4_per_eni=10,
+                          hypervisor="nitro") for i in range(cheaper_types)]
+    offers = [Offering("m5.4xlarge", "us-east-1a", "spot", 0.30)]
+    offers += [Offering(t.name, "us-east-1a", "spot", round(0.02 + 0.001 * i, 4)) for i, t in enumerate(small)]
+    spot_pool = pool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}])
+    return PlanInput(node_pools=[spot_pool], node_classes={"default": NODE_CLASS}, pods=pods, nodes=nodes,
+                     instance_types=[big, *small], offerings=offers)
+
+
+@pytest.mark.parametrize(("cheaper_types", "replaced"), [(14, False), (15, True), (20, True)])
+def test_single_node_spot_to_spot_needs_15_cheaper_types_and_launches_the_15_cheapest(
+        cheaper_types: int, replaced: bool) -> None:
+    # Karpenter pkg/controllers/disruption/consolidation.go computeSpotToSpotConsolidation
+    nodes = [_node("a", "m5.4xlarge", ct="spot", alloc_cpu=15_890, alloc_mem=57 * GI)]
+    pods = [_bound("x-0", "a", cpu=500)]
+    snap = _spot_world(cheaper_types, nodes, pods)
+    got = decide(DisruptionInput(snapshot=snap, pdbs=[], now=NOW, owned_instances={"i-a"}, empty_since={},
+                                 settings=Settings(spot_to_spot_consolidation=True)))
+    if not replaced:
+        assert got.candidates == []
+        return
+    [c] = got.candidates
+    [launch] = c.replacements
+    assert c.action == "replace" and launch.capacity_type == "spot"
+    assert list(launch.instance_types) == [_small(i) for i in range(15)]
 
 
 def test_not_owned_instances_are_blocked() -> None:

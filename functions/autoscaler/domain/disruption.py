@@ -13,7 +13,8 @@ Karpenter's semantics (see docs/disruption.md for the differences):
 - **Underutilized** (``WhenEmptyOrUnderutilized``, after ``consolidateAfter`` without pod changes):
   removed when the planner places all its pods on the remaining nodes, replaced when one cheaper node
   holds them; several nodes at once (multi-node) before one at a time, candidates ordered by saving
-  per disrupted pod; spot is never replaced by spot unless enabled;
+  per disrupted pod; spot is never replaced by spot unless enabled, and then (one node at a time)
+  only with at least 15 cheaper spot types, launched with the 15 cheapest (Karpenter's rule);
 - guards: budgets per NodePool and reason (default ``nodes: 10%``, cron windows), the
   ``karpenter.sh/do-not-disrupt`` annotation on pods and nodes, PDBs that allow no disruption now,
   and pods without a controller (bare pods).
@@ -37,6 +38,9 @@ from autoscaler.domain.scheduler import plan
 
 Reason = Literal["Empty", "Expired", "Underutilized"]
 CandidateAction = Literal["delete", "replace"]  # what happens to the nodes of a Candidate
+# Karpenter's MinInstanceTypesForSpotToSpotConsolidation: cheaper spot types a single-node spot-to-spot
+# replacement needs, and the number it is launched with.
+MIN_SPOT_TO_SPOT_TYPES = 15
 Guard = Literal["Budget", "DoNotDisrupt", "PDB", "BarePod", "NotOurs"]
 
 DRAIN_REASONS: dict[Reason, str] = {"Empty": "empty", "Expired": "expired", "Underutilized": "underutilized"}
@@ -339,6 +343,14 @@ def consolidation(snapshot: PlanInput, nodes: list[Node], *, prices: Mapping[str
     cheaper = tuple(t for t in launch.instance_types if cheapest.get(t, math.inf) < limit)
     if not cheaper:
         return None
+    if all_spot and launch.capacity_type == "spot" and len(nodes) == 1:
+        # Karpenter's spot-to-spot rule: EC2 picks a spot type by availability as well as price, so a
+        # replacement offered every cheaper type could land on one that is itself consolidated again.
+        # Replace one spot node only when at least 15 cheaper types remain, and offer only the 15
+        # cheapest: whatever EC2 picks is then never worth replacing at once.
+        if len(cheaper) < MIN_SPOT_TO_SPOT_TYPES:
+            return None
+        cheaper = cheaper[:MIN_SPOT_TO_SPOT_TYPES]
     launch = replace(launch, instance_types=cheaper, hourly_price=cheapest[cheaper[0]])
     return Candidate("Underutilized", "replace", names, sim.pods, before, launch.hourly_price, (launch,))
 
