@@ -46,6 +46,10 @@ class _Refused(_Accepted):
     status_code = 404
 
 
+class _Throttled(_Accepted):
+    status_code = 429
+
+
 @dataclass
 class InvokeRecorder:
     """Records Invoke parameters and answers like Lambda does for InvocationType=Event."""
@@ -62,6 +66,9 @@ class InvokeRecorder:
         self.calls.append({**params, "Payload": json.loads(params["Payload"])})
 
     def _answer(self, **_: Any) -> tuple[Any, dict[str, Any]]:
+        if self.fail_with == "TooManyRequestsException":
+            return _Throttled(), {"Error": {"Code": self.fail_with, "Message": "Rate exceeded"},
+                                  "ResponseMetadata": {"HTTPStatusCode": 429}}
         if self.fail_with:
             return _Refused(), {"Error": {"Code": self.fail_with, "Message": "Function not found"},
                                 "ResponseMetadata": {"HTTPStatusCode": 404}}

@@ -4,10 +4,14 @@ stand-in removes them)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
-from tests.handlers.interruption_world import World, event_for
+import pytest
+
+from simulator.local import LambdaContext
+from tests.handlers.interruption_world import FUNCTION, World, event_for, sqs_record
 
 
 def _kubelet_when_all_evicted(world: World, expected: int, *, fallback: float) -> dict[str, int]:
@@ -65,3 +69,38 @@ def test_a_health_event_naming_40_nodes_starts_no_drain_past_the_invocation_dead
     assert len(world.evictions()) == 10  # one pool's worth; sequential drains sent one pass to all 40
     assert elapsed < 12.0  # never past the invocation's end
     assert all(world.node(f"h{i:02d}")["spec"].get("unschedulable") for i in range(40))  # type: ignore[index]
+
+
+def test_a_throttled_replacement_invoke_never_stops_the_cordon_or_the_drain(world: World) -> None:
+    # Issue 18 item 5: the provisioner Invoke throttled (after botocore's own retries) made the cordon step throw.
+    iid = world.add_node("n1", owned=False)
+    world.add_pod("web-1", "n1")
+    world.invokes.fail_with = "TooManyRequestsException"
+    response = world.run(event_for("spot-interruption-warning", iid), message_ids=["m"])
+    assert response == {"batchItemFailures": []}
+    node = world.node("n1")
+    assert node is not None and node["spec"]["unschedulable"] is True
+    assert world.evictions() == ["default/web-1"]
+    assert len(world.invokes.calls) >= 2  # asked in the cordon pass and again by the message's own pass
+
+
+def test_a_failed_spot_message_comes_back_within_the_notice(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 18 item 5: the queue's visibility timeout (130 s) exceeds the 120 s notice; a failed message must
+    # come back after RETRY_VISIBILITY_SECONDS instead. Real moto SQS: the receipt handle is a real one.
+    from autoscaler.handlers import interruption as handler_module
+
+    monkeypatch.setattr(handler_module, "RETRY_VISIBILITY_SECONDS", 1)
+    sqs = world.rt.client("sqs")
+    url = sqs.create_queue(QueueName="interruption", Attributes={"VisibilityTimeout": "130"})["QueueUrl"]
+    iid = world.add_node("n1", owned=False)
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(event_for("spot-interruption-warning", iid)))
+    msg = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"][0]
+    world.kube.inject_error("/api/v1/nodes/n1", 403, count=1000, method="PATCH")  # the cordon cannot land
+    record = sqs_record(msg["Body"], message_id=msg["MessageId"])
+    record["receiptHandle"] = msg["ReceiptHandle"]
+    response = handler_module.handler({"Records": [record]}, LambdaContext(function_name=FUNCTION,
+                                                                           remaining_ms=60_000))
+    assert response == {"batchItemFailures": [{"itemIdentifier": msg["MessageId"]}]}
+    time.sleep(1.5)
+    again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1).get("Messages") or []
+    assert [m["MessageId"] for m in again] == [msg["MessageId"]]

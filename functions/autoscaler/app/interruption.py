@@ -16,6 +16,7 @@ The work is split in two so a batch of messages is cordoned before any of them i
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, wait
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from autoscaler.app.drain import NotEvicted, drain
 from autoscaler.app.node_state import NodeStates, NotOwnedError
-from autoscaler.app.ports import NotFoundError
+from autoscaler.app.ports import CloudError, NotFoundError
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, action_for, drain_deadline
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
@@ -34,6 +35,8 @@ from autoscaler.domain.ownership import is_owned
 
 if TYPE_CHECKING:
     from autoscaler.app.ports import Clock, CloudPort, ClusterPort, ReplacementRequester
+
+log = logging.getLogger(__name__)
 
 # A replacement request is repeated when the last one is older than the provisioner's memory of
 # unavailable offerings (3 minutes): by then a retried message may need capacity the first pass missed.
@@ -233,8 +236,18 @@ class InterruptionService:
         names = [n.name for n in due]
         if self.replacements is None:
             return set()
-        sent = self.replacements.request_replacement(source="interruption", nodes=names, unavailable=unavailable,
-                                                     event_id=event.event_id)
+        try:
+            sent = self.replacements.request_replacement(source="interruption", nodes=names,
+                                                         unavailable=unavailable, event_id=event.event_id)
+        except CloudError as exc:
+            if not exc.retryable:
+                raise  # a configuration fault (no such function, no permission): retrying the message says so
+            # Throttled after the SDK's own retries: the cordon stands and the drain must not wait for it.
+            # ``handle`` asks again (the annotation was not written) and the provisioner's scheduled pass
+            # picks the evicted pods up in any case.
+            log.warning("replacement request throttled; draining anyway", extra={
+                "event_id": event.event_id, "nodes": names, "error": str(exc)})
+            return set()
         if not sent:
             return set()
         for node in due:

@@ -45,6 +45,9 @@ SAFETY_MARGIN_SECONDS = 10.0
 # drain retries every 5 s too).
 POLL_INTERVAL_SECONDS = 0.5
 RETRY_INTERVAL_SECONDS = 5.0
+# A message returned for retry comes back after this long, not after the queue's visibility timeout (the
+# function's timeout + 10 s, longer than the two-minute spot notice): the retry lands inside the notice.
+RETRY_VISIBILITY_SECONDS = 10
 # Nodes drained at once (NTH's workers default); a batch holds at most 10 messages, a Health event may name
 # more nodes than that, which then queue for a worker (and are not started past their deadline).
 DRAIN_WORKERS = 10
@@ -225,5 +228,26 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     batch = _Batch(rt=rt, service=build_service(rt), context=context)
     batch.cordon_all(records)
     batch.drain_all(records)
-    return dict(process_partial_response(event=event, record_handler=batch.record, processor=processor,
-                                         context=context))
+    response: dict[str, Any] = dict(process_partial_response(event=event, record_handler=batch.record,
+                                                             processor=processor, context=context))
+    failures: list[Mapping[str, Any]] = list(response.get("batchItemFailures") or ())
+    _retry_soon(rt, records, {str(f.get("itemIdentifier")) for f in failures})
+    return response
+
+
+def _retry_soon(rt: Runtime, records: list[Mapping[str, Any]], failed: set[str]) -> None:
+    """Shorten the visibility of every message returned for retry to ``RETRY_VISIBILITY_SECONDS``. Best
+    effort: a message whose visibility cannot be changed still comes back, after the queue's timeout."""
+    for record in records:
+        if str(record.get("messageId")) not in failed:
+            continue
+        arn = str(record.get("eventSourceArn") or "").split(":")
+        if len(arn) != 6 or not record.get("receiptHandle"):
+            continue
+        url = f"https://sqs.{arn[3]}.amazonaws.com/{arn[4]}/{arn[5]}"
+        try:
+            rt.client("sqs").change_message_visibility(QueueUrl=url, ReceiptHandle=record["receiptHandle"],
+                                                       VisibilityTimeout=RETRY_VISIBILITY_SECONDS)
+        except Exception as exc:  # the message is not lost either way; say why it is late
+            logger.warning("could not shorten a failed message's visibility; it returns after the queue's "
+                           "timeout", extra={"message_id": record.get("messageId"), "error": str(exc)})
