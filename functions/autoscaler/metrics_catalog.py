@@ -110,13 +110,16 @@ DISRUPTION_SAVINGS = MetricDef("DisruptionSavings", "None", ("disruption",),
 DISRUPTION_BLOCKED = MetricDef("DisruptionBlocked", "Count", ("disruption",),
                                "Candidates kept, by the guard that kept them (Budget, PDB, DoNotDisrupt, ...).",
                                dimensions=(GUARD,))
+NODES_OF_REMOVED_NODE_POOL = MetricDef("NodesOfRemovedNodePool", "Count", ("disruption",),
+                                       "Our nodes whose NodePool is no longer in the cluster file (left "
+                                       "running, never disrupted); alarmed when above 0.", statistic="Maximum")
 
 CATALOGUE: dict[str, MetricDef] = {m.name: m for m in (
     PENDING_PODS, UNSCHEDULABLE_PODS, PODS_NOMINATED, NODES_LAUNCHED, LAUNCH_FAILURES, PLAN_SECONDS,
     POD_TO_LAUNCH_SECONDS, NODE_POOL_USAGE, MANAGED_HOURLY_COST, PRICES_STALE,
     INTERRUPTION_EVENTS, INTERRUPTION_OUTCOMES, PODS_EVICTED, EVICTIONS_BLOCKED_BY_PDB, EVICTIONS_THROTTLED,
     DRAIN_SECONDS, EVENT_TO_CORDON_SECONDS,
-    NODES_DISRUPTED, DISRUPTION_SAVINGS, DISRUPTION_BLOCKED,
+    NODES_DISRUPTED, DISRUPTION_SAVINGS, DISRUPTION_BLOCKED, NODES_OF_REMOVED_NODE_POOL,
 )}
 
 

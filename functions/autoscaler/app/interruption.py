@@ -178,14 +178,16 @@ class InterruptionService:
     def _cordon(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
         iid = node.instance_id or ""
         try:
-            tainted = self.cluster.add_taint(node.name, DISRUPTED_TAINT)
-            cordoned = self.cluster.cordon(node.name)
             now = self.clock.now()
             state = self.states.read(node)
             if state.drain_started is None or state.owner is not Owner.INTERRUPTION:
+                # The record before the taint: a function stopped in between leaves a record (the retry
+                # continues) and never a taint without one (which the disruption pass would give back).
                 # A node the disruption function was draining is taken over: EC2 reclaims it anyway.
                 self.states.write(node, state, start_drain(state, owner=Owner.INTERRUPTION,
                                                            reason=event.kind.value, at=now), by=Owner.INTERRUPTION)
+            tainted = self.cluster.add_taint(node.name, DISRUPTED_TAINT)
+            cordoned = self.cluster.cordon(node.name)
         except NotFoundError:
             return None  # deleted since the listing: nothing left to protect
         first = tainted or cordoned
