@@ -21,15 +21,15 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, wait
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
-from autoscaler.app.drain import NotEvicted, drain
+from autoscaler.app.drain import DrainOptions, NotEvicted, drain
 from autoscaler.app.node_state import NodeStates, NotOwnedError
 from autoscaler.app.ports import CloudError, NotFoundError
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, action_for, drain_deadline
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
-from autoscaler.domain.models import DISRUPTED_TAINT, REBALANCE_TAINT, EvictionResult, Node
+from autoscaler.domain.models import DISRUPTED_TAINT, REBALANCE_TAINT, Node
 from autoscaler.domain.node_state import Owner, read_state, request_replacement, start_drain
 from autoscaler.domain.ownership import is_owned
 
@@ -64,7 +64,9 @@ class Outcome(StrEnum):
     IGNORED = "ignored"  # the configured action is ``ignore``
     TAINTED = "tainted"  # PreferNoSchedule taint and replacement request, no drain (rebalance)
     ALREADY_DRAINING = "alreadyDraining"  # a taint-only event for a node already being drained
-    CORDONED = "cordoned"  # begin() finished; handle() goes on to drain
+    CORDONED = "cordoned"  # begin() finished; handle() goes on to drain (cordon-only mode: stops here)
+    EXCLUDED = "excluded"  # the node matches ``exclude_node_labels``: left alone
+    DRY_RUN = "dryRun"  # dry-run mode: logged what would be done, changed nothing
     DRAIN_INCOMPLETE = "drainIncomplete"  # pods still on the node when time ran out: retry the message
     DRAINED = "drained"  # drained; the instance is not ours (or stays), the node stays cordoned
     TERMINATED = "terminated"  # drained, our instance terminated and its Node deleted
@@ -105,24 +107,6 @@ class EventOutcome:
         return any(i.retry for i in self.instances)
 
 
-class _GracePeriod:
-    """The cluster as ``drain`` sees it, with every eviction's grace period overridden: for instances
-    already gone pods are deleted at once (their containers died with the instance; a grace period would
-    only keep the pods, and the Node, around)."""
-
-    def __init__(self, cluster: ClusterPort, *, grace_seconds: int | None) -> None:
-        self._cluster = cluster
-        self._grace = grace_seconds
-
-    def evict(self, namespace: str, name: str, *, deadline: float, uid: str | None = None,
-              grace_seconds: int | None = None, retry_blocked: bool = True) -> EvictionResult:
-        return self._cluster.evict(namespace, name, deadline=deadline, uid=uid, retry_blocked=retry_blocked,
-                                   grace_seconds=self._grace if grace_seconds is None else grace_seconds)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cluster, name)
-
-
 @dataclass
 class InterruptionService:
     """Handles parsed interruption events against a cluster and a cloud (ports injected)."""
@@ -136,6 +120,12 @@ class InterruptionService:
     sleep: Callable[[float], None] | None = None  # None: the clock's own sleep
     poll_interval: float = 1.0
     retry_interval: float = 5.0
+    # NTH parity (InterruptionConfig): see docs/interruption.md.
+    cordon_only: bool = False
+    dry_run: bool = False
+    drain_options: DrainOptions = field(default_factory=DrainOptions)
+    node_grace_seconds: float | None = None
+    exclude_node_labels: Mapping[str, str] = field(default_factory=dict)
     # When this service cordoned each node (wall clock): DrainSeconds to sub-second precision, where the
     # annotation (whole seconds, shared with the other functions) is all a retry has.
     _cordoned_at: dict[str, float] = field(default_factory=dict, init=False, repr=False)
@@ -159,6 +149,15 @@ class InterruptionService:
         touched: list[Node] = []
         for iid in event.instance_ids:
             node = by_instance.get(iid)
+            if node is not None and self.exclude_node_labels and all(
+                    node.labels.get(k) == v for k, v in self.exclude_node_labels.items()):
+                outcomes.append(InstanceOutcome(iid, node.name, Outcome.EXCLUDED))
+                continue
+            if node is not None and self.dry_run:
+                log.info("dry run: would %s node %s for %s", action.value, node.name, event.event_id,
+                         extra={"node": node.name, "instance_id": iid, "action": action.value})
+                outcomes.append(InstanceOutcome(iid, node.name, Outcome.DRY_RUN))
+                continue
             result = None if node is None else (
                 self._cordon(event, node) if action is Action.DRAIN else self._taint(event, node))
             if result is None:
@@ -274,7 +273,9 @@ class InterruptionService:
         started = self.begin(event)
 
         def finish(o: InstanceOutcome) -> InstanceOutcome:
-            return self._finish(event, o, drain_until=drain_until) if o.outcome is Outcome.CORDONED else o
+            if o.outcome is not Outcome.CORDONED or self.cordon_only:
+                return o
+            return self._finish(event, o, drain_until=drain_until)
 
         if pool is None:
             done = tuple(finish(o) for o in started)
@@ -289,13 +290,17 @@ class InterruptionService:
         gone = event.kind is EventKind.STATE_CHANGE and event.state in _GONE_STATES
         now = self.clock.now()
         deadline = min(self.clock.monotonic() + (drain_deadline(event, now=now) - now), drain_until)
+        if self.node_grace_seconds is not None:
+            deadline = min(deadline, self.clock.monotonic() + self.node_grace_seconds)
         if self.clock.monotonic() >= deadline:
             # Queued behind other drains until past the deadline: no eviction pass that would run past the
             # invocation's end; the node stays cordoned and the message comes back.
             return replace(started, outcome=Outcome.DRAIN_INCOMPLETE)
-        view = _GracePeriod(self.cluster, grace_seconds=0 if gone else None)
-        result = drain(name, cluster=cast("ClusterPort", view), clock=self.clock, deadline=deadline,
-                       sleep=self.sleep, poll_interval=self.poll_interval, retry_interval=self.retry_interval)
+        # For instances already gone pods are deleted at once: their containers died with the instance, and a
+        # grace period would only keep the pods, and the Node, around.
+        options = replace(self.drain_options, grace_seconds=0) if gone else self.drain_options
+        result = drain(name, cluster=self.cluster, clock=self.clock, deadline=deadline, sleep=self.sleep,
+                       poll_interval=self.poll_interval, retry_interval=self.retry_interval, options=options)
         outcome = replace(started, evicted=result.evicted, not_evicted=result.not_evicted,
                           evictions_blocked=result.blocked, evictions_throttled=result.throttled)
         node = self.cluster.get_node(name)

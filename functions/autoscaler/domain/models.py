@@ -159,6 +159,7 @@ class Pod:
     preferred_pod_anti_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()  # (weight, term)
     host_ports: tuple[HostPort, ...] = ()
     volume_claims: tuple[str, ...] = ()  # PVC names in the pod's namespace
+    empty_dir: bool = False  # mounts an emptyDir volume: its data dies with the pod (kubectl drain's local data)
     owner: OwnerRef | None = None  # the controller owner reference, if any
     priority: int = 0
     priority_class_name: str = ""

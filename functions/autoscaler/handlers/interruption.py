@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from autoscaler import metrics_catalog as mc
+from autoscaler.app.drain import DrainOptions
 from autoscaler.app.interruption import EventOutcome, InstanceOutcome, InterruptionService, Outcome
 from autoscaler.domain.interruption import (
     EventKind,
@@ -74,11 +75,18 @@ class DrainIncomplete(RuntimeError):
 
 
 def build_service(rt: Runtime) -> InterruptionService:
+    cfg = rt.config.interruption
     return InterruptionService(cluster=rt.cluster, cloud=rt.cloud, replacements=replacement_requester(rt),
                                clock=rt.clock,
                                cluster_name=rt.config.cluster_name,
-                               actions=rt.config.interruption.model_dump(by_alias=True),
-                               poll_interval=POLL_INTERVAL_SECONDS, retry_interval=RETRY_INTERVAL_SECONDS)
+                               actions=cfg.model_dump(by_alias=True),
+                               poll_interval=POLL_INTERVAL_SECONDS, retry_interval=RETRY_INTERVAL_SECONDS,
+                               cordon_only=cfg.cordon_only, dry_run=cfg.dry_run,
+                               drain_options=DrainOptions(grace_seconds=cfg.pod_termination_grace_period,
+                                                          delete_local_data=cfg.delete_local_data,
+                                                          delete_finished=cfg.delete_finished_pods),
+                               node_grace_seconds=cfg.node_termination_grace_period,
+                               exclude_node_labels=cfg.exclude_node_labels)
 
 
 @dataclass
