@@ -79,6 +79,8 @@ class InterruptionConfig(_Model):
     rebalance: InterruptionAction = "taint"
     scheduled_change: InterruptionAction = "drain"
     state_change: Literal["drain", "ignore"] = "drain"
+    # An Auto Scaling group's terminate lifecycle hook: drain, then CompleteLifecycleAction(CONTINUE).
+    asg_lifecycle: Literal["drain", "ignore"] = "drain"
     batch_size: int = Field(default=10, ge=1, le=10)
     # SQS event sources accept 2..1000; a bound keeps a burst of events from exhausting account concurrency.
     max_concurrency: int = Field(default=10, ge=2, le=1000)

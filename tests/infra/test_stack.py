@@ -27,11 +27,13 @@ RULES = {
     "InterruptionStateChangeRule": {
         "source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
         "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}},
+    "InterruptionAsgLifecycleRule": {"source": ["aws.autoscaling"],
+                                     "detail-type": ["EC2 Instance-terminate Lifecycle Action"]},
 }
 
 
 def test_the_four_rules_have_exact_patterns_and_target_the_queue(demo: Synth) -> None:
-    assert len(demo.of_type("AWS::Events::Rule")) == 4 == len(EVENT_PATTERNS)
+    assert len(demo.of_type("AWS::Events::Rule")) == 5 == len(EVENT_PATTERNS)
     for prefix, pattern in RULES.items():
         _, rule = demo.one("AWS::Events::Rule", prefix)
         assert rule["Properties"]["EventPattern"] == pattern

@@ -47,6 +47,7 @@ def test_defaults() -> None:
     config = load_cluster_config(DEMO)
     assert config.interruption.model_dump() == {
         "spot_interruption": "drain", "rebalance": "taint", "scheduled_change": "drain", "state_change": "drain",
+        "asg_lifecycle": "drain",
         "batch_size": 10, "max_concurrency": 10, "timeout_seconds": 120,
         # NTH parity: off unless asked for (deleteLocalData on, as NTH's default)
         "cordon_only": False, "dry_run": False, "pod_termination_grace_period": None,

@@ -34,7 +34,7 @@ from autoscaler.domain.node_state import Owner, read_state, request_replacement,
 from autoscaler.domain.ownership import is_owned
 
 if TYPE_CHECKING:
-    from autoscaler.app.ports import Clock, CloudPort, ClusterPort, ReplacementRequester
+    from autoscaler.app.ports import Clock, CloudPort, ClusterPort, LifecycleHooks, ReplacementRequester
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ _EVENT_REASONS: Mapping[EventKind, str] = {
     EventKind.REBALANCE: "SpotRebalanceRecommendation",
     EventKind.SCHEDULED_CHANGE: "ScheduledMaintenance",
     EventKind.STATE_CHANGE: "InstanceStateChange",
+    EventKind.ASG_LIFECYCLE: "ASGLifecycleTerminating",
 }
 
 
@@ -126,6 +127,7 @@ class InterruptionService:
     drain_options: DrainOptions = field(default_factory=DrainOptions)
     node_grace_seconds: float | None = None
     exclude_node_labels: Mapping[str, str] = field(default_factory=dict)
+    hooks: LifecycleHooks | None = None  # None: no Auto Scaling access (local runs)
     # When this service cordoned each node (wall clock): DrainSeconds to sub-second precision, where the
     # annotation (whole seconds, shared with the other functions) is all a retry has.
     _cordoned_at: dict[str, float] = field(default_factory=dict, init=False, repr=False)
@@ -283,7 +285,20 @@ class InterruptionService:
             futures = [pool.submit(finish, o) for o in started]
             wait(futures)
             done = tuple(f.result() for f in futures)
-        return EventOutcome(event.event_id, event.kind, self.action(event), done)
+        outcome = EventOutcome(event.event_id, event.kind, self.action(event), done)
+        self._answer_lifecycle_hook(event, outcome)
+        return outcome
+
+    def _answer_lifecycle_hook(self, event: InterruptionEvent, outcome: EventOutcome) -> None:
+        """An Auto Scaling group waits on its terminate hook: CONTINUE once the node is drained (or there is
+        nothing to drain), a heartbeat while the drain is retried so the group keeps the instance. In
+        cordon-only and dry-run modes the group is not held either: it continues at once."""
+        if event.lifecycle is None or self.hooks is None:
+            return
+        if outcome.retry:
+            self.hooks.heartbeat(event.lifecycle)
+        else:
+            self.hooks.complete(event.lifecycle, result="CONTINUE")
 
     def _finish(self, event: InterruptionEvent, started: InstanceOutcome, *, drain_until: float) -> InstanceOutcome:
         name = started.node or ""
@@ -315,7 +330,7 @@ class InterruptionService:
         started_at = self._cordoned_at.get(name) or (self.states.read(node).drain_started if node else None)
         if started_at is not None:
             outcome = replace(outcome, drain_seconds=max(0.0, self.clock.now() - started_at))
-        if started.owned and not gone:
+        if started.owned and not gone and event.kind is not EventKind.ASG_LIFECYCLE:
             # Ours and still there: it would be reclaimed anyway; terminating now stops the bill and the
             # kubelet at once. The instance's tags were checked; AwsCloud.terminate checks them again.
             self.cloud.terminate([started.instance_id])

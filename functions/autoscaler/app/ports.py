@@ -23,6 +23,7 @@ from autoscaler.domain.models import (
 
 if TYPE_CHECKING:
     from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchTemplateInfo
+    from autoscaler.domain.interruption import LifecycleAction
     from autoscaler.domain.models import InstanceType, Offering
 
 
@@ -271,6 +272,20 @@ class CloudPort(Protocol):
     def delete_launch_template(self, template_id: str) -> bool:
         """Delete one of our launch templates; False if it was already gone. Never raises for NotFound."""
         ...
+
+class LifecycleHooks(Protocol):
+    """Auto Scaling lifecycle actions (the terminate hook of a managed node group or any ASG)."""
+
+    def complete(self, action: LifecycleAction, *, result: Literal["CONTINUE", "ABANDON"] = "CONTINUE") -> bool:
+        """CompleteLifecycleAction. True if completed, False when the action is no longer active (already
+        completed, or timed out). Raises CloudError for other failures."""
+        ...
+
+    def heartbeat(self, action: LifecycleAction) -> bool:
+        """RecordLifecycleActionHeartbeat: restart the hook's timeout while a drain is retried. False when
+        the action is no longer active."""
+        ...
+
 
 class ReplacementRequester(Protocol):
     """Asks the provisioner for capacity to replace nodes that are going away (the cross-function

@@ -29,6 +29,7 @@ class EventKind(StrEnum):
     REBALANCE = "rebalance"
     SCHEDULED_CHANGE = "scheduledChange"
     STATE_CHANGE = "stateChange"
+    ASG_LIFECYCLE = "asgLifecycle"  # an Auto Scaling group's terminate lifecycle hook (NTH's ASG path)
 
 
 class Action(StrEnum):
@@ -44,6 +45,7 @@ DEFAULT_ACTIONS: Mapping[EventKind, Action] = {
     EventKind.REBALANCE: Action.TAINT,
     EventKind.SCHEDULED_CHANGE: Action.DRAIN,
     EventKind.STATE_CHANGE: Action.DRAIN,
+    EventKind.ASG_LIFECYCLE: Action.DRAIN,
 }
 
 # States in which the instance is going away or gone; others (pending, running) need nothing.
@@ -96,6 +98,17 @@ def _epoch(value: Any) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
+class LifecycleAction:
+    """The Auto Scaling lifecycle action an ``asgLifecycle`` event waits on: completed (``CONTINUE``)
+    once the node is drained, kept alive with heartbeats while the drain is retried."""
+
+    group: str
+    hook: str
+    token: str
+    instance_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class InterruptionEvent:
     """One disruption announced for one or more instances."""
 
@@ -106,6 +119,7 @@ class InterruptionEvent:
     deadline: float | None  # when the capacity goes away, if known
     state: str = ""  # state-change events only
     detail_type: str = ""
+    lifecycle: LifecycleAction | None = None  # asgLifecycle events only
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +173,33 @@ def _state_change(env: _Envelope) -> Parsed:
         return Ignored(env.id, f"instance {iid} state {state!r} needs no action", env.detail_type)
     return InterruptionEvent(env.id, EventKind.STATE_CHANGE, (iid,), env.epoch, env.epoch,
                              state=state, detail_type=env.detail_type)
+
+
+def _lifecycle_field(env: _Envelope, name: str) -> str:
+    value = env.detail.get(name)
+    if not isinstance(value, str) or not value:
+        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.{name} is missing")
+    return value
+
+
+@_register("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action")
+def _asg_terminate(env: _Envelope) -> Parsed:
+    iid = _lifecycle_field(env, "EC2InstanceId")
+    if not iid.startswith("i-"):
+        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.EC2InstanceId is not an id")
+    action = LifecycleAction(group=_lifecycle_field(env, "AutoScalingGroupName"),
+                             hook=_lifecycle_field(env, "LifecycleHookName"),
+                             token=_lifecycle_field(env, "LifecycleActionToken"), instance_id=iid)
+    # No deadline in the event (the hook's heartbeat timeout is the group's setting): the drain gets the
+    # fallback window, and heartbeats keep the instance while a retried drain goes on.
+    return InterruptionEvent(env.id, EventKind.ASG_LIFECYCLE, (iid,), env.epoch, None,
+                             detail_type=env.detail_type, lifecycle=action)
+
+
+@_register("aws.autoscaling", "EC2 Instance-launch Lifecycle Action")
+def _asg_launch(env: _Envelope) -> Parsed:
+    return Ignored(env.id, "launch lifecycle hooks are left to their own timeout (not handled yet)",
+                   env.detail_type)
 
 
 def _health_time(value: Any) -> float | None:

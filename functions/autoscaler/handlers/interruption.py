@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from autoscaler import metrics_catalog as mc
+from autoscaler.adapters.aws.lifecycle_hooks import AsgLifecycleHooks
 from autoscaler.app.drain import DrainOptions
 from autoscaler.app.interruption import EventOutcome, InstanceOutcome, InterruptionService, Outcome
 from autoscaler.domain.interruption import (
@@ -58,6 +59,8 @@ _KIND_BY_DETAIL_TYPE = {
     "EC2 Instance Rebalance Recommendation": EventKind.REBALANCE.value,
     "AWS Health Event": EventKind.SCHEDULED_CHANGE.value,
     "EC2 Instance State-change Notification": EventKind.STATE_CHANGE.value,
+    "EC2 Instance-terminate Lifecycle Action": EventKind.ASG_LIFECYCLE.value,
+    "EC2 Instance-launch Lifecycle Action": EventKind.ASG_LIFECYCLE.value,
 }
 _ACTED = frozenset({Outcome.TAINTED, Outcome.CORDONED, Outcome.DRAINED, Outcome.TERMINATED, Outcome.NODE_DELETED})
 
@@ -86,7 +89,8 @@ def build_service(rt: Runtime) -> InterruptionService:
                                                           delete_local_data=cfg.delete_local_data,
                                                           delete_finished=cfg.delete_finished_pods),
                                node_grace_seconds=cfg.node_termination_grace_period,
-                               exclude_node_labels=cfg.exclude_node_labels)
+                               exclude_node_labels=cfg.exclude_node_labels,
+                               hooks=AsgLifecycleHooks(rt.client("autoscaling")))
 
 
 @dataclass
