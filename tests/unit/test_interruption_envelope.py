@@ -95,3 +95,13 @@ def test_fuzz_two_thousand_mutated_events_only_ever_parse_or_raise_malformed() -
             outcomes["read"] += 1
     assert outcomes["malformed without a message"] == 0
     assert outcomes["malformed"] > 500 and outcomes["read"] > 500  # the mutations reach both sides
+
+
+@pytest.mark.parametrize(("field", "value"), [("LifecycleActionToken", "short"), ("EC2InstanceId", "i-" + "0" * 30),
+                                              ("LifecycleHookName", ""), ("AutoScalingGroupName", "x" * 300)])
+def test_a_lifecycle_action_auto_scaling_could_never_complete_is_malformed(field: str, value: str) -> None:
+    # Found by the fuzz run: such a value failed in the SDK's parameter validation on every retry (DLQ).
+    event = load_event("asg-terminate-lifecycle-action")
+    event["detail"][field] = value
+    with pytest.raises(MalformedEvent, match=field):
+        parse_event(json.dumps(event))

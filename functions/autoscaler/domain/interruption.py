@@ -175,10 +175,20 @@ def _state_change(env: _Envelope) -> Parsed:
                              state=state, detail_type=env.detail_type)
 
 
+# Auto Scaling's own parameter limits for CompleteLifecycleAction: a value outside them could never be
+# completed (the SDK refuses it before sending), so such an event is malformed, not worth retrying.
+_LIFECYCLE_LIMITS = {"EC2InstanceId": (1, 19), "AutoScalingGroupName": (1, 255), "LifecycleHookName": (1, 255),
+                     "LifecycleActionToken": (36, 36)}
+
+
 def _lifecycle_field(env: _Envelope, name: str) -> str:
     value = env.detail.get(name)
     if not isinstance(value, str) or not value:
         raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.{name} is missing")
+    low, high = _LIFECYCLE_LIMITS[name]
+    if not low <= len(value) <= high or not value.isprintable():
+        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.{name} is not a valid value "
+                             f"({low}..{high} printable characters)")
     return value
 
 
