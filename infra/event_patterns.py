@@ -1,4 +1,4 @@
-"""The EventBridge patterns of the four interruption rules, as plain data: the CDK stack builds its rules
+"""The EventBridge patterns of the interruption rules, as plain data: the CDK stack builds its rules
 from them, and the end-to-end test puts them on a moto event bus, so both use exactly the same patterns.
 Importing this module loads no CDK (no jsii process)."""
 
@@ -15,4 +15,7 @@ EVENT_PATTERNS: dict[str, dict[str, Any]] = {
                         "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}},
     "stateChange": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
                     "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}},
+    # Auto Scaling groups with a terminate lifecycle hook (managed node groups, self-managed groups): the
+    # Node Termination Handler's ASG path. Groups without a hook send nothing here.
+    "asgLifecycle": {"source": ["aws.autoscaling"], "detail-type": ["EC2 Instance-terminate Lifecycle Action"]},
 }

@@ -170,8 +170,19 @@ class Identity(Construct):
         for statement in statements:
             self.provisioner_role.add_to_policy(statement)
 
+    def _lifecycle_actions(self) -> iam.PolicyStatement:
+        # The groups are whatever ASGs carry a terminate hook (managed node groups included), unknown at
+        # deploy time; the action only completes or extends a hook's wait, it never launches or terminates.
+        group = self.stack.format_arn(service="autoscaling", resource="autoScalingGroup",
+                                      resource_name="*:autoScalingGroupName/*",
+                                      arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+        return iam.PolicyStatement(sid="CompleteLifecycleActions",
+                                   actions=["autoscaling:CompleteLifecycleAction",
+                                            "autoscaling:RecordLifecycleActionHeartbeat"], resources=[group])
+
     def _grant_interruption(self) -> None:
-        for statement in (self._describe(INTERRUPTION_DESCRIBE), self._describe_cluster(), self._terminate()):
+        for statement in (self._describe(INTERRUPTION_DESCRIBE), self._describe_cluster(), self._terminate(),
+                          self._lifecycle_actions()):
             self.interruption_role.add_to_policy(statement)
 
     def _grant_disruption(self) -> None:

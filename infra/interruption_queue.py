@@ -1,6 +1,6 @@
 """Interruption plumbing: the SQS queue the interruption function consumes, its dead-letter queue, and the
 EventBridge rules that feed it (spot interruption warnings, rebalance recommendations, AWS Health
-scheduled changes for EC2, instance state changes)."""
+scheduled changes for EC2, instance state changes, Auto Scaling terminate lifecycle actions)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _pattern(raw: dict[str, Any]) -> events.EventPattern:
 
 
 class InterruptionQueue(Construct):
-    """The queue, its DLQ and the four rules. ``queue``, ``dead_letter_queue``, ``rules`` are public."""
+    """The queue, its DLQ and the rules (one per event kind). ``queue``, ``dead_letter_queue``, ``rules`` are public."""
 
     def __init__(self, scope: Construct, construct_id: str, *, visibility_timeout: cdk.Duration) -> None:
         super().__init__(scope, construct_id)

@@ -102,6 +102,11 @@ class Monitoring(Construct):
                 description="The provisioner is choosing instances on stale prices (Pricing or spot price "
                             "history calls failing).",
                 threshold=1, periods=3),
+            "NodePoolRemoved": self._alarm(
+                "NodePoolRemoved", self.metric(mc.NODES_OF_REMOVED_NODE_POOL).with_(period=cdk.Duration.minutes(5)),
+                description="Nodes of a NodePool no longer in the cluster file are running, never disrupted; "
+                            "restore the NodePool or drain and delete them (docs/disruption.md).",
+                threshold=1, periods=3),
         }
         for name, function in self.functions.items():
             title = f"{name.capitalize()}Errors"

@@ -59,10 +59,16 @@ def apply_suppressions(stack: cdk.Stack, *, node_role_created: bool) -> None:
                _ec2(stack, "image", account=False), _ec2(stack, "snapshot", account=False),
                *(_ec2(stack, t) for t in REFERENCED_RESOURCE_TYPES), *created,
                f"Resource::arn:<AWS::Partition>:ssm:{region}::parameter/aws/service/*"])
+    account_id = "<AWS::AccountId>" if cdk.Token.is_unresolved(stack.account) else stack.account
+    groups = (f"Resource::arn:<AWS::Partition>:autoscaling:{stack.region}:{account_id}:autoScalingGroup:*:"
+              "autoScalingGroupName/*")
     for role in ("InterruptionRole", "DisruptionRole"):
+        extra = [groups] if role == "InterruptionRole" else []
         _suppress(stack, f"Identity/{role}/DefaultPolicy/Resource", "AwsSolutions-IAM5",
-                  f"{STAR_REASON} Instances are terminated only when tagged for this cluster (aws:ResourceTag).",
-                  [STAR, _ec2(stack, "instance")])
+                  f"{STAR_REASON} Instances are terminated only when tagged for this cluster (aws:ResourceTag). "
+                  "Lifecycle actions may be completed on any Auto Scaling group with a terminate hook (managed node "
+                  "groups are unknown at deploy time); completing one only ends the hook's wait.",
+                  [STAR, _ec2(stack, "instance"), *extra])
     for child in stack.node.children:
         if child.node.id.startswith("SchedulerRoleForTarget"):
             NagSuppressions.add_resource_suppressions(child, [NagPackSuppression(

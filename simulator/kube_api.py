@@ -104,7 +104,19 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         self._body_read = False  # one handler serves every request of a kept-alive connection
         try:
-            injected = self.server.store.take_injected(method, url.path)
+            injected = self.server.store.take_injected(method, url.path, url.query)
+            if injected == 0:
+                # A dropped connection: a 200 header and half a chunk, then the socket closes (a load
+                # balancer's idle cut, an API server restart).
+                self._body_drain()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.wfile.write(b"40\r\n{\"type\":\"ADD")
+                self.wfile.flush()
+                self.close_connection = True
+                return
             if injected is not None:
                 reason = HTTPStatus(injected).phrase.replace(" ", "") if injected in HTTPStatus._value2member_map_ \
                     else "Unknown"
@@ -313,8 +325,9 @@ class KubeApiServer:
         self._thread.start()
         return self
 
-    def inject_error(self, path_substring: str, status: int, count: int = 1, *, method: str | None = None) -> None:
-        self.store.inject_error(path_substring, status, count, method=method)
+    def inject_error(self, path_substring: str, status: int, count: int = 1, *, method: str | None = None,
+                     query_substring: str | None = None) -> None:
+        self.store.inject_error(path_substring, status, count, method=method, query_substring=query_substring)
 
     def stop(self) -> None:
         self._server.stopping.set()

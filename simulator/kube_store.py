@@ -104,6 +104,7 @@ class _Injected:
     status: int
     remaining: int
     method: str | None
+    query_substring: str | None = None
 
 
 @dataclass
@@ -203,20 +204,33 @@ class Store:
             self.create("namespaces", {"metadata": {"name": ns}})
 
     # ----- error injection -------------------------------------------------------------------
-    def inject_error(self, path_substring: str, status: int, count: int = 1, *, method: str | None = None) -> None:
+    def inject_error(self, path_substring: str, status: int, count: int = 1, *, method: str | None = None,
+                     query_substring: str | None = None) -> None:
         """The next ``count`` requests whose path contains ``path_substring`` (and, if given, use
-        ``method``) get HTTP ``status`` with a Kubernetes Status body."""
+        ``method`` and have ``query_substring`` in the query string, e.g. ``continue=`` for a page after
+        the first) get HTTP ``status`` with a Kubernetes Status body."""
         with self._lock:
-            self._injected.append(_Injected(path_substring, status, count, method.upper() if method else None))
+            self._injected.append(_Injected(path_substring, status, count, method.upper() if method else None,
+                                            query_substring))
 
-    def take_injected(self, method: str, path: str) -> int | None:
+    def take_injected(self, method: str, path: str, query: str = "") -> int | None:
         with self._lock:
             self.requests.append((method, path))
             for inj in self._injected:
+                if inj.query_substring is not None and inj.query_substring not in query:
+                    continue
                 if inj.remaining > 0 and inj.path_substring in path and inj.method in (None, method):
                     inj.remaining -= 1
-                    return inj.status
+                    return inj.status  # 0: the connection is dropped mid-response
             return None
+
+    def compact(self) -> None:
+        """Drop the whole watch history, as etcd compaction does: older resourceVersions get 410 Gone on
+        watch, and continue tokens issued before now get 410 on list."""
+        with self._lock:
+            self._compacted_rv = int(self._bump())
+            self._log.clear()
+            self._log_rvs.clear()
 
     # ----- basics ----------------------------------------------------------------------------
     @property
@@ -531,8 +545,13 @@ class Store:
             try:
                 tok = json.loads(base64.urlsafe_b64decode(continue_token.encode()))
                 start = (str(tok["start"][0]), str(tok["start"][1]))
+                token_rv = int(tok.get("rv") or 0)
             except (ValueError, KeyError, IndexError, TypeError) as exc:
                 raise ApiError(400, "BadRequest", f"continue key is not valid: {continue_token!r}") from exc
+            if token_rv < self._compacted_rv:
+                # The API server answers 410 once the snapshot a continue token points at is compacted.
+                raise ApiError(410, "Expired", "The provided continue parameter is too old to display a "
+                               "consistent list result. You can start a new list without the continue parameter.")
         with self._lock:
             keys = self._sorted.get(plural)
             if keys is None:

@@ -79,10 +79,23 @@ class InterruptionConfig(_Model):
     rebalance: InterruptionAction = "taint"
     scheduled_change: InterruptionAction = "drain"
     state_change: Literal["drain", "ignore"] = "drain"
+    # An Auto Scaling group's terminate lifecycle hook: drain, then CompleteLifecycleAction(CONTINUE).
+    asg_lifecycle: Literal["drain", "ignore"] = "drain"
     batch_size: int = Field(default=10, ge=1, le=10)
     # SQS event sources accept 2..1000; a bound keeps a burst of events from exhausting account concurrency.
     max_concurrency: int = Field(default=10, ge=2, le=1000)
     timeout_seconds: int = Field(default=120, ge=30, le=900)
+    # Node Termination Handler parity (docs/interruption.md): cordon (and taint, and ask for capacity)
+    # without draining; log what would be done and change nothing; every eviction's grace period in
+    # seconds (unset: each pod's own); the most one node's drain may take; nodes whose labels match all of
+    # these are left alone; evict pods with emptyDir data; delete finished pods left on a drained node.
+    cordon_only: bool = False
+    dry_run: bool = False
+    pod_termination_grace_period: int | None = Field(default=None, ge=0, le=3600)
+    node_termination_grace_period: int | None = Field(default=None, ge=1, le=3600)
+    exclude_node_labels: dict[str, str] = Field(default_factory=dict)
+    delete_local_data: bool = True
+    delete_finished_pods: bool = False
 
 
 class ProvisionerConfig(_Model):

@@ -93,6 +93,9 @@ PODS_EVICTED = MetricDef("PodsEvicted", "Count", ("interruption", "disruption"),
                          "Pods evicted through the Eviction API while draining nodes.")
 EVICTIONS_BLOCKED_BY_PDB = MetricDef("EvictionsBlockedByPDB", "Count", ("interruption", "disruption"),
                                      "Eviction attempts refused (HTTP 429) by a PodDisruptionBudget.")
+EVICTIONS_THROTTLED = MetricDef("EvictionsThrottled", "Count", ("interruption", "disruption"),
+                                "Eviction attempts refused by API throttling (HTTP 429 without a PDB "
+                                "cause) or a 5xx, retried with backoff; never counted as PDB refusals.")
 DRAIN_SECONDS = MetricDef("DrainSeconds", "Seconds", ("interruption", "disruption"),
                           "From cordon to the last pod gone.", statistic="p90")
 EVENT_TO_CORDON_SECONDS = MetricDef("EventToCordonSeconds", "Seconds", ("interruption",),
@@ -107,13 +110,16 @@ DISRUPTION_SAVINGS = MetricDef("DisruptionSavings", "None", ("disruption",),
 DISRUPTION_BLOCKED = MetricDef("DisruptionBlocked", "Count", ("disruption",),
                                "Candidates kept, by the guard that kept them (Budget, PDB, DoNotDisrupt, ...).",
                                dimensions=(GUARD,))
+NODES_OF_REMOVED_NODE_POOL = MetricDef("NodesOfRemovedNodePool", "Count", ("disruption",),
+                                       "Our nodes whose NodePool is no longer in the cluster file (left "
+                                       "running, never disrupted); alarmed when above 0.", statistic="Maximum")
 
 CATALOGUE: dict[str, MetricDef] = {m.name: m for m in (
     PENDING_PODS, UNSCHEDULABLE_PODS, PODS_NOMINATED, NODES_LAUNCHED, LAUNCH_FAILURES, PLAN_SECONDS,
     POD_TO_LAUNCH_SECONDS, NODE_POOL_USAGE, MANAGED_HOURLY_COST, PRICES_STALE,
-    INTERRUPTION_EVENTS, INTERRUPTION_OUTCOMES, PODS_EVICTED, EVICTIONS_BLOCKED_BY_PDB, DRAIN_SECONDS,
-    EVENT_TO_CORDON_SECONDS,
-    NODES_DISRUPTED, DISRUPTION_SAVINGS, DISRUPTION_BLOCKED,
+    INTERRUPTION_EVENTS, INTERRUPTION_OUTCOMES, PODS_EVICTED, EVICTIONS_BLOCKED_BY_PDB, EVICTIONS_THROTTLED,
+    DRAIN_SECONDS, EVENT_TO_CORDON_SECONDS,
+    NODES_DISRUPTED, DISRUPTION_SAVINGS, DISRUPTION_BLOCKED, NODES_OF_REMOVED_NODE_POOL,
 )}
 
 

@@ -2,6 +2,9 @@
 or not, the Kubernetes API emulator with their nodes and pods, a runtime wired to both, and the
 provisioner's asynchronous invoke captured through botocore's event system.
 
+moto serves Auto Scaling but not CompleteLifecycleAction / RecordLifecycleActionHeartbeat:
+``LifecycleStandIn`` answers them at botocore's ``before-call`` hook as Auto Scaling does.
+
 moto's Lambda would need Docker to run the provisioner, so the invoke is answered at botocore's
 ``before-call`` hook (HTTP 202, as Lambda answers an ``Event`` invoke) after the real request
 parameters were built and recorded: the payload checked is the one that would go on the wire.
@@ -46,6 +49,10 @@ class _Refused(_Accepted):
     status_code = 404
 
 
+class _Throttled(_Accepted):
+    status_code = 429
+
+
 @dataclass
 class InvokeRecorder:
     """Records Invoke parameters and answers like Lambda does for InvocationType=Event."""
@@ -62,6 +69,9 @@ class InvokeRecorder:
         self.calls.append({**params, "Payload": json.loads(params["Payload"])})
 
     def _answer(self, **_: Any) -> tuple[Any, dict[str, Any]]:
+        if self.fail_with == "TooManyRequestsException":
+            return _Throttled(), {"Error": {"Code": self.fail_with, "Message": "Rate exceeded"},
+                                  "ResponseMetadata": {"HTTPStatusCode": 429}}
         if self.fail_with:
             return _Refused(), {"Error": {"Code": self.fail_with, "Message": "Function not found"},
                                 "ResponseMetadata": {"HTTPStatusCode": 404}}
@@ -70,6 +80,43 @@ class InvokeRecorder:
     @property
     def payloads(self) -> list[dict[str, Any]]:
         return [c["Payload"] for c in self.calls]
+
+
+class _AsgResponse:
+    def __init__(self, status: int) -> None:
+        self.status_code, self.headers, self.content = status, {}, b""
+
+
+class LifecycleStandIn:
+    """CompleteLifecycleAction / RecordLifecycleActionHeartbeat as Auto Scaling answers them."""
+
+    def __init__(self, asg: Any) -> None:
+        self.asg = asg
+        self.completed: list[dict[str, Any]] = []
+        self.heartbeats: list[dict[str, Any]] = []
+        self._params: dict[str, Any] = {}
+        for op in ("CompleteLifecycleAction", "RecordLifecycleActionHeartbeat"):
+            asg.meta.events.register(f"provide-client-params.autoscaling.{op}", self._keep)
+            asg.meta.events.register(f"before-call.autoscaling.{op}", self._answer)
+
+    def _keep(self, params: dict[str, Any], **_: Any) -> None:
+        self._params = dict(params)
+
+    def _answer(self, model: Any, **_: Any) -> tuple[_AsgResponse, dict[str, Any]]:
+        p = self._params
+        try:
+            hooks = self.asg.describe_lifecycle_hooks(
+                AutoScalingGroupName=str(p["AutoScalingGroupName"]))["LifecycleHooks"]
+        except Exception:  # no such group: Auto Scaling says the same as for a missing hook
+            hooks = []
+        done = any(c["InstanceId"] == p["InstanceId"] for c in self.completed)
+        if not any(h["LifecycleHookName"] == p["LifecycleHookName"] for h in hooks) or done:
+            return _AsgResponse(400), {"Error": {"Code": "ValidationError", "Message": (
+                f"No active Lifecycle Action found with instance ID {p['InstanceId']}")},
+                "ResponseMetadata": {"HTTPStatusCode": 400}}
+        (self.completed if model.name == "CompleteLifecycleAction" else self.heartbeats).append(p)
+        return _AsgResponse(200), {"ResponseMetadata": {"HTTPStatusCode": 200}}
+
 
 
 def demo_config(**interruption: str) -> ClusterConfig:
@@ -87,6 +134,7 @@ class World:
     invokes: InvokeRecorder
     sink: RecordingSink
     image: str
+    lifecycle: LifecycleStandIn
 
     @classmethod
     def create(cls, kube: KubeApiServer, config: ClusterConfig | None = None) -> World:
@@ -97,7 +145,8 @@ class World:
         invokes = InvokeRecorder().install(rt.client("lambda"))
         ec2 = rt.client("ec2")
         set_runtime(rt)
-        return cls(kube=kube, rt=rt, ec2=ec2, invokes=invokes, sink=sink, image=builtin_images(ec2)["amd64"])
+        return cls(kube=kube, rt=rt, ec2=ec2, invokes=invokes, sink=sink, image=builtin_images(ec2)["amd64"],
+                   lifecycle=LifecycleStandIn(rt.client("autoscaling")))
 
     # ----- EC2 ---------------------------------------------------------------------------------
     def launch(self, *, owned: bool = True, instance_type: str = "m5.large", zone: str = "us-west-2a") -> str:
@@ -186,6 +235,8 @@ def event_for(name: str, *instance_ids: str, event_id: str | None = None, **deta
         if "instance-id" in ev["detail"]:
             ev["detail"]["instance-id"] = instance_ids[0]
             ev["resources"] = [f"arn:aws:ec2:{REGION}:123456789012:instance/{instance_ids[0]}"]
+        if "EC2InstanceId" in ev["detail"]:
+            ev["detail"]["EC2InstanceId"] = instance_ids[0]
         if "affectedEntities" in ev["detail"]:
             ev["detail"]["affectedEntities"] = [{"entityValue": i} for i in instance_ids]
             ev["resources"] = list(instance_ids)

@@ -68,6 +68,10 @@ EXPECTED: dict[str, list[dict[str, Any]]] = {
     "IdentityInterruptionRole": [
         {"Sid": "DescribeEc2", "Action": ["ec2:DescribeInstances"], "Resource": ["*"], "Condition": REGION},
         DESCRIBE_CLUSTER, TERMINATE, INVOKE, _logs("Interruption"), XRAY,
+        {"Sid": "CompleteLifecycleActions",
+         "Resource": ["arn:${AWS::Partition}:autoscaling:us-west-2:${AWS::AccountId}:autoScalingGroup:*:"
+                      "autoScalingGroupName/*"],
+         "Action": ["autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"]},
         {"Action": ["sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl",
                     "sqs:ReceiveMessage"], "Resource": ["${InterruptionQueue.Arn}"]},
     ],

@@ -27,11 +27,13 @@ RULES = {
     "InterruptionStateChangeRule": {
         "source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
         "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}},
+    "InterruptionAsgLifecycleRule": {"source": ["aws.autoscaling"],
+                                     "detail-type": ["EC2 Instance-terminate Lifecycle Action"]},
 }
 
 
 def test_the_four_rules_have_exact_patterns_and_target_the_queue(demo: Synth) -> None:
-    assert len(demo.of_type("AWS::Events::Rule")) == 4 == len(EVENT_PATTERNS)
+    assert len(demo.of_type("AWS::Events::Rule")) == 5 == len(EVENT_PATTERNS)
     for prefix, pattern in RULES.items():
         _, rule = demo.one("AWS::Events::Rule", prefix)
         assert rule["Properties"]["EventPattern"] == pattern
@@ -202,9 +204,10 @@ def test_grouped_queries_use_each_metrics_full_dimension_set(demo: Synth) -> Non
 
 def test_alarms_read_catalogue_metrics(demo: Synth) -> None:
     alarms = {k: v["Properties"] for k, v in demo.of_type("AWS::CloudWatch::Alarm").items()}
-    assert len(alarms) == 6
+    assert len(alarms) == 7
     custom = [m["MetricStat"]["Metric"] for a in alarms.values() for m in a.get("Metrics", [])]
-    assert {m["MetricName"] for m in custom} == {"UnschedulablePods", "PricesStale"} <= set(mc.CATALOGUE)
+    assert {m["MetricName"] for m in custom} == {"UnschedulablePods", "PricesStale",
+                                                 "NodesOfRemovedNodePool"} <= set(mc.CATALOGUE)
     assert all(m["Namespace"] == mc.NAMESPACE for m in custom)
     unschedulable = next(a for k, a in alarms.items() if k.startswith("MonitoringPodsUnschedulable"))
     assert unschedulable["EvaluationPeriods"] * unschedulable["Metrics"][0]["MetricStat"]["Period"] == 600

@@ -47,7 +47,12 @@ def test_defaults() -> None:
     config = load_cluster_config(DEMO)
     assert config.interruption.model_dump() == {
         "spot_interruption": "drain", "rebalance": "taint", "scheduled_change": "drain", "state_change": "drain",
-        "batch_size": 10, "max_concurrency": 10, "timeout_seconds": 120}
+        "asg_lifecycle": "drain",
+        "batch_size": 10, "max_concurrency": 10, "timeout_seconds": 120,
+        # NTH parity: off unless asked for (deleteLocalData on, as NTH's default)
+        "cordon_only": False, "dry_run": False, "pod_termination_grace_period": None,
+        "node_termination_grace_period": None, "exclude_node_labels": {}, "delete_local_data": True,
+        "delete_finished_pods": False}
     assert config.provisioner.watch_mode and not config.provisioner.dry_run
     assert (config.provisioner.period_seconds, config.provisioner.watch_seconds,
             config.provisioner.timeout_seconds) == (60, 50, 80)

@@ -133,3 +133,31 @@ def test_eviction_errors_are_reported_as_errors(kube_api: KubeApiServer, cluster
     result = _run(cluster, clock, seconds=12)
     assert [(n.pod, n.reason) for n in result.not_evicted] == [("default/web", "error")]
     assert "403" in result.not_evicted[0].message
+
+
+class _SlowApi(KubeCluster):
+    """The adapter against an API server that takes 0.3 s per eviction (virtual time)."""
+
+    def __init__(self, *args: object, clock: ManualClock, **kwargs: object) -> None:
+        super().__init__(*args, clock=clock, sleep=clock.advance, **kwargs)  # type: ignore[arg-type]
+        self.manual = clock
+
+    def evict(self, namespace: str, name: str, **kwargs: object) -> object:  # type: ignore[override]
+        self.manual.advance(0.3)
+        return super().evict(namespace, name, **kwargs)  # type: ignore[arg-type]
+
+
+def test_an_eviction_sweep_stops_at_the_deadline_between_pods(kube_api: KubeApiServer, clock: ManualClock) -> None:
+    # Issue 18 item 2: 110 pods at 0.3 s each is 33 s of sweeping; a 10 s deadline must hold.
+    st = kube_api.store
+    st.create("nodes", node("n1"))
+    st.graceful_deletion = True  # the pods stay terminating: the drain waits until its deadline
+    for i in range(110):
+        st.create("pods", pod(f"p{i:03d}", node="n1"))
+    slow = _SlowApi(client_for(kube_api.url), clock=clock)
+    deadline = clock.monotonic() + 10
+    result = drain("n1", cluster=slow, clock=clock, deadline=deadline, sleep=clock.advance,
+                   poll_interval=1.0, retry_interval=5.0)
+    assert not result.complete
+    assert clock.monotonic() <= deadline + 0.3  # at most the eviction in flight at the deadline
+    assert 30 <= len(result.evicted) <= 34

@@ -29,7 +29,15 @@ from autoscaler.app.cluster_state import gather_plan_input
 from autoscaler.app.drain import drain
 from autoscaler.app.launcher import fleet_request_for
 from autoscaler.app.node_state import NodeStates, NotOwnedError
-from autoscaler.app.ports import Clock, CloudError, CloudPort, ClusterError, ClusterPort, ReplacementRequester
+from autoscaler.app.ports import (
+    Clock,
+    CloudError,
+    CloudPort,
+    ClusterError,
+    ClusterPort,
+    NotFoundError,
+    ReplacementRequester,
+)
 from autoscaler.domain.disruption import (
     DRAIN_REASONS,
     REASON_OF_DRAIN,
@@ -45,6 +53,7 @@ from autoscaler.domain.disruption import (
     pods_by_node,
     simulate,
 )
+from autoscaler.domain.keys import NODEPOOL_LABEL
 from autoscaler.domain.models import DISRUPTED_TAINT, Node
 from autoscaler.domain.node_state import (
     NodeState,
@@ -56,15 +65,17 @@ from autoscaler.domain.node_state import (
 )
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
-from autoscaler.domain.ownership import OwnershipError
+from autoscaler.domain.ownership import OwnershipError, is_owned
 from autoscaler.domain.plan import PlanInput
 from autoscaler.metrics_catalog import (
     DISRUPTION_BLOCKED,
     DISRUPTION_SAVINGS,
     DRAIN_SECONDS,
     EVICTIONS_BLOCKED_BY_PDB,
+    EVICTIONS_THROTTLED,
     GUARD,
     NODES_DISRUPTED,
+    NODES_OF_REMOVED_NODE_POOL,
     PODS_EVICTED,
     REASON,
     MetricsSink,
@@ -133,8 +144,12 @@ class DisruptionService:
         opts = self.options
         report = PassReport(dry_run=opts.dry_run)
         now = self.clock.now()
-        nodes = [n for n in self.cluster.nodes() if is_ours(n, self.pools)]
+        every = self.cluster.nodes()
+        nodes = [n for n in every if is_ours(n, self.pools)]
         owned = {i.instance_id for i in self.cloud.owned_instances()}
+        self._removed_pools([n for n in every if not is_ours(n, self.pools)], owned=owned, report=report)
+        if not opts.dry_run:
+            nodes = self._reconcile_stuck_cordons(nodes, report=report)
         empty_since = self._empty_since(nodes, now)
 
         # Only disruptions this function started are continued here; the interruption function's own
@@ -165,6 +180,49 @@ class DisruptionService:
         for c in decision.candidates:
             self._act(c, by_name, owned=owned, deadline=deadline, report=report)
         return report
+
+    def _reconcile_stuck_cordons(self, nodes: list[Node], *, report: PassReport) -> list[Node]:
+        """Give back nodes that carry our ``karpenter.sh/disrupted:NoSchedule`` taint but no node-state
+        record: a pass that died between cordoning and writing the record (or a release whose uncordon
+        failed) left them cordoned, holding a budget slot forever. Both functions write the record before
+        they taint, so a taint without a record is never a disruption in progress."""
+        kept = []
+        for n in nodes:
+            tainted = any(t.key == DISRUPTED_TAINT.key and t.effect == DISRUPTED_TAINT.effect for t in n.taints)
+            if tainted and not n.deleting and not self.states.read(n).in_progress:
+                self._release(n, guard="Reconciled", why="cordoned by a disruption that left no node-state "
+                              "record (the function stopped between cordon and record)", report=report)
+                fresh = self.cluster.get_node(n.name)
+                if fresh is not None:
+                    kept.append(fresh)
+                continue
+            kept.append(n)
+        return kept
+
+    def _removed_pools(self, others: list[Node], *, owned: set[str], report: PassReport) -> None:
+        """Nodes of a NodePool no longer in the cluster file (our instance, a ``karpenter.sh/nodepool``
+        label naming no configured pool). Policy (docs/disruption.md): they keep running and are never
+        disrupted (their pool's budgets and settings are gone with it); a drain this function had started
+        on one is abandoned and the node uncordoned; each pass counts them (``NodesOfRemovedNodePool``,
+        alarmed) and says so in a log line and a Warning Event, until the pool is restored or the nodes
+        are removed by hand."""
+        orphans = [n for n in others if n.labels.get(NODEPOOL_LABEL) and n.instance_id in owned]
+        self.sink.emit(NODES_OF_REMOVED_NODE_POOL, len(orphans))
+        for n in orphans:
+            pool = n.labels.get(NODEPOOL_LABEL)
+            report.notes.append(f"{n.name}: NodePool {pool} is not in the cluster file; node left running")
+            log.warning("node %s belongs to NodePool %s, which is no longer configured; left running", n.name,
+                        pool, extra={"node": n.name, "nodePool": pool})
+            if self.options.dry_run:
+                continue
+            state = self.states.read(n)
+            if state.owner is Owner.DISRUPTION and state.in_progress:
+                self._release(n, guard="NodePoolRemoved", why=f"NodePool {pool} was removed from the cluster "
+                              "file", report=report)
+            else:
+                self.cluster.record_event(n, reason="NodePoolRemoved", event_type="Warning",
+                                          message=f"NodePool {pool} is not in the autoscaler's cluster file: "
+                                                  "this node is no longer disrupted or consolidated")
 
     def _snapshot(self) -> PlanInput:
         return gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
@@ -243,11 +301,18 @@ class DisruptionService:
             draining = with_empty_since(start_drain(state, owner=Owner.DISRUPTION, reason=DRAIN_REASONS[reason],
                                                     at=started), None)
             try:
-                self.cluster.add_taint(n.name, DISRUPTED_TAINT)
-                self.cluster.cordon(n.name)
+                # The record first: if the write fails nothing is cordoned, and if the function dies after the
+                # cordon the next pass finds the record and continues the drain (never a cordon without one).
                 self._write(n, state, draining, missing_ok=False)
             except (ClusterError, NotOwnedError) as exc:
                 log.warning("could not start draining %s: %s", n.name, exc)
+                continue
+            try:
+                self.cluster.add_taint(n.name, DISRUPTED_TAINT)
+                self.cluster.cordon(n.name)
+            except ClusterError as exc:
+                log.warning("could not cordon %s (the next pass continues): %s", n.name, exc)
+                report.draining.append(n.name)
                 continue
             marked.append(n)
         for n in marked:
@@ -260,12 +325,24 @@ class DisruptionService:
         started = state.drain_started or self.clock.now()
         reason: Reason = REASON_OF_DRAIN.get(state.reason, "Underutilized")
         stop = min(deadline, self.clock.monotonic() + self.options.drain_seconds_per_pass)
+        try:
+            # Idempotent: a pass that wrote the record but died (or failed) before cordoning cordons here.
+            self.cluster.add_taint(node.name, DISRUPTED_TAINT)
+            self.cluster.cordon(node.name)
+        except NotFoundError:
+            return
+        except ClusterError as exc:
+            log.warning("could not cordon %s (the next pass continues): %s", node.name, exc)
+            report.draining.append(node.name)
+            return
         result = drain(node.name, cluster=self.cluster, clock=self.clock, deadline=stop, sleep=self.sleep)
         if result.evicted:
             self.sink.emit(PODS_EVICTED, len(result.evicted))
         by_pdb = [p for p in result.not_evicted if p.reason == "pdb"]
         if by_pdb:
             self.sink.emit(EVICTIONS_BLOCKED_BY_PDB, len(by_pdb))
+        if result.throttled:
+            self.sink.emit(EVICTIONS_THROTTLED, result.throttled)
         if result.complete:
             self._remove(node, reason, started=started, owned=owned, report=report)
             return
@@ -282,6 +359,14 @@ class DisruptionService:
 
     def _remove(self, node: Node, reason: Reason, *, started: float, owned: set[str], report: PassReport) -> None:
         iid = node.instance_id
+        if iid is not None and iid not in owned and self._already_terminated(iid):
+            # Killed between TerminateInstances and deleting the Node: finish the job, never uncordon a
+            # dead node nor call it someone else's.
+            self.cluster.delete_node(node.name)
+            report.removed.append(node.name)
+            log.info("node %s: instance %s already terminated; node deleted", node.name, iid,
+                     extra={"node": node.name, "instanceId": iid})
+            return
         if iid is None or iid not in owned:
             # decide() never picks such a node; a drain annotation put there by hand must not cost
             # someone else's instance.
@@ -292,6 +377,16 @@ class DisruptionService:
         except OwnershipError as exc:
             self._release(node, guard="NotOurs", why=str(exc), report=report)
             return
+        except CloudError as exc:
+            # One refused TerminateInstances must not end the pass: the node stays drained, cordoned and
+            # recorded, and the next pass tries again.
+            report.draining.append(node.name)
+            report.notes.append(f"{node.name}: TerminateInstances failed ({exc.code or exc}); retried next pass")
+            log.warning("terminating %s (%s) failed; retried next pass: %s", iid, node.name, exc,
+                        extra={"node": node.name, "instanceId": iid, "code": exc.code})
+            self.cluster.record_event(node, reason="DisruptionTerminateFailed", event_type="Warning",
+                                      message=f"TerminateInstances {iid} failed: {exc}; retried next pass")
+            return
         self.cluster.record_event(node, reason="DisruptionTerminating",
                                   message=f"{reason}: drained; instance {iid} terminated, node deleted")
         self.cluster.delete_node(node.name)
@@ -300,6 +395,15 @@ class DisruptionService:
         self.sink.emit(DRAIN_SECONDS, max(0.0, self.clock.now() - started))
         log.info("removed node %s (%s), instance %s terminated", node.name, reason, iid,
                  extra={"node": node.name, "reason": reason, "instanceId": iid})
+
+    def _already_terminated(self, instance_id: str) -> bool:
+        """Our instance, and EC2 already took it (shutting-down or terminated)."""
+        try:
+            found = self.cloud.describe_instances([instance_id])
+        except CloudError:
+            return False
+        return any(i.state in ("shutting-down", "terminated") and is_owned(i.tags, self.cluster_name)
+                   for i in found)
 
     def _release(self, node: Node, *, guard: str, why: str, report: PassReport) -> None:
         """Give a node back to the scheduler: the disruption is abandoned."""

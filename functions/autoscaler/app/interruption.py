@@ -16,23 +16,27 @@ The work is split in two so a batch of messages is cordoned before any of them i
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, wait
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
-from autoscaler.app.drain import NotEvicted, drain
+from autoscaler.app.drain import DrainOptions, NotEvicted, drain
 from autoscaler.app.node_state import NodeStates, NotOwnedError
-from autoscaler.app.ports import NotFoundError
+from autoscaler.app.ports import CloudError, NotFoundError
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, action_for, drain_deadline
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
-from autoscaler.domain.models import DISRUPTED_TAINT, REBALANCE_TAINT, EvictionResult, Node
+from autoscaler.domain.models import DISRUPTED_TAINT, REBALANCE_TAINT, Node
 from autoscaler.domain.node_state import Owner, read_state, request_replacement, start_drain
 from autoscaler.domain.ownership import is_owned
 
 if TYPE_CHECKING:
-    from autoscaler.app.ports import Clock, CloudPort, ClusterPort, ReplacementRequester
+    from autoscaler.app.ports import Clock, CloudPort, ClusterPort, LifecycleHooks, ReplacementRequester
+
+log = logging.getLogger(__name__)
 
 # A replacement request is repeated when the last one is older than the provisioner's memory of
 # unavailable offerings (3 minutes): by then a retried message may need capacity the first pass missed.
@@ -50,6 +54,7 @@ _EVENT_REASONS: Mapping[EventKind, str] = {
     EventKind.REBALANCE: "SpotRebalanceRecommendation",
     EventKind.SCHEDULED_CHANGE: "ScheduledMaintenance",
     EventKind.STATE_CHANGE: "InstanceStateChange",
+    EventKind.ASG_LIFECYCLE: "ASGLifecycleTerminating",
 }
 
 
@@ -60,7 +65,9 @@ class Outcome(StrEnum):
     IGNORED = "ignored"  # the configured action is ``ignore``
     TAINTED = "tainted"  # PreferNoSchedule taint and replacement request, no drain (rebalance)
     ALREADY_DRAINING = "alreadyDraining"  # a taint-only event for a node already being drained
-    CORDONED = "cordoned"  # begin() finished; handle() goes on to drain
+    CORDONED = "cordoned"  # begin() finished; handle() goes on to drain (cordon-only mode: stops here)
+    EXCLUDED = "excluded"  # the node matches ``exclude_node_labels``: left alone
+    DRY_RUN = "dryRun"  # dry-run mode: logged what would be done, changed nothing
     DRAIN_INCOMPLETE = "drainIncomplete"  # pods still on the node when time ran out: retry the message
     DRAINED = "drained"  # drained; the instance is not ours (or stays), the node stays cordoned
     TERMINATED = "terminated"  # drained, our instance terminated and its Node deleted
@@ -79,7 +86,8 @@ class InstanceOutcome:
     replacement_requested: bool = False
     evicted: tuple[str, ...] = ()
     not_evicted: tuple[NotEvicted, ...] = ()
-    evictions_blocked: int = 0  # eviction attempts a PodDisruptionBudget refused (HTTP 429)
+    evictions_blocked: int = 0  # eviction attempts a PodDisruptionBudget refused (HTTP 429, DisruptionBudget)
+    evictions_throttled: int = 0  # eviction attempts refused by API throttling or a 5xx (retried)
     drain_seconds: float | None = None  # from drain start (the annotation) to the last pod gone
 
     @property
@@ -100,28 +108,6 @@ class EventOutcome:
         return any(i.retry for i in self.instances)
 
 
-class _EvictionTally:
-    """The cluster as ``drain`` sees it: counts PDB refusals, and for instances already gone deletes
-    pods at once (their containers died with the instance; a grace period would only keep the pods,
-    and the Node, around)."""
-
-    def __init__(self, cluster: ClusterPort, *, grace_seconds: int | None) -> None:
-        self._cluster = cluster
-        self._grace = grace_seconds
-        self.blocked = 0
-
-    def evict(self, namespace: str, name: str, *, deadline: float, uid: str | None = None,
-              grace_seconds: int | None = None) -> EvictionResult:
-        result = self._cluster.evict(namespace, name, deadline=deadline, uid=uid,
-                                     grace_seconds=self._grace if grace_seconds is None else grace_seconds)
-        if result.outcome == "blocked":
-            self.blocked += 1
-        return result
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cluster, name)
-
-
 @dataclass
 class InterruptionService:
     """Handles parsed interruption events against a cluster and a cloud (ports injected)."""
@@ -135,6 +121,13 @@ class InterruptionService:
     sleep: Callable[[float], None] | None = None  # None: the clock's own sleep
     poll_interval: float = 1.0
     retry_interval: float = 5.0
+    # NTH parity (InterruptionConfig): see docs/interruption.md.
+    cordon_only: bool = False
+    dry_run: bool = False
+    drain_options: DrainOptions = field(default_factory=DrainOptions)
+    node_grace_seconds: float | None = None
+    exclude_node_labels: Mapping[str, str] = field(default_factory=dict)
+    hooks: LifecycleHooks | None = None  # None: no Auto Scaling access (local runs)
     # When this service cordoned each node (wall clock): DrainSeconds to sub-second precision, where the
     # annotation (whole seconds, shared with the other functions) is all a retry has.
     _cordoned_at: dict[str, float] = field(default_factory=dict, init=False, repr=False)
@@ -158,6 +151,15 @@ class InterruptionService:
         touched: list[Node] = []
         for iid in event.instance_ids:
             node = by_instance.get(iid)
+            if node is not None and self.exclude_node_labels and all(
+                    node.labels.get(k) == v for k, v in self.exclude_node_labels.items()):
+                outcomes.append(InstanceOutcome(iid, node.name, Outcome.EXCLUDED))
+                continue
+            if node is not None and self.dry_run:
+                log.info("dry run: would %s node %s for %s", action.value, node.name, event.event_id,
+                         extra={"node": node.name, "instance_id": iid, "action": action.value})
+                outcomes.append(InstanceOutcome(iid, node.name, Outcome.DRY_RUN))
+                continue
             result = None if node is None else (
                 self._cordon(event, node) if action is Action.DRAIN else self._taint(event, node))
             if result is None:
@@ -177,14 +179,16 @@ class InterruptionService:
     def _cordon(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
         iid = node.instance_id or ""
         try:
-            tainted = self.cluster.add_taint(node.name, DISRUPTED_TAINT)
-            cordoned = self.cluster.cordon(node.name)
             now = self.clock.now()
             state = self.states.read(node)
             if state.drain_started is None or state.owner is not Owner.INTERRUPTION:
+                # The record before the taint: a function stopped in between leaves a record (the retry
+                # continues) and never a taint without one (which the disruption pass would give back).
                 # A node the disruption function was draining is taken over: EC2 reclaims it anyway.
                 self.states.write(node, state, start_drain(state, owner=Owner.INTERRUPTION,
                                                            reason=event.kind.value, at=now), by=Owner.INTERRUPTION)
+            tainted = self.cluster.add_taint(node.name, DISRUPTED_TAINT)
+            cordoned = self.cluster.cordon(node.name)
         except NotFoundError:
             return None  # deleted since the listing: nothing left to protect
         first = tainted or cordoned
@@ -195,7 +199,7 @@ class InterruptionService:
                                       message=f"{event.detail_type or event.kind.value}{ec2_state} for {iid} "
                                               f"(event {event.event_id}): tainted, cordoned, draining")
         return InstanceOutcome(iid, node.name, Outcome.CORDONED,
-                               event_to_cordon=max(0.0, now - event.time) if first else None)
+                               event_to_cordon=max(0.0, now - event.time) if first and event.time is not None else None)
 
     def _taint(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
         iid = node.instance_id or ""
@@ -235,8 +239,18 @@ class InterruptionService:
         names = [n.name for n in due]
         if self.replacements is None:
             return set()
-        sent = self.replacements.request_replacement(source="interruption", nodes=names, unavailable=unavailable,
-                                                     event_id=event.event_id)
+        try:
+            sent = self.replacements.request_replacement(source="interruption", nodes=names,
+                                                         unavailable=unavailable, event_id=event.event_id)
+        except CloudError as exc:
+            if not exc.retryable:
+                raise  # a configuration fault (no such function, no permission): retrying the message says so
+            # Throttled after the SDK's own retries: the cordon stands and the drain must not wait for it.
+            # ``handle`` asks again (the annotation was not written) and the provisioner's scheduled pass
+            # picks the evicted pods up in any case.
+            log.warning("replacement request throttled; draining anyway", extra={
+                "event_id": event.event_id, "nodes": names, "error": str(exc)})
+            return set()
         if not sent:
             return set()
         for node in due:
@@ -248,26 +262,62 @@ class InterruptionService:
         return set(names)
 
     # ----- the whole job ---------------------------------------------------------------------------
-    def handle(self, event: InterruptionEvent, *, drain_until: float) -> EventOutcome:
+    def handle(self, event: InterruptionEvent, *, drain_until: float, pool: Executor | None = None) -> EventOutcome:
         """``begin``, then drain each cordoned node until its event's deadline or ``drain_until`` (a
         ``clock.monotonic()`` reading: the invocation's end less a safety margin), whichever is first;
         then terminate our instances and delete Nodes whose instance is gone. Nodes whose drain could not
-        finish stay cordoned and annotated and come back as ``DRAIN_INCOMPLETE``."""
+        finish stay cordoned and annotated and come back as ``DRAIN_INCOMPLETE``.
+
+        With a ``pool`` the nodes are drained in parallel on its bounded workers (the handler shares one
+        pool across the batch, so ten spot warnings drain at once, as NTH's ten workers do); a node whose
+        turn comes after its deadline is not started at all. Every node is finished before the first
+        failure, if any, is raised."""
         started = self.begin(event)
-        done = tuple(self._finish(event, o, drain_until=drain_until) if o.outcome is Outcome.CORDONED else o
-                     for o in started)
-        return EventOutcome(event.event_id, event.kind, self.action(event), done)
+
+        def finish(o: InstanceOutcome) -> InstanceOutcome:
+            if o.outcome is not Outcome.CORDONED or self.cordon_only:
+                return o
+            return self._finish(event, o, drain_until=drain_until)
+
+        if pool is None:
+            done = tuple(finish(o) for o in started)
+        else:
+            futures = [pool.submit(finish, o) for o in started]
+            wait(futures)
+            done = tuple(f.result() for f in futures)
+        outcome = EventOutcome(event.event_id, event.kind, self.action(event), done)
+        self._answer_lifecycle_hook(event, outcome)
+        return outcome
+
+    def _answer_lifecycle_hook(self, event: InterruptionEvent, outcome: EventOutcome) -> None:
+        """An Auto Scaling group waits on its terminate hook: CONTINUE once the node is drained (or there is
+        nothing to drain), a heartbeat while the drain is retried so the group keeps the instance. In
+        cordon-only and dry-run modes the group is not held either: it continues at once."""
+        if event.lifecycle is None or self.hooks is None:
+            return
+        if outcome.retry:
+            self.hooks.heartbeat(event.lifecycle)
+        else:
+            self.hooks.complete(event.lifecycle, result="CONTINUE")
 
     def _finish(self, event: InterruptionEvent, started: InstanceOutcome, *, drain_until: float) -> InstanceOutcome:
         name = started.node or ""
         gone = event.kind is EventKind.STATE_CHANGE and event.state in _GONE_STATES
         now = self.clock.now()
         deadline = min(self.clock.monotonic() + (drain_deadline(event, now=now) - now), drain_until)
-        tally = _EvictionTally(self.cluster, grace_seconds=0 if gone else None)
-        result = drain(name, cluster=cast("ClusterPort", tally), clock=self.clock, deadline=deadline,
-                       sleep=self.sleep, poll_interval=self.poll_interval, retry_interval=self.retry_interval)
+        if self.node_grace_seconds is not None:
+            deadline = min(deadline, self.clock.monotonic() + self.node_grace_seconds)
+        if self.clock.monotonic() >= deadline:
+            # Queued behind other drains until past the deadline: no eviction pass that would run past the
+            # invocation's end; the node stays cordoned and the message comes back.
+            return replace(started, outcome=Outcome.DRAIN_INCOMPLETE)
+        # For instances already gone pods are deleted at once: their containers died with the instance, and a
+        # grace period would only keep the pods, and the Node, around.
+        options = replace(self.drain_options, grace_seconds=0) if gone else self.drain_options
+        result = drain(name, cluster=self.cluster, clock=self.clock, deadline=deadline, sleep=self.sleep,
+                       poll_interval=self.poll_interval, retry_interval=self.retry_interval, options=options)
         outcome = replace(started, evicted=result.evicted, not_evicted=result.not_evicted,
-                          evictions_blocked=tally.blocked)
+                          evictions_blocked=result.blocked, evictions_throttled=result.throttled)
         node = self.cluster.get_node(name)
         if not result.complete:
             if node is not None:
@@ -280,7 +330,7 @@ class InterruptionService:
         started_at = self._cordoned_at.get(name) or (self.states.read(node).drain_started if node else None)
         if started_at is not None:
             outcome = replace(outcome, drain_seconds=max(0.0, self.clock.now() - started_at))
-        if started.owned and not gone:
+        if started.owned and not gone and event.kind is not EventKind.ASG_LIFECYCLE:
             # Ours and still there: it would be reclaimed anyway; terminating now stops the bill and the
             # kubelet at once. The instance's tags were checked; AwsCloud.terminate checks them again.
             self.cloud.terminate([started.instance_id])

@@ -23,6 +23,7 @@ from autoscaler.domain.models import (
 
 if TYPE_CHECKING:
     from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchTemplateInfo
+    from autoscaler.domain.interruption import LifecycleAction
     from autoscaler.domain.models import InstanceType, Offering
 
 
@@ -42,11 +43,26 @@ class Clock(Protocol):
 
 class ClusterError(Exception):
     """The Kubernetes API refused or failed a request after the adapter's retries.
-    ``status`` is the HTTP status (0 when the server could not be reached)."""
+    ``status`` is the HTTP status (0 when the server could not be reached); ``causes`` the
+    ``details.causes[].reason`` of the Status body (``DisruptionBudget`` tells a PDB refusal from
+    API throttling, both HTTP 429)."""
 
-    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+    def __init__(self, message: str, *, status: int = 0, reason: str = "", causes: tuple[str, ...] = ()) -> None:
         super().__init__(message)
-        self.status, self.reason = status, reason
+        self.status, self.reason, self.causes = status, reason, causes
+
+    @property
+    def pdb_refusal(self) -> bool:
+        """A PodDisruptionBudget refused an eviction (HTTP 429 with a ``DisruptionBudget`` cause)."""
+        return self.status == 429 and "DisruptionBudget" in self.causes
+
+    @property
+    def retryable(self) -> bool:
+        """Worth retrying with backoff: throttling (429 that is not a PDB refusal), a server error, or
+        no answer at all."""
+        if self.status == 429:
+            return not self.pdb_refusal
+        return self.status == 0 or self.status in (500, 502, 503, 504)
 
 
 class NotFoundError(ClusterError):
@@ -168,13 +184,16 @@ class ClusterPort(Protocol):
 
     # ----- pod actions -----------------------------------------------------------------------
     def evict(self, namespace: str, name: str, *, deadline: float, uid: str | None = None,
-              grace_seconds: int | None = None) -> EvictionResult:
-        """Evict through ``policy/v1`` Eviction (PodDisruptionBudgets respected). HTTP 429 (a PDB
-        allows no disruption) and 5xx are retried with backoff until ``deadline``; a deadline already
-        passed means exactly one attempt. Never raises for API errors: 404 (or a ``uid`` precondition
-        that no longer matches) is ``gone``, a 429 still standing at the deadline is ``blocked``,
-        anything else is ``error`` with the server's message. ``grace_seconds`` overrides the pod's
-        own terminationGracePeriodSeconds (None keeps it)."""
+              grace_seconds: int | None = None, retry_blocked: bool = True) -> EvictionResult:
+        """Evict through ``policy/v1`` Eviction (PodDisruptionBudgets respected). API throttling (429
+        without a PDB cause), 5xx and an unreachable server are retried with backoff until ``deadline``;
+        a PDB refusal is retried too unless ``retry_blocked`` is False (a caller with its own retry
+        cadence); a deadline already passed means exactly one attempt. Never raises for API errors: 404
+        (or a ``uid`` precondition that no longer matches) is ``gone``, a PDB refusal still standing is
+        ``blocked``, throttling still standing at the deadline is ``throttled``, anything else is
+        ``error`` with the server's message. ``EvictionResult.throttled`` counts the attempts refused by
+        throttling or server errors. ``grace_seconds`` overrides the pod's own
+        terminationGracePeriodSeconds (None keeps it)."""
         ...
 
     def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None = None) -> bool:
@@ -253,6 +272,20 @@ class CloudPort(Protocol):
     def delete_launch_template(self, template_id: str) -> bool:
         """Delete one of our launch templates; False if it was already gone. Never raises for NotFound."""
         ...
+
+class LifecycleHooks(Protocol):
+    """Auto Scaling lifecycle actions (the terminate hook of a managed node group or any ASG)."""
+
+    def complete(self, action: LifecycleAction, *, result: Literal["CONTINUE", "ABANDON"] = "CONTINUE") -> bool:
+        """CompleteLifecycleAction. True if completed, False when the action is no longer active (already
+        completed, or timed out). Raises CloudError for other failures."""
+        ...
+
+    def heartbeat(self, action: LifecycleAction) -> bool:
+        """RecordLifecycleActionHeartbeat: restart the hook's timeout while a drain is retried. False when
+        the action is no longer active."""
+        ...
+
 
 class ReplacementRequester(Protocol):
     """Asks the provisioner for capacity to replace nodes that are going away (the cross-function

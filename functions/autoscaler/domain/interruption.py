@@ -2,8 +2,11 @@
 to do about it.
 
 Messages are parsed by a registry keyed by (source, detail-type), as Karpenter does; anything not
-in the registry is ``Ignored`` (acknowledged, counted, never retried). A message that is not an
-EventBridge event at all raises ``MalformedEvent`` naming what was wrong.
+in the registry is ``Ignored`` (acknowledged, counted, never retried). The envelope requires only what
+the handler uses (``source``, ``detail-type``, ``detail``): the AWS documentation's own samples leave out
+``version``, and AWS Health marks ``resources`` optional. Whatever else is wrong with a message (not
+JSON, nested too deep, odd times, fields of the wrong type) raises ``MalformedEvent`` naming what was
+wrong, never another exception: the handler logs it with the message id and acknowledges it.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from typing import Any
@@ -26,6 +29,7 @@ class EventKind(StrEnum):
     REBALANCE = "rebalance"
     SCHEDULED_CHANGE = "scheduledChange"
     STATE_CHANGE = "stateChange"
+    ASG_LIFECYCLE = "asgLifecycle"  # an Auto Scaling group's terminate lifecycle hook (NTH's ASG path)
 
 
 class Action(StrEnum):
@@ -41,6 +45,7 @@ DEFAULT_ACTIONS: Mapping[EventKind, Action] = {
     EventKind.REBALANCE: Action.TAINT,
     EventKind.SCHEDULED_CHANGE: Action.DRAIN,
     EventKind.STATE_CHANGE: Action.DRAIN,
+    EventKind.ASG_LIFECYCLE: Action.DRAIN,
 }
 
 # States in which the instance is going away or gone; others (pending, running) need nothing.
@@ -52,17 +57,55 @@ class MalformedEvent(ValueError):
 
 
 class _Envelope(BaseModel):
-    """The EventBridge envelope (the fields every event has)."""
+    """The EventBridge envelope: only ``source``, ``detail-type`` and ``detail`` are required (the
+    registry needs the first two, every parser the third). ``id`` and ``time`` are read when present;
+    ``version``, ``account`` and ``region`` are never used, so never checked."""
 
     model_config = ConfigDict(populate_by_name=True, extra="allow")
 
-    id: str
+    id: str = ""
     source: str
     detail_type: str = Field(alias="detail-type")
-    time: datetime
-    region: str = ""
-    resources: list[str] = Field(default_factory=list)
+    time: Any = None
+    resources: Any = None
     detail: dict[str, Any]
+
+    @property
+    def epoch(self) -> float | None:
+        """The event's time in epoch seconds, or None when absent or unreadable (a deadline then falls
+        back to a window from the moment the message is handled)."""
+        return _epoch(self.time)
+
+    @property
+    def resource_ids(self) -> list[str]:
+        """The instance ids named in ``resources`` (ARNs ending in ``/i-...``); anything else is skipped."""
+        if not isinstance(self.resources, list):
+            return []
+        tails = [r.rsplit("/", 1)[-1] for r in self.resources if isinstance(r, str)]
+        return [t for t in tails if t.startswith("i-")]
+
+
+def _epoch(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed.timestamp()
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleAction:
+    """The Auto Scaling lifecycle action an ``asgLifecycle`` event waits on: completed (``CONTINUE``)
+    once the node is drained, kept alive with heartbeats while the drain is retried."""
+
+    group: str
+    hook: str
+    token: str
+    instance_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +115,11 @@ class InterruptionEvent:
     event_id: str
     kind: EventKind
     instance_ids: tuple[str, ...]
-    time: float  # when EventBridge saw it (epoch seconds)
+    time: float | None  # when EventBridge saw it (epoch seconds), if the event says
     deadline: float | None  # when the capacity goes away, if known
     state: str = ""  # state-change events only
     detail_type: str = ""
+    lifecycle: LifecycleAction | None = None  # asgLifecycle events only
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,42 +152,75 @@ def _instance_id(env: _Envelope) -> str:
 
 @_register("aws.ec2", "EC2 Spot Instance Interruption Warning")
 def _spot(env: _Envelope) -> Parsed:
-    t = env.time.timestamp()
+    t = env.epoch
     return InterruptionEvent(env.id, EventKind.SPOT_INTERRUPTION, (_instance_id(env),), t,
-                             t + SPOT_WARNING_SECONDS, detail_type=env.detail_type)
+                             None if t is None else t + SPOT_WARNING_SECONDS, detail_type=env.detail_type)
 
 
 @_register("aws.ec2", "EC2 Instance Rebalance Recommendation")
 def _rebalance(env: _Envelope) -> Parsed:
-    return InterruptionEvent(env.id, EventKind.REBALANCE, (_instance_id(env),), env.time.timestamp(), None,
+    return InterruptionEvent(env.id, EventKind.REBALANCE, (_instance_id(env),), env.epoch, None,
                              detail_type=env.detail_type)
 
 
 @_register("aws.ec2", "EC2 Instance State-change Notification")
 def _state_change(env: _Envelope) -> Parsed:
-    state = str(env.detail.get("state") or "")
-    if not state:
+    state = env.detail.get("state")
+    if not isinstance(state, str) or not state:
         raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.state is missing")
     iid = _instance_id(env)
     if state not in STOPPING_STATES:
         return Ignored(env.id, f"instance {iid} state {state!r} needs no action", env.detail_type)
-    return InterruptionEvent(env.id, EventKind.STATE_CHANGE, (iid,), env.time.timestamp(), env.time.timestamp(),
+    return InterruptionEvent(env.id, EventKind.STATE_CHANGE, (iid,), env.epoch, env.epoch,
                              state=state, detail_type=env.detail_type)
+
+
+# Auto Scaling's own parameter limits for CompleteLifecycleAction: a value outside them could never be
+# completed (the SDK refuses it before sending), so such an event is malformed, not worth retrying.
+_LIFECYCLE_LIMITS = {"EC2InstanceId": (1, 19), "AutoScalingGroupName": (1, 255), "LifecycleHookName": (1, 255),
+                     "LifecycleActionToken": (36, 36)}
+
+
+def _lifecycle_field(env: _Envelope, name: str) -> str:
+    value = env.detail.get(name)
+    if not isinstance(value, str) or not value:
+        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.{name} is missing")
+    low, high = _LIFECYCLE_LIMITS[name]
+    if not low <= len(value) <= high or not value.isprintable():
+        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.{name} is not a valid value "
+                             f"({low}..{high} printable characters)")
+    return value
+
+
+@_register("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action")
+def _asg_terminate(env: _Envelope) -> Parsed:
+    iid = _lifecycle_field(env, "EC2InstanceId")
+    if not iid.startswith("i-"):
+        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.EC2InstanceId is not an id")
+    action = LifecycleAction(group=_lifecycle_field(env, "AutoScalingGroupName"),
+                             hook=_lifecycle_field(env, "LifecycleHookName"),
+                             token=_lifecycle_field(env, "LifecycleActionToken"), instance_id=iid)
+    # No deadline in the event (the hook's heartbeat timeout is the group's setting): the drain gets the
+    # fallback window, and heartbeats keep the instance while a retried drain goes on.
+    return InterruptionEvent(env.id, EventKind.ASG_LIFECYCLE, (iid,), env.epoch, None,
+                             detail_type=env.detail_type, lifecycle=action)
+
+
+@_register("aws.autoscaling", "EC2 Instance-launch Lifecycle Action")
+def _asg_launch(env: _Envelope) -> Parsed:
+    return Ignored(env.id, "launch lifecycle hooks are left to their own timeout (not handled yet)",
+                   env.detail_type)
 
 
 def _health_time(value: Any) -> float | None:
     """AWS Health writes times as RFC 2822 ("Fri, 27 Jan 2023 01:43:21 GMT"); accept ISO too."""
-    if not value:
+    if not isinstance(value, str) or not value:
         return None
-    text = str(value)
     try:
-        return parsedate_to_datetime(text).timestamp()
-    except (TypeError, ValueError):
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError, OSError):
         pass
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return _epoch(value)
 
 
 @_register("aws.health", "AWS Health Event")
@@ -152,19 +229,34 @@ def _health(env: _Envelope) -> Parsed:
     category = env.detail.get("eventTypeCategory")
     if service != "EC2" or category != "scheduledChange":
         return Ignored(env.id, f"AWS Health {service}/{category} is not an EC2 scheduled change", env.detail_type)
-    ids = [str(e.get("entityValue")) for e in env.detail.get("affectedEntities") or ()
-           if isinstance(e, Mapping) and str(e.get("entityValue", "")).startswith("i-")]
-    ids += [r.rsplit("/", 1)[-1] for r in env.resources if r.rsplit("/", 1)[-1].startswith("i-")]
+    entities = env.detail.get("affectedEntities")
+    if entities is not None and not isinstance(entities, list):
+        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.affectedEntities is "
+                             f"{type(entities).__name__}, not a list")
+    ids = [e["entityValue"] for e in entities or ()
+           if isinstance(e, Mapping) and isinstance(e.get("entityValue"), str) and e["entityValue"].startswith("i-")]
+    ids += env.resource_ids
     unique = tuple(dict.fromkeys(ids))
     if not unique:
         return Ignored(env.id, "AWS Health EC2 scheduled change names no instance", env.detail_type)
     start = _health_time(env.detail.get("startTime"))
-    return InterruptionEvent(env.id, EventKind.SCHEDULED_CHANGE, unique, env.time.timestamp(), start,
+    return InterruptionEvent(env.id, EventKind.SCHEDULED_CHANGE, unique, env.epoch, start,
                              detail_type=env.detail_type)
 
 
 def parse_event(body: str | Mapping[str, Any]) -> Parsed:
-    """Classify one SQS message body (an EventBridge event as JSON)."""
+    """Classify one SQS message body (an EventBridge event as JSON). Raises only ``MalformedEvent``."""
+    try:
+        return _parse(body)
+    except MalformedEvent:
+        raise
+    except RecursionError as exc:
+        raise MalformedEvent("message body is nested too deeply to read") from exc
+    except Exception as exc:  # any other surprise in a message is still that message's fault
+        raise MalformedEvent(f"message could not be read: {type(exc).__name__}: {exc}"[:500]) from exc
+
+
+def _parse(body: str | Mapping[str, Any]) -> Parsed:
     if isinstance(body, str):
         try:
             raw = json.loads(body)

@@ -159,6 +159,7 @@ class Pod:
     preferred_pod_anti_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()  # (weight, term)
     host_ports: tuple[HostPort, ...] = ()
     volume_claims: tuple[str, ...] = ()  # PVC names in the pod's namespace
+    empty_dir: bool = False  # mounts an emptyDir volume: its data dies with the pod (kubectl drain's local data)
     owner: OwnerRef | None = None  # the controller owner reference, if any
     priority: int = 0
     priority_class_name: str = ""
@@ -318,19 +319,22 @@ class Offering:
     available: bool = True
 
 
-EvictionOutcome = Literal["evicted", "gone", "blocked", "error"]
+EvictionOutcome = Literal["evicted", "gone", "blocked", "throttled", "error"]
 
 
 @dataclass(frozen=True, slots=True)
 class EvictionResult:
     """What one eviction request came to: ``evicted`` (the API server accepted it), ``gone`` (the pod
     no longer exists), ``blocked`` (a PodDisruptionBudget allowed no disruption until the deadline),
-    ``error`` (anything else, with the API server's message)."""
+    ``throttled`` (API throttling or server errors until the deadline), ``error`` (anything else, with
+    the API server's message). ``throttled_attempts``: attempts refused by throttling (429 without a PDB
+    cause) or a server error, counted apart from PDB refusals."""
 
     pod: str  # namespace/name
     outcome: EvictionOutcome
     message: str = ""
     attempts: int = 1
+    throttled_attempts: int = 0
 
     @property
     def ok(self) -> bool:

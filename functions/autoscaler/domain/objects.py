@@ -265,6 +265,7 @@ def _pod_from_spec(meta: Raw, spec: Raw, status: Raw, *, where: str) -> Pod:
             where=f"{where}.affinity.podAntiAffinity.preferred"),
         host_ports=ports,
         volume_claims=claims,
+        empty_dir=any(isinstance(v, Mapping) and "emptyDir" in v for v in spec.get("volumes") or ()),
         owner=_owner(meta),
         priority=int(spec.get("priority") or 0),
         priority_class_name=str(spec.get("priorityClassName") or ""),

@@ -9,12 +9,16 @@ failure worth retrying (Kubernetes API or AWS errors, a drain that could not fin
 is returned in ``batchItemFailures`` and, after the queue's ``maxReceiveCount``, lands in the DLQ.
 
 Before any drain starts, every message of the batch is cordoned and its replacement requested (a
-sub-second pass), so a slow drain of the first message never delays the cordon of the tenth.
+sub-second pass), so a slow drain of the first message never delays the cordon of the tenth. Then every
+node of every message is drained at once on a bounded pool of ``DRAIN_WORKERS`` threads (NTH's default
+of 10 workers), each until its own event's deadline or the invocation's end less a safety margin,
+whichever is first; the records are then reported in order from those results.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,6 +27,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from autoscaler import metrics_catalog as mc
+from autoscaler.adapters.aws.lifecycle_hooks import AsgLifecycleHooks
+from autoscaler.app.drain import DrainOptions
 from autoscaler.app.interruption import EventOutcome, InstanceOutcome, InterruptionService, Outcome
 from autoscaler.domain.interruption import (
     EventKind,
@@ -41,18 +47,30 @@ SAFETY_MARGIN_SECONDS = 10.0
 # drain retries every 5 s too).
 POLL_INTERVAL_SECONDS = 0.5
 RETRY_INTERVAL_SECONDS = 5.0
+# A message returned for retry comes back after this long, not after the queue's visibility timeout (the
+# function's timeout + 10 s, longer than the two-minute spot notice): the retry lands inside the notice.
+RETRY_VISIBILITY_SECONDS = 10
+# Nodes drained at once (NTH's workers default); a batch holds at most 10 messages, a Health event may name
+# more nodes than that, which then queue for a worker (and are not started past their deadline).
+DRAIN_WORKERS = 10
 
 _KIND_BY_DETAIL_TYPE = {
     "EC2 Spot Instance Interruption Warning": EventKind.SPOT_INTERRUPTION.value,
     "EC2 Instance Rebalance Recommendation": EventKind.REBALANCE.value,
     "AWS Health Event": EventKind.SCHEDULED_CHANGE.value,
     "EC2 Instance State-change Notification": EventKind.STATE_CHANGE.value,
+    "EC2 Instance-terminate Lifecycle Action": EventKind.ASG_LIFECYCLE.value,
+    "EC2 Instance-launch Lifecycle Action": EventKind.ASG_LIFECYCLE.value,
 }
 _ACTED = frozenset({Outcome.TAINTED, Outcome.CORDONED, Outcome.DRAINED, Outcome.TERMINATED, Outcome.NODE_DELETED})
 
 # A batch whose every message failed is still answered with batchItemFailures (not an invocation error):
 # the same messages come back either way, and the Lambda errors alarm stays for real crashes.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+# Built once per container. Node drains run on ``_node_pool``; each message's handling waits for its nodes
+# on ``_message_pool`` (a separate pool, so a waiting message never holds a worker a node needs).
+_node_pool = ThreadPoolExecutor(max_workers=DRAIN_WORKERS, thread_name_prefix="drain")
+_message_pool = ThreadPoolExecutor(max_workers=10, thread_name_prefix="message")
 
 
 class DrainIncomplete(RuntimeError):
@@ -60,22 +78,31 @@ class DrainIncomplete(RuntimeError):
 
 
 def build_service(rt: Runtime) -> InterruptionService:
+    cfg = rt.config.interruption
     return InterruptionService(cluster=rt.cluster, cloud=rt.cloud, replacements=replacement_requester(rt),
                                clock=rt.clock,
                                cluster_name=rt.config.cluster_name,
-                               actions=rt.config.interruption.model_dump(by_alias=True),
-                               poll_interval=POLL_INTERVAL_SECONDS, retry_interval=RETRY_INTERVAL_SECONDS)
+                               actions=cfg.model_dump(by_alias=True),
+                               poll_interval=POLL_INTERVAL_SECONDS, retry_interval=RETRY_INTERVAL_SECONDS,
+                               cordon_only=cfg.cordon_only, dry_run=cfg.dry_run,
+                               drain_options=DrainOptions(grace_seconds=cfg.pod_termination_grace_period,
+                                                          delete_local_data=cfg.delete_local_data,
+                                                          delete_finished=cfg.delete_finished_pods),
+                               node_grace_seconds=cfg.node_termination_grace_period,
+                               exclude_node_labels=cfg.exclude_node_labels,
+                               hooks=AsgLifecycleHooks(rt.client("autoscaling")))
 
 
 @dataclass
 class _Batch:
-    """One invocation's records: the cordon pass over all of them, then each record's full handling."""
+    """One invocation's records: the cordon pass over all of them, every drain in parallel, then each
+    record's report."""
 
     rt: Runtime
     service: InterruptionService
     context: Any
-    left: int
     begun: dict[str, tuple[InstanceOutcome, ...]] = field(default_factory=dict)
+    handled: dict[str, Future[EventOutcome]] = field(default_factory=dict)
 
     def cordon_all(self, records: list[Mapping[str, Any]]) -> None:
         for record in records:
@@ -86,8 +113,32 @@ class _Batch:
             except Exception:  # the record's own handling below reports it and returns it for retry
                 logger.debug("cordon pass skipped a record", extra={"message_id": record.get("messageId")})
 
+    def drain_all(self, records: list[Mapping[str, Any]]) -> None:
+        """Start every message's drains at once; ``record`` collects each result in turn."""
+        until = self._drain_until()
+        last_for: dict[str, Future[EventOutcome]] = {}
+        for record in records:
+            try:
+                parsed = parse_event(str(record.get("body", "")))
+            except MalformedEvent:
+                continue  # reported by ``record``
+            if not isinstance(parsed, InterruptionEvent):
+                continue
+            # Messages naming the same instance (a state change and a spot warning in one batch) run one
+            # after the other, in batch order, as they did before drains ran in parallel. The pool starts
+            # tasks in submission order, so an earlier message is always running or done: no deadlock.
+            before = [last_for[i] for i in parsed.instance_ids if i in last_for]
+            future = _message_pool.submit(self._handle_after, before, parsed, until)
+            self.handled[str(record.get("messageId", ""))] = future
+            for iid in parsed.instance_ids:
+                last_for[iid] = future
+
+    def _handle_after(self, before: list[Future[EventOutcome]], event: InterruptionEvent,
+                      until: float) -> EventOutcome:
+        wait(before)
+        return self.service.handle(event, drain_until=until, pool=_node_pool)
+
     def record(self, record: SQSRecord) -> None:
-        self.left -= 1
         message_id = record.message_id
         try:
             parsed = parse_event(record.body)
@@ -110,7 +161,9 @@ class _Batch:
         log = {"message_id": message_id, "event_id": event.event_id, "kind": event.kind.value, "action": action,
                "instance_ids": list(event.instance_ids)}
         try:
-            outcome = self.service.handle(event, drain_until=self._drain_until())
+            started = self.handled.get(message_id)
+            outcome = started.result() if started is not None else self.service.handle(
+                event, drain_until=self._drain_until(), pool=_node_pool)
         except Exception as exc:
             self._emit(event.kind.value, action, "failed")
             logger.exception("interruption message failed; returned for retry",
@@ -131,9 +184,9 @@ class _Batch:
             raise DrainIncomplete(", ".join(f"{i.node}: {len(i.not_evicted)} pods left" for i in stuck))
 
     def _drain_until(self) -> float:
-        """A fair share of the invocation's remaining time: messages later in the batch still get theirs."""
+        """The invocation's end less the safety margin: drains run in parallel, so each may use all of it."""
         remaining = float(self.context.get_remaining_time_in_millis()) / 1000.0 - SAFETY_MARGIN_SECONDS
-        return self.rt.clock.monotonic() + max(remaining, 0.0) / max(self.left + 1, 1)
+        return self.rt.clock.monotonic() + max(remaining, 0.0)
 
     def _emit(self, kind: str, action: str, outcome: str) -> None:
         self.rt.sink.emit(mc.INTERRUPTION_EVENTS, 1, **{mc.KIND: kind, mc.ACTION: action})
@@ -150,6 +203,8 @@ class _Batch:
                 sink.emit(mc.PODS_EVICTED, len(inst.evicted))
             if inst.evictions_blocked:
                 sink.emit(mc.EVICTIONS_BLOCKED_BY_PDB, inst.evictions_blocked)
+            if inst.evictions_throttled:
+                sink.emit(mc.EVICTIONS_THROTTLED, inst.evictions_throttled)
 
 
 def _merge(outcome: EventOutcome, begun: tuple[InstanceOutcome, ...]) -> EventOutcome:
@@ -182,7 +237,29 @@ def _summary(outcome: EventOutcome) -> str:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     rt = get_runtime()
     records = list(event.get("Records") or ())
-    batch = _Batch(rt=rt, service=build_service(rt), context=context, left=len(records))
+    batch = _Batch(rt=rt, service=build_service(rt), context=context)
     batch.cordon_all(records)
-    return dict(process_partial_response(event=event, record_handler=batch.record, processor=processor,
-                                         context=context))
+    batch.drain_all(records)
+    response: dict[str, Any] = dict(process_partial_response(event=event, record_handler=batch.record,
+                                                             processor=processor, context=context))
+    failures: list[Mapping[str, Any]] = list(response.get("batchItemFailures") or ())
+    _retry_soon(rt, records, {str(f.get("itemIdentifier")) for f in failures})
+    return response
+
+
+def _retry_soon(rt: Runtime, records: list[Mapping[str, Any]], failed: set[str]) -> None:
+    """Shorten the visibility of every message returned for retry to ``RETRY_VISIBILITY_SECONDS``. Best
+    effort: a message whose visibility cannot be changed still comes back, after the queue's timeout."""
+    for record in records:
+        if str(record.get("messageId")) not in failed:
+            continue
+        arn = str(record.get("eventSourceArn") or "").split(":")
+        if len(arn) != 6 or not record.get("receiptHandle"):
+            continue
+        url = f"https://sqs.{arn[3]}.amazonaws.com/{arn[4]}/{arn[5]}"
+        try:
+            rt.client("sqs").change_message_visibility(QueueUrl=url, ReceiptHandle=record["receiptHandle"],
+                                                       VisibilityTimeout=RETRY_VISIBILITY_SECONDS)
+        except Exception as exc:  # the message is not lost either way; say why it is late
+            logger.warning("could not shorten a failed message's visibility; it returns after the queue's "
+                           "timeout", extra={"message_id": record.get("messageId"), "error": str(exc)})

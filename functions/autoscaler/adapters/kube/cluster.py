@@ -48,7 +48,6 @@ Raw = dict[str, Any]
 
 # Unbound pods that are not finished: the API server filters, the domain's Pod.is_pending decides.
 PENDING_FIELD_SELECTOR = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
-_RETRYABLE = frozenset({429, 500, 502, 503, 504})
 _CONFLICT_ATTEMPTS = 5
 
 
@@ -105,17 +104,20 @@ class KubeCluster:
             return
         data = resp.read()
         message, reason = data.decode(errors="replace")[:500], ""
+        cause_reasons: tuple[str, ...] = ()
         try:
             parsed = json.loads(data)
             message, reason = str(parsed.get("message") or message), str(parsed.get("reason") or "")
-            causes = [str(c.get("message")) for c in (parsed.get("details") or {}).get("causes") or ()
-                      if c.get("message")]
+            raw_causes = [c for c in (parsed.get("details") or {}).get("causes") or () if isinstance(c, dict)]
+            causes = [str(c.get("message")) for c in raw_causes if c.get("message")]
+            cause_reasons = tuple(str(c.get("reason")) for c in raw_causes if c.get("reason"))
             if causes:
                 message = f"{message} ({'; '.join(causes)})"
-        except ValueError:
+        except (ValueError, AttributeError):
             pass
         cls = NotFoundError if status == 404 else ClusterError
-        raise cls(f"{method} {path}: HTTP {status} {reason}: {message}", status=status, reason=reason)
+        raise cls(f"{method} {path}: HTTP {status} {reason}: {message}", status=status, reason=reason,
+                  causes=cause_reasons)
 
     def _backoff(self, attempt: int) -> float:
         return float(min(self._backoff_max, self._backoff_base * (2 ** attempt)))
@@ -131,41 +133,47 @@ class KubeCluster:
                 data = resp.read()
                 return json.loads(data) if data else {}
             except ClusterError as exc:
-                if attempt + 1 >= attempts or (exc.status and exc.status not in _RETRYABLE):
+                if attempt + 1 >= attempts or not exc.retryable:
                     raise
                 self._sleep(self._backoff(attempt))
         raise AssertionError("unreachable")
 
-    def _list(self, path: str, *, field_selector: str | None = None,
-              label_selector: str | None = None) -> Iterator[Raw]:
-        """Every item of a collection, page by page. An expired continue token (410) restarts the
-        list once, as client-go's pager does."""
+    def _list_all(self, path: str, *, field_selector: str | None = None,
+                  label_selector: str | None = None) -> tuple[list[Raw], str]:
+        """Every item of a collection, page by page, and the list's resourceVersion (the first page's:
+        every page of a paginated list is served from that one snapshot). An expired continue token
+        (410 Gone) throws the pages read so far away and lists again from scratch, as client-go's
+        reflector does: appending the new list to the old pages would return objects twice."""
         base: list[tuple[str, str]] = [("limit", str(self._page_size))]
         if field_selector:
             base.append(("fieldSelector", field_selector))
         if label_selector:
             base.append(("labelSelector", label_selector))
-        token: str | None = None
-        restarted = False
-        while True:
-            query = [*base, ("continue", token)] if token else base
+        for _ in range(self._read_attempts):
+            items: list[Raw] = []
+            version = ""
+            token: str | None = None
             try:
-                page = self._call("GET", path, retry=True, query=query)
+                while True:
+                    query = [*base, ("continue", token)] if token else base
+                    page = self._call("GET", path, retry=True, query=query)
+                    items.extend(page.get("items") or ())
+                    meta = page.get("metadata") or {}
+                    version = version or str(meta.get("resourceVersion") or "")
+                    token = meta.get("continue") or None
+                    if not token:
+                        return items, version
             except ClusterError as exc:
-                if exc.status == 410 and token and not restarted:
-                    restarted, token = True, None
-                    continue
-                raise
-            yield from page.get("items") or ()
-            token = (page.get("metadata") or {}).get("continue") or None
-            if not token:
-                return
+                if exc.status != 410 or not token:
+                    raise
+        raise ClusterError(f"GET {path}: the list expired (410 Gone) {self._read_attempts} times in a row",
+                           status=410, reason="Expired")
 
     def _parse_all(self, parse: Callable[[Raw], T], path: str, *, field_selector: str | None = None,
                    label_selector: str | None = None) -> list[T]:
         with _gc_paused():
-            return [parse(item) for item in self._list(path, field_selector=field_selector,
-                                                       label_selector=label_selector)]
+            items, _ = self._list_all(path, field_selector=field_selector, label_selector=label_selector)
+            return [parse(item) for item in items]
 
     def _get(self, path: str) -> Raw | None:
         try:
@@ -225,7 +233,9 @@ class KubeCluster:
                 return False
             patch.setdefault("metadata", {})["resourceVersion"] = node["metadata"]["resourceVersion"]
             try:
-                self._call("PATCH", path, body=patch, content_type="application/merge-patch+json")
+                # 429 / 5xx are retried with backoff here; a 409 (someone else wrote the node, or our own
+                # retried PATCH had already landed) re-reads the node and recomputes the patch.
+                self._call("PATCH", path, retry=True, body=patch, content_type="application/merge-patch+json")
                 return True
             except ClusterError as exc:
                 if exc.status != 409 or attempt + 1 >= _CONFLICT_ATTEMPTS:
@@ -291,7 +301,7 @@ class KubeCluster:
 
     # ----- pod actions -----------------------------------------------------------------------
     def evict(self, namespace: str, name: str, *, deadline: float, uid: str | None = None,
-              grace_seconds: int | None = None) -> EvictionResult:
+              grace_seconds: int | None = None, retry_blocked: bool = True) -> EvictionResult:
         key = f"{namespace}/{name}"
         path = f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}/eviction"
         options: Raw = {}
@@ -303,22 +313,26 @@ class KubeCluster:
                      "metadata": {"name": name, "namespace": namespace}}
         if options:
             body["deleteOptions"] = options
-        attempt = 0
+        attempt = throttled = 0
         while True:
             attempt += 1
             try:
                 self._call("POST", path, body=body, content_type="application/json")
-                return EvictionResult(key, "evicted", attempts=attempt)
+                return EvictionResult(key, "evicted", attempts=attempt, throttled_attempts=throttled)
             except NotFoundError:
-                return EvictionResult(key, "gone", attempts=attempt)
+                return EvictionResult(key, "gone", attempts=attempt, throttled_attempts=throttled)
             except ClusterError as exc:
                 if exc.status == 409 and uid:
-                    return EvictionResult(key, "gone", "a new pod of the same name replaced it", attempt)
-                retryable = exc.status == 0 or exc.status in _RETRYABLE
+                    return EvictionResult(key, "gone", "a new pod of the same name replaced it", attempt,
+                                          throttled)
+                if exc.retryable:
+                    throttled += 1
                 wait = self._backoff(attempt - 1)
-                if not retryable or self._clock.monotonic() + wait > deadline:
-                    outcome: Literal["blocked", "error"] = "blocked" if exc.status == 429 else "error"
-                    return EvictionResult(key, outcome, str(exc), attempt)
+                again = exc.retryable or (exc.pdb_refusal and retry_blocked)
+                if not again or self._clock.monotonic() + wait > deadline:
+                    outcome: Literal["blocked", "throttled", "error"] = (
+                        "blocked" if exc.pdb_refusal else "throttled" if exc.retryable else "error")
+                    return EvictionResult(key, outcome, str(exc), attempt, throttled)
                 self._sleep(wait)
 
     def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None = None) -> bool:
@@ -356,6 +370,11 @@ class KubeCluster:
             return False
 
     # ----- watch -----------------------------------------------------------------------------
+    def _relist_pending(self) -> tuple[list[Pod], str]:
+        items, version = self._list_all("/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR)
+        pods = [pod_from_dict(item) for item in items]
+        return [p for p in pods if p.is_pending], version
+
     def _current_rv(self) -> str:
         page = self._call("GET", "/api/v1/pods", retry=True,
                           query=[("limit", "1"), ("fieldSelector", PENDING_FIELD_SELECTOR)])
@@ -363,32 +382,55 @@ class KubeCluster:
 
     def watch_pending_pods(self, *, timeout_seconds: float,
                            resource_version: str | None = None) -> Iterator[Pod]:
+        """Watch pods becoming pending until the timeout. A stream that ends or drops resumes from the
+        last resourceVersion seen; a resume the server can no longer serve (410 Gone, as a status or as
+        an ERROR event) lists the pending pods again and yields them all before watching on from the
+        list's version, as client-go's reflector does: starting from "now" would skip the pods that
+        went pending in the gap."""
         end = self._clock.monotonic() + timeout_seconds
         rv = resource_version or self._current_rv()
+        failures = 0
         while (left := end - self._clock.monotonic()) > 0:
+            if failures:
+                self._sleep(min(self._backoff(failures - 1), max(0.0, end - self._clock.monotonic())))
+                if end - self._clock.monotonic() <= 0:
+                    return
             query = [("watch", "1"), ("fieldSelector", PENDING_FIELD_SELECTOR), ("resourceVersion", rv),
                      ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(max(1, int(left))))]
-            resp = self._send("GET", "/api/v1/pods", query=query, timeout=(10.0, left + 10.0))
+            expired = False
             try:
+                resp = self._send("GET", "/api/v1/pods", query=query, timeout=(10.0, left + 10.0))
                 self._raise_for("GET", "/api/v1/pods?watch=1", resp)
+                for event in _watch_events(resp.response):
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:
+                            expired = True
+                            break
+                        raise ClusterError(f"watch pods: {obj.get('message')}", status=int(obj.get("code") or 0))
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    failures = 0
+                    if kind in ("ADDED", "MODIFIED"):
+                        pod = pod_from_dict(obj)
+                        if pod.is_pending:
+                            yield pod
+                resp.response.release_conn()
             except ClusterError as exc:
-                if exc.status not in _RETRYABLE:
+                if exc.status == 410:
+                    expired = True
+                elif not exc.retryable:
                     raise
-                self._sleep(min(self._backoff(0), max(0.0, end - self._clock.monotonic())))
+                else:
+                    failures += 1
+                    continue
+            except (urllib3.exceptions.HTTPError, ValueError, OSError):
+                # The stream broke off mid-event (connection reset, truncated chunk): resume from the
+                # last version delivered, after a backoff.
+                failures += 1
                 continue
-            for event in _watch_events(resp.response):
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:  # history compacted: start again from now
-                        rv = self._current_rv()
-                        break
-                    raise ClusterError(f"watch pods: {obj.get('message')}", status=int(obj.get("code") or 0))
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                if kind in ("ADDED", "MODIFIED"):
-                    pod = pod_from_dict(obj)
-                    if pod.is_pending:
-                        yield pod
-            resp.response.release_conn()
+            if expired:
+                pods, rv = self._relist_pending()
+                yield from pods
 
 
 def _watch_events(raw: Any) -> Iterator[Raw]:
