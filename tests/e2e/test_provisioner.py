@@ -17,7 +17,7 @@ from autoscaler.domain.keys import MANAGED_BY_TAG, NODECLAIM_TAG, NODEPOOL_TAG
 from autoscaler.domain.models import UNREGISTERED_TAINT
 from autoscaler.domain.ownership import pods_from_tags
 from autoscaler.metrics_catalog import RecordingSink
-from simulator.local import Catalog, LocalCluster
+from simulator.local import Catalog, LocalCluster, on_demand_prices
 from tests.adapters.aws.helpers import CapacityFault
 from tests.e2e.conftest import make_local
 
@@ -136,6 +136,14 @@ def test_capacity_error_falls_back_to_on_demand(moto_server: ThreadedMotoServer,
         assert result["launched"] and {i["capacityType"] for i in result["launched"]} == {"on-demand"}
         assert result["failures"] == []
         assert any(ct == "spot" for _, _, ct in rt.cloud.unavailable())
+        # The decision log reports the launch, not the plan: on-demand at the on-demand price
+        # (wave 1 logged the planned "spot $0.0382/h").
+        od = on_demand_prices()
+        for inst in result["launched"]:
+            assert inst["hourlyPrice"] == pytest.approx(od[inst["instanceType"]])
+            logged = f"{inst['instanceType']} {inst['zone']} on-demand ${od[inst['instanceType']]:.4f}/h"
+            assert logged in result["summary"]
+        assert " spot $" not in result["summary"]
 
 
 def test_replacement_request_places_the_leaving_nodes_pods(local: LocalCluster) -> None:
