@@ -16,7 +16,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from autoscaler.config import ClusterConfig
-from autoscaler.domain.keys import EKS_CLUSTER_TAG, NODEPOOL_TAG
+from autoscaler.domain.keys import EKS_CLUSTER_TAG, NAME_TAG, NODECLAIM_TAG, NODEPOOL_TAG, PODS_TAG_PREFIX
 from autoscaler.domain.ownership import cluster_tag
 
 KUBERNETES_GROUP = "eks-serverless-autoscaler"
@@ -147,6 +147,13 @@ class Identity(Construct):
                 conditions={"StringEquals": {
                     "ec2:CreateAction": ["CreateFleet", "CreateLaunchTemplate", "RunInstances"],
                     f"aws:RequestTag/{cluster_tag(cluster)}": "owned"}}),
+            # After a grouped CreateFleet each instance gets its own node-claim id, Name and pod keys;
+            # only those keys, and only on instances already tagged as this cluster's.
+            iam.PolicyStatement(
+                sid="TagOwnInstancesWithTheirClaim", actions=["ec2:CreateTags"], resources=[self._arn("instance")],
+                conditions={**self._owned_conditions("aws:ResourceTag"),
+                            "ForAllValues:StringLike": {"aws:TagKeys": [NODECLAIM_TAG, NAME_TAG,
+                                                                        f"{PODS_TAG_PREFIX}*"]}}),
             self._terminate(),
             iam.PolicyStatement(
                 sid="DeleteOwnLaunchTemplates", actions=["ec2:DeleteLaunchTemplate"],

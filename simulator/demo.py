@@ -82,7 +82,7 @@ def _demo() -> int:
         heading("What it decided")
         for g in answer["planned"]:
             say(f"{g['count']} new {g['capacityType']} node(s) in NodePool {g['nodePool']!r} for {g['pods']} pods,"
-                f" at about ${g['hourlyPrice']:.4f}/hour each (claim {g['claim']}).")
+                f" at about ${g['hourlyPrice']:.4f}/hour each (one node claim per instance).")
             say(f"  EC2 may pick any of: {', '.join(g['instanceTypes'][:6])}"
                 + (" ..." if len(g["instanceTypes"]) > 6 else ""))
         for u in answer["unschedulable"]:

@@ -63,13 +63,24 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     tags = instances[0].tags
     assert tags[NODEPOOL_TAG] == "default" and tags[MANAGED_BY_TAG] == "demo"
     assert tags["kubernetes.io/cluster/demo"] == "owned" and tags[NODECLAIM_TAG].startswith("default-")
-    assert sorted(pods_from_tags(tags)) == local.pending_pods()
+    # One identity per instance: its own claim id and Name, and only the pods planned onto it
+    # (wave 1 gave both instances one claim, one Name and all 5 pods).
+    assert len(instances) == 2
+    assert len({i.tags[NODECLAIM_TAG] for i in instances}) == 2 and len({i.tags["Name"] for i in instances}) == 2
+    per_instance = [pods_from_tags(i.tags) for i in instances]
+    assert sorted(k for keys in per_instance for k in keys) == local.pending_pods()
+    assert all(keys and len(keys) < 5 for keys in per_instance)
+    assert {i["claim"] for i in first["launched"]} == {i.tags[NODECLAIM_TAG] for i in instances}
     data = user_data(local)
     for expected in ("intent=apps", "karpenter.sh/capacity-type=spot", "karpenter.sh/nodepool=default",
                      "--register-with-taints=karpenter.sh/unregistered:NoExecute", "name: demo"):
         assert expected in data
     nominated = events_for(local, "Nominated")
-    assert len(nominated) == 5 and tags[NODECLAIM_TAG] in nominated[0]["message"]
+    assert len(nominated) == 5
+    claim_of = {key: i.tags[NODECLAIM_TAG] for i in instances for key in pods_from_tags(i.tags)}
+    for event in nominated:
+        pod = f"{event['involvedObject']['namespace']}/{event['involvedObject']['name']}"
+        assert f"nodeclaim/{claim_of[pod]} " in event["message"]
     assert sink.total("NodesLaunched", CapacityType="spot") == len(instances)
     assert sink.total("PendingPods") == 5
     usage = [v for n, v, d in sink.points if n == "NodePoolUsage" and d == {"NodePool": "default", "Resource": "cpu"}]

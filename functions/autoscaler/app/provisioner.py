@@ -22,15 +22,15 @@ from dataclasses import dataclass, field, replace
 
 from autoscaler import metrics_catalog as mc
 from autoscaler.app.cluster_state import gather_plan_input
-from autoscaler.app.launcher import fleet_request_for
+from autoscaler.app.launcher import fleet_request_for, new_claim_id
 from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile
 from autoscaler.app.node_state import NodeStates
-from autoscaler.app.ports import Clock, CloudPort, ClusterError, ClusterPort
+from autoscaler.app.ports import Clock, CloudError, CloudPort, ClusterError, ClusterPort
 from autoscaler.domain.allocatable import capacity
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, FleetError, LaunchedInstance
 from autoscaler.domain.initialization import as_capacity
-from autoscaler.domain.keys import NODEPOOL_LABEL
+from autoscaler.domain.keys import NAME_TAG, NODECLAIM_TAG, NODEPOOL_LABEL
 from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.node_state import Owner, mark_provisioned
 from autoscaler.domain.nodeclass import NodeClass
@@ -82,6 +82,8 @@ class GroupOutcome:
     failure: str = ""  # a launch that raised (configuration), with the reason
     # USD/hour of each launched instance's actual offering (type, zone, capacity type EC2 chose)
     prices: dict[str, float] = field(default_factory=dict)
+    # pod key -> the launched instance it was planned onto (set once instances are known)
+    placed: dict[str, LaunchedInstance] = field(default_factory=dict)
 
     @property
     def missing(self) -> int:
@@ -292,7 +294,11 @@ class Provisioner:
                 outcomes.append(GroupOutcome(claim_id="-", launch=first, count=len(group), pods=keys,
                                              failure=f"ConfigError: {exc}"))
                 continue
-            request = replace(request, count=len(group), tags=pod_tags(list(keys)))
+            # One identity per node: each planned node gets its own claim id; the instances of the one
+            # CreateFleet call are tagged with theirs (and their own pods) as soon as EC2 names them.
+            claims = [request.claim_id, *(new_claim_id(launch.node_pool) for launch in group[1:])]
+            request = replace(request, count=len(group),
+                              tags=pod_tags(list(first.pods)) if len(group) == 1 else {})
             outcome = GroupOutcome(claim_id=request.claim_id, launch=first, count=len(group), pods=keys)
             outcomes.append(outcome)
             if self.settings.dry_run:
@@ -307,7 +313,29 @@ class Provisioner:
                 outcome.failure = f"{type(exc).__name__}: {exc}"
                 continue
             outcome.launched, outcome.errors = list(fleet.launched), list(fleet.errors)
+            if len(group) > 1:
+                outcome.launched = self._identify(outcome.launched, group, claims)
+            outcome.placed = {key: instance for instance, launch in zip(outcome.launched, group, strict=False)
+                              for key in launch.pods}
         return outcomes
+
+    def _identify(self, launched: Sequence[LaunchedInstance], group: Sequence[Launch],
+                  claims: Sequence[str]) -> list[LaunchedInstance]:
+        """Give each instance of a grouped launch its own claim id, Name and pod keys (the planned node it
+        stands for). An instance whose tagging fails keeps the group's tags: it still counts as capacity,
+        only without its pods pinned, and the failure is logged."""
+        out = []
+        for instance, launch, claim in zip(launched, group, claims, strict=False):
+            tags = {NODECLAIM_TAG: claim, NAME_TAG: f"{self.settings.cluster_name}/{claim}",
+                    **pod_tags(list(launch.pods))}
+            try:
+                self.cloud.tag_instance(instance.instance_id, tags)
+            except CloudError as exc:
+                log.warning("could not tag %s with its node claim %s: %s", instance.instance_id, claim, exc)
+                out.append(instance)
+                continue
+            out.append(replace(instance, claim_id=claim))
+        return out
 
     # ----- events ------------------------------------------------------------------------------
     def _nominate(self, result: PassResult, pods: Mapping[str, Pod]) -> None:
@@ -317,11 +345,11 @@ class Provisioner:
             for g in result.groups:
                 if not g.launched:
                     continue
-                ids = ", ".join(i.instance_id for i in g.launched)
-                what = ", ".join(sorted({f"{i.instance_type} {i.capacity_type} in {i.zone}" for i in g.launched}))
-                message = (f"Pod should schedule on: nodeclaim/{g.claim_id} ({len(g.launched)} new node(s): "
-                           f"{what}; instance(s) {ids})")
-                todo.extend((pods[k], "Nominated", message, "Normal") for k in g.pods if k in pods)
+                for key, i in g.placed.items():
+                    if key in pods:
+                        message = (f"Pod should schedule on: nodeclaim/{i.claim_id} (new node: {i.instance_type} "
+                                   f"{i.capacity_type} in {i.zone}; instance {i.instance_id})")
+                        todo.append((pods[key], "Nominated", message, "Normal"))
         for u in result.plan.unschedulable:
             pod = pods.get(u.pod)
             if pod is not None:
