@@ -35,7 +35,7 @@ from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.node_state import Owner, mark_provisioned
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
-from autoscaler.domain.ownership import pod_tags
+from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
 from autoscaler.domain.plan import Launch, Plan, PlanInput, Unschedulable
 from autoscaler.domain.scheduler import plan as schedule
 from autoscaler.metrics_catalog import MetricsSink
@@ -298,7 +298,7 @@ class Provisioner:
             # CreateFleet call are tagged with theirs (and their own pods) as soon as EC2 names them.
             claims = [request.claim_id, *(new_claim_id(launch.node_pool) for launch in group[1:])]
             request = replace(request, count=len(group),
-                              tags=pod_tags(list(first.pods)) if len(group) == 1 else {})
+                              tags=self._pod_tags(first, request.claim_id) if len(group) == 1 else {})
             outcome = GroupOutcome(claim_id=request.claim_id, launch=first, count=len(group), pods=keys)
             outcomes.append(outcome)
             if self.settings.dry_run:
@@ -319,6 +319,19 @@ class Provisioner:
                               for key in launch.pods}
         return outcomes
 
+    def _pod_tags(self, launch: Launch, claim: str) -> dict[str, str]:
+        """The node's pod keys as tags, within what EC2's 50-tag limit leaves after the autoscaler's and
+        the EC2NodeClass's own; keys that do not fit are reported, never dropped silently."""
+        node_class = self.node_classes.get(launch.node_class)
+        budget = pod_tag_budget(node_class.tags if node_class else {})
+        tags = pod_tags(list(launch.pods), max_tags=budget)
+        missing = len(launch.pods) - len(pods_from_tags(tags))
+        if missing:
+            log.warning("%d of %d pod keys of node claim %s do not fit in its %d pod-key tag(s); those pods are "
+                        "not pinned to it but still placed on in-flight capacity first", missing, len(launch.pods),
+                        claim, budget, extra={"claim": claim, "unrecordedPods": missing})
+        return tags
+
     def _identify(self, launched: Sequence[LaunchedInstance], group: Sequence[Launch],
                   claims: Sequence[str]) -> list[LaunchedInstance]:
         """Give each instance of a grouped launch its own claim id, Name and pod keys (the planned node it
@@ -327,7 +340,7 @@ class Provisioner:
         out = []
         for instance, launch, claim in zip(launched, group, claims, strict=False):
             tags = {NODECLAIM_TAG: claim, NAME_TAG: f"{self.settings.cluster_name}/{claim}",
-                    **pod_tags(list(launch.pods))}
+                    **self._pod_tags(launch, claim)}
             try:
                 self.cloud.tag_instance(instance.instance_id, tags)
             except CloudError as exc:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from autoscaler.domain.errors import ConfigError, describe_validation_error, manifest_header
+from autoscaler.domain.ownership import EC2_TAG_LIMIT, OWN_TAG_COUNT, user_tag_count
 
 AmiFamily = Literal["AL2023", "AL2", "Bottlerocket", "Custom", "Windows2019", "Windows2022"]
 _ALIAS_FAMILIES = {"al2023": "AL2023", "al2": "AL2", "bottlerocket": "Bottlerocket",
@@ -154,6 +155,12 @@ class _V1Spec(_Model):
             raise ValueError("amiSelectorTerms: an alias term cannot be combined with other terms")
         if not self.ami_selector_terms and self.ami_family in (None, "Custom"):
             raise ValueError("amiSelectorTerms is required (e.g. [{alias: al2023@latest}])")
+        room = EC2_TAG_LIMIT - OWN_TAG_COUNT - 1
+        if user_tag_count(self.tags) > room:
+            raise ValueError(
+                f"tags: {user_tag_count(self.tags)} tags, but EC2 allows {EC2_TAG_LIMIT} per instance, the "
+                f"autoscaler writes {OWN_TAG_COUNT} of its own and needs at least one for the pods a node was "
+                f"launched for: remove at least {user_tag_count(self.tags) - room} of them")
         for key in self.tags:
             if key.startswith(("kubernetes.io/cluster/", "karpenter.sh/nodepool", "karpenter.sh/nodeclaim",
                                "eks:eks-cluster-name", "karpenter.k8s.aws/ec2nodeclass")):

@@ -18,12 +18,29 @@ from autoscaler.domain.keys import (
 )
 
 MAX_POD_TAGS = 20
+# EC2 allows 50 tags per resource; the autoscaler writes 7 of its own (cluster, eks:eks-cluster-name,
+# managed-by, NodePool, EC2NodeClass, node claim, Name), the EC2NodeClass's tags come next, and pod keys
+# get what is left, up to MAX_POD_TAGS.
+EC2_TAG_LIMIT = 50
+OWN_TAG_COUNT = 7
 
 
-def pod_tags(pod_keys: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """``ns/name`` keys packed space-separated into at most ``MAX_POD_TAGS`` tags of <= 256 chars.
-    Keys that do not fit are left out: those pods are then placed afresh by the next pass, which still
-    fills in-flight capacity before opening new nodes."""
+def user_tag_count(node_class_tags: Mapping[str, str]) -> int:
+    """Tags an EC2NodeClass adds to the autoscaler's own (its ``Name`` replaces ours)."""
+    return len([k for k in node_class_tags if k != NAME_TAG])
+
+
+def pod_tag_budget(node_class_tags: Mapping[str, str]) -> int:
+    """How many pod-key tags fit on an instance of this node class within EC2's limit."""
+    return max(0, min(MAX_POD_TAGS, EC2_TAG_LIMIT - OWN_TAG_COUNT - user_tag_count(node_class_tags)))
+
+
+def pod_tags(pod_keys: list[str] | tuple[str, ...], *, max_tags: int = MAX_POD_TAGS) -> dict[str, str]:
+    """``ns/name`` keys packed space-separated into at most ``max_tags`` tags of <= 256 chars. Keys that
+    do not fit are left out (the caller logs how many): those pods are then placed afresh by the next
+    pass, which still fills in-flight capacity before opening new nodes."""
+    if max_tags <= 0:
+        return {}
     tags: dict[str, str] = {}
     current = ""
     for key in pod_keys:
@@ -35,9 +52,9 @@ def pod_tags(pod_keys: list[str] | tuple[str, ...]) -> dict[str, str]:
             continue
         tags[f"{PODS_TAG_PREFIX}{len(tags)}"] = current
         current = key
-        if len(tags) >= MAX_POD_TAGS:
+        if len(tags) >= max_tags:
             return tags
-    if current and len(tags) < MAX_POD_TAGS:
+    if current and len(tags) < max_tags:
         tags[f"{PODS_TAG_PREFIX}{len(tags)}"] = current
     return tags
 

@@ -13,9 +13,11 @@ from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.adapters.aws.fleet import client_token
 from autoscaler.adapters.clock import ManualClock
 from autoscaler.app.launcher import new_claim_id
+from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import FleetRequest
 from autoscaler.domain.keys import EKS_CLUSTER_TAG, MANAGED_BY_TAG, NODECLAIM_TAG, NODECLASS_TAG, NODEPOOL_TAG
 from autoscaler.domain.models import Taint
+from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
 from tests.adapters.aws.helpers import (
     CLUSTER,
     REGION,
@@ -266,3 +268,32 @@ def test_create_fleet_carries_a_client_token_that_botocore_retries_resend(ec2: A
     assert tokens[0] == client_token(request.claim_id, "spot", 0) != client_token(new_claim_id("default"), "spot", 0)
     assert client_token(request.claim_id, "spot", 0) != client_token(request.claim_id, "spot", 1)
     assert client_token(request.claim_id, "spot", 0) != client_token(request.claim_id, "on-demand", 0)
+
+
+def test_thirty_node_class_tags_leave_room_within_ec2s_limit(ec2: Any, cloud: AwsCloud) -> None:
+    # GIVEN an EC2NodeClass with 30 tags and a node planned for 300 pods
+    many = node_class(tags={f"team/label-{i:02d}": "x" * 40 for i in range(30)})
+    keys = [f"payments-namespace/worker-{i:05d}-abcdefghij" for i in range(300)]
+    # WHEN the pod keys are packed within the budget (wave 1 always allowed 20 pod tags: 7 + 30 + 20 = 57)
+    budget = pod_tag_budget(many.tags)
+    tags = pod_tags(keys, max_tags=budget)
+    result = cloud.launch(_request(node_class=many, tags=tags, capacity_types=("on-demand",)))
+    # THEN EC2's 50-tag limit holds and the launch succeeds; the keys that did not fit are countable
+    assert budget == 13 and len(tags) == 13
+    assert result.launched and result.errors == []
+    [raw] = instances_by_id(ec2, [result.launched[0].instance_id])
+    assert len(raw["Tags"]) == 50
+    assert 0 < len(pods_from_tags(tags)) < len(keys)
+    # and 20 pod tags on top, as wave 1 sent, is what EC2 refuses
+    refused = cloud.launch(_request(node_class=many, tags=pod_tags(keys), capacity_types=("on-demand",)))
+    assert not refused.launched and [e.code for e in refused.errors] == ["TagLimitExceeded"]
+
+
+@pytest.mark.parametrize(("count", "ok"), [(42, True), (43, False)])
+def test_node_class_tag_budget_is_checked_at_config_time(count: int, ok: bool) -> None:
+    spec = {"tags": {f"k{i}": "v" for i in range(count)}}
+    if ok:
+        assert pod_tag_budget(node_class(**spec).tags) == 1
+        return
+    with pytest.raises(ConfigError, match=r"43 tags, but EC2 allows 50 .* remove at least 1"):
+        node_class(**spec)
