@@ -110,9 +110,12 @@ def _demo() -> int:
 
         heading("The instances join the cluster")
         names = env.register_nodes()
-        say(f"Nodes registered: {', '.join(names)}; pods bound; pending pods now: {len(env.pending_pods())}.")
+        say(f"Nodes registered: {', '.join(names)}, with karpenter.sh/unregistered:NoExecute as a real kubelet "
+            f"does; pods still pending: {len(env.pending_pods())} (nothing binds through that taint).")
         third = env.invoke_provisioner()["passes"][0]
-        say(f"Third pass: {third['summary']}")
+        say(f"Third pass: {third['summary']} -- registering nodes count as capacity, so nothing is launched twice.")
+        bound = env.schedule_pods()
+        say(f"kube-scheduler binds {len(bound)} pod(s); pending pods now: {len(env.pending_pods())}.")
         node = env.kube.store.get("nodes", None, names[0])
         taints = [t["key"] for t in node["spec"].get("taints") or ()]
         say(f"Node {names[0]} taints now: {taints or 'none'} (karpenter.sh/unregistered removed), "

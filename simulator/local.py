@@ -8,7 +8,9 @@ Used by ``make demo``, the end-to-end tests and the benchmarks::
     with LocalCluster.start() as env:          # or LocalCluster.start(config=..., catalog=...)
         env.scale("inflate", 5)                # 5 pending pause pods requesting 1 CPU each
         result = env.invoke_provisioner()      # the real handler, scheduled-only by default
-        env.register_nodes()                   # launched instances become Ready nodes, pods bound
+        env.register_nodes()                   # launched instances become Ready nodes (still tainted)
+        env.invoke_provisioner()               # lifecycle removes karpenter.sh/unregistered
+        env.schedule_pods()                    # pods bind where kube-scheduler would bind them
         env.scale("inflate", 0)
 
 What moto lacks is supplied at the boto3 boundary with botocore events on the harness's session:
@@ -48,7 +50,6 @@ from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.labels import instance_type_labels
 from autoscaler.domain.models import UNREGISTERED_TAINT
-from autoscaler.domain.ownership import pods_from_tags
 from autoscaler.domain.quantity import cpu_millis
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import MetricsSink, RecordingSink
@@ -346,10 +347,14 @@ class LocalCluster:
         return rt.cloud.owned_instances()
 
     def register_nodes(self, *, bind: bool = True) -> list[str]:
-        """Play kubelet for every launched instance without a Node: create the Node (labels kubelet sets,
-        the registration taints) and bind the pods the instance was launched for. Returns node names."""
+        """Play kubelet for every launched instance without a Node: create the Node with the labels
+        kubelet sets and the registration taint ``karpenter.sh/unregistered:NoExecute`` (plus the
+        NodePool's startupTaints), as a real kubelet does. With ``bind``, then play kube-scheduler
+        (``schedule_pods``): pods bind only where they tolerate every taint, so nothing binds to a node
+        still carrying the registration taint. Returns the new nodes' names."""
         rt = self._runtime or self.runtime()
         types = rt.cloud.instance_types()
+        pools = {p.name: p for p in rt.node_pools}
         store = self.kube.store
         known = {(n.get("spec") or {}).get("providerID", "").rsplit("/", 1)[-1] for n in store.objects("nodes")}
         made = []
@@ -364,24 +369,71 @@ class LocalCluster:
             alloc = allocatable(it)
             quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"]),
                           "ephemeral-storage": str(alloc["ephemeral-storage"])}
+            pool = pools.get(inst.node_pool)
+            taints = [{"key": UNREGISTERED_TAINT.key, "effect": UNREGISTERED_TAINT.effect}]
+            startup = pool.startup_taints if pool else ()
+            taints += [{"key": t.key, "value": t.value, "effect": t.effect} for t in startup]
             store.create("nodes", {
                 "metadata": {"name": name, "labels": labels},
-                "spec": {"providerID": inst.provider_id,
-                         "taints": [{"key": UNREGISTERED_TAINT.key, "effect": UNREGISTERED_TAINT.effect}]},
+                "spec": {"providerID": inst.provider_id, "taints": taints},
                 "status": {"allocatable": quantities, "capacity": quantities,
                            "conditions": [{"type": "Ready", "status": "True"}]},
             })
             made.append(name)
-            if bind:
-                free = alloc["cpu"]
-                for key in pods_from_tags(inst.tags):
-                    ns, pod_name = key.split("/", 1)
-                    if not store.exists("pods", ns, pod_name):
-                        continue
-                    pod = store.get("pods", ns, pod_name)
-                    want = sum(cpu_millis(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
-                               for c in pod["spec"].get("containers") or ())
-                    if not pod["spec"].get("nodeName") and want <= free:
-                        store.bind(ns, pod_name, name)
-                        free -= want
+        if bind:
+            self.schedule_pods()
         return made
+
+    def schedule_pods(self) -> list[str]:
+        """A strict, minimal kube-scheduler for the harness: binds each pending pod to the first Ready,
+        schedulable node whose NoSchedule/NoExecute taints it all tolerates and whose free CPU holds its
+        request (node affinity and spread are not modelled: use simulator scenarios for those). Never
+        binds through a taint kube-scheduler would respect. Returns ``ns/name`` of the pods bound."""
+        store = self.kube.store
+        nodes = [n for n in store.objects("nodes")
+                 if not (n.get("spec") or {}).get("unschedulable")
+                 and any(c.get("type") == "Ready" and c.get("status") == "True"
+                         for c in (n.get("status") or {}).get("conditions") or ())]
+        free = {n["metadata"]["name"]: cpu_millis(n["status"]["allocatable"]["cpu"]) for n in nodes}
+        for p in store.objects("pods"):
+            if (p.get("spec") or {}).get("nodeName") in free:
+                free[p["spec"]["nodeName"]] -= _cpu_request(p)
+        bound = []
+        for p in sorted(store.objects("pods"), key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"])):
+            if (p.get("spec") or {}).get("nodeName"):
+                continue
+            want = _cpu_request(p)
+            for n in nodes:
+                name = n["metadata"]["name"]
+                if free[name] >= want and _tolerates(p, (n.get("spec") or {}).get("taints") or ()):
+                    store.bind(p["metadata"]["namespace"], p["metadata"]["name"], name)
+                    free[name] -= want
+                    bound.append(f"{p['metadata']['namespace']}/{p['metadata']['name']}")
+                    break
+        return bound
+
+
+def _cpu_request(pod: Mapping[str, Any]) -> int:
+    return sum(cpu_millis(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+               for c in pod["spec"].get("containers") or ())
+
+
+def _tolerates(pod: Mapping[str, Any], taints: Any) -> bool:
+    """kube-scheduler's TaintToleration filter: every NoSchedule/NoExecute taint needs a toleration."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or ()
+    for taint in taints:
+        if taint.get("effect") == "PreferNoSchedule":
+            continue
+        if not any(_matches(t, taint) for t in tolerations):
+            return False
+    return True
+
+
+def _matches(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if not toleration.get("key"):
+        return toleration.get("operator") == "Exists"
+    if toleration["key"] != taint.get("key"):
+        return False
+    return toleration.get("operator") == "Exists" or toleration.get("value", "") == taint.get("value", "")

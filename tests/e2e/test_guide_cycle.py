@@ -46,6 +46,9 @@ def test_inflate_up_to_five_and_back_to_zero(moto_server: ThreadedMotoServer, lo
 
         nodes = env.register_nodes()
         assert len(nodes) == len(launched)
+        env.invoke_provisioner()  # registering nodes are capacity: no launch; the unregistered taint comes off
+        assert len(env.instances()) == len(launched)
+        env.schedule_pods()
         assert env.pending_pods() == []
         clock.advance(60)
         _disrupt(env)  # busy nodes stay

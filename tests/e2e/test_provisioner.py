@@ -17,7 +17,7 @@ from autoscaler.domain.keys import MANAGED_BY_TAG, NODECLAIM_TAG, NODEPOOL_TAG
 from autoscaler.domain.models import UNREGISTERED_TAINT
 from autoscaler.domain.ownership import pods_from_tags
 from autoscaler.metrics_catalog import RecordingSink
-from simulator.local import Catalog, LocalCluster
+from simulator.local import Catalog, LocalCluster, on_demand_prices
 from tests.adapters.aws.helpers import CapacityFault
 from tests.e2e.conftest import make_local
 
@@ -80,11 +80,16 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     second = local.invoke_provisioner()["passes"][0]
     assert second["launched"] == [] and second["nominated"] == 5 and len(calls) == 1
 
-    # Registered as nodes with the pods bound: nothing more happens, and the taint comes off.
+    # The kubelet registers the nodes with karpenter.sh/unregistered:NoExecute: the pods cannot bind yet
+    # (wave 1's harness bound them through the taint, hiding a second launch here). The registering
+    # nodes are those pods' capacity: the pass launches nothing, and its lifecycle step lifts the taint.
     names = local.register_nodes()
-    assert local.pending_pods() == []
+    local_pods = local.pending_pods()
+    assert len(local_pods) == 5
     third = local.invoke_provisioner()["passes"][0]
-    assert third["launched"] == [] and third["pendingPods"] == 0 and len(calls) == 1
+    assert third["launched"] == [] and len(calls) == 1
+    assert sorted(local.schedule_pods()) == local_pods and local.pending_pods() == []
+    assert local.invoke_provisioner()["passes"][0]["pendingPods"] == 0
     node = local.kube.store.get("nodes", None, names[0])
     assert not any(t["key"] == UNREGISTERED_TAINT.key for t in node["spec"].get("taints") or ())
     assert node["metadata"]["labels"]["intent"] == "apps"
@@ -131,6 +136,14 @@ def test_capacity_error_falls_back_to_on_demand(moto_server: ThreadedMotoServer,
         assert result["launched"] and {i["capacityType"] for i in result["launched"]} == {"on-demand"}
         assert result["failures"] == []
         assert any(ct == "spot" for _, _, ct in rt.cloud.unavailable())
+        # The decision log reports the launch, not the plan: on-demand at the on-demand price
+        # (wave 1 logged the planned "spot $0.0382/h").
+        od = on_demand_prices()
+        for inst in result["launched"]:
+            assert inst["hourlyPrice"] == pytest.approx(od[inst["instanceType"]])
+            logged = f"{inst['instanceType']} {inst['zone']} on-demand ${od[inst['instanceType']]:.4f}/h"
+            assert logged in result["summary"]
+        assert " spot $" not in result["summary"]
 
 
 def test_replacement_request_places_the_leaving_nodes_pods(local: LocalCluster) -> None:

@@ -54,7 +54,8 @@ def test_summary_names_what_was_seen_decided_launched_and_left() -> None:
     plan = Plan(launches=[_launch(("d/a", "d/b"))], existing={"d/c": "node-1"},
                 unschedulable=[Unschedulable("d/e", "NodePool default limit reached (cpu)")], pending_pods=4)
     group = GroupOutcome(claim_id="default-abc", launch=plan.launches[0], count=1, pods=("d/a", "d/b"),
-                         launched=[LaunchedInstance("i-1", "m5.large", "us-east-1a", "spot", "default-abc")])
+                         launched=[LaunchedInstance("i-1", "m5.large", "us-east-1a", "spot", "default-abc")],
+                         prices={"i-1": 0.04})
     text = PassResult(reason="scheduled", dry_run=False, plan=plan, groups=[group]).summary()
     for part in ("4 pending pod(s)", "1 fit existing", "launched 1 node(s)", "m5.large us-east-1a spot",
                  "$0.0400/h", "default-abc", "1 unschedulable", "limit reached"):

@@ -20,9 +20,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from autoscaler.app.ports import CloudPort, ClusterError, ClusterPort
+from autoscaler.app.ports import CloudError, CloudPort, ClusterError, ClusterPort
 from autoscaler.domain.fleet import CloudInstance
-from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
+from autoscaler.domain.initialization import ready_to_initialize
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, INITIALIZED_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.labels import node_labels
 from autoscaler.domain.models import UNREGISTERED_TAINT, InstanceType, Node
 from autoscaler.domain.nodepool import NodePool
@@ -125,15 +126,23 @@ def _time_out(cloud: CloudPort, owned: Sequence[CloudInstance], registered: set[
     if dry_run:
         result.timed_out.extend(i.instance_id for i in late)
         return
-    try:
-        result.timed_out.extend(cloud.terminate([i.instance_id for i in late]))
-    except OwnershipError as exc:  # owned() filtered by our tags, so this means someone changed them
-        result.errors.append(str(exc))
+    for inst in late:
+        # One at a time: a refusal (termination protection, a changed tag) must not keep the others,
+        # nor abort the provisioner pass that runs this sweep; it is retried on the next sweep.
+        try:
+            result.timed_out.extend(cloud.terminate([inst.instance_id]))
+        except (OwnershipError, CloudError) as exc:
+            log.warning("could not terminate unregistered instance %s: %s", inst.instance_id, exc)
+            result.errors.append(f"instance {inst.instance_id}: {exc}")
 
 
 def _register(cluster: ClusterPort, node: Node, inst: CloudInstance | None, *, node_pools: Mapping[str, NodePool],
               types: Mapping[str, InstanceType], result: LifecycleResult, dry_run: bool) -> None:
     want = wanted_labels(node, inst, node_pools=node_pools, instance_types=types)
+    pool = node_pools.get(want.get(NODEPOOL_LABEL, ""))
+    if pool is not None and ready_to_initialize(node, pool):
+        # From now on the planner counts the node with its real taints (domain/initialization.py).
+        want[INITIALIZED_LABEL] = "true"
     missing = {k: v for k, v in want.items() if node.labels.get(k) != v}
     has_taint = any(t.key == UNREGISTERED_TAINT.key for t in node.taints)
     try:

@@ -29,6 +29,7 @@ from autoscaler.app.ports import Clock, CloudPort, ClusterError, ClusterPort
 from autoscaler.domain.allocatable import capacity
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, FleetError, LaunchedInstance
+from autoscaler.domain.initialization import as_capacity
 from autoscaler.domain.keys import NODEPOOL_LABEL
 from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.node_state import Owner, mark_provisioned
@@ -79,6 +80,8 @@ class GroupOutcome:
     launched: list[LaunchedInstance] = field(default_factory=list)
     errors: list[FleetError] = field(default_factory=list)
     failure: str = ""  # a launch that raised (configuration), with the reason
+    # USD/hour of each launched instance's actual offering (type, zone, capacity type EC2 chose)
+    prices: dict[str, float] = field(default_factory=dict)
 
     @property
     def missing(self) -> int:
@@ -126,10 +129,14 @@ class PassResult:
         nodes = []
         for g in self.groups:
             types = ", ".join(g.launch.instance_types[:3]) + ("..." if len(g.launch.instance_types) > 3 else "")
-            got = (f"{len(g.launched)}x " + "/".join(sorted({f'{i.instance_type} {i.zone}' for i in g.launched}))
-                   if g.launched else f"{g.count}x [{types}]")
-            nodes.append(f"{got} {g.launch.capacity_type} ${g.launch.hourly_price:.4f}/h for {len(g.pods)} pod(s)"
-                         f" ({g.claim_id})")
+            if g.launched:
+                # What EC2 actually launched (a spot plan may have fallen back to on-demand), at its price.
+                got = "/".join(sorted({f"{i.instance_type} {i.zone} {i.capacity_type} "
+                                       f"${g.prices.get(i.instance_id, 0.0):.4f}/h" for i in g.launched}))
+                nodes.append(f"{len(g.launched)}x {got} for {len(g.pods)} pod(s) ({g.claim_id})")
+            else:
+                nodes.append(f"{g.count}x [{types}] {g.launch.capacity_type} ${g.launch.hourly_price:.4f}/h for "
+                             f"{len(g.pods)} pod(s) ({g.claim_id})")
         if nodes:
             parts.append(f"{verb} {sum(len(g.launched) if not self.dry_run else g.count for g in self.groups)}"
                          f" node(s): " + "; ".join(nodes))
@@ -151,7 +158,9 @@ class PassResult:
             "startedAt": round(self.started_at, 6), "seconds": round(self.seconds, 3),
             "nominated": len(self.plan.existing),
             "launched": [{"instanceId": i.instance_id, "instanceType": i.instance_type, "zone": i.zone,
-                          "capacityType": i.capacity_type, "claim": i.claim_id} for i in self.launched],
+                          "capacityType": i.capacity_type, "claim": i.claim_id,
+                          "hourlyPrice": round(g.prices.get(i.instance_id, 0.0), 6)}
+                         for g in self.groups for i in g.launched],
             "planned": [{"claim": g.claim_id, "count": g.count, "nodePool": g.launch.node_pool,
                          "capacityType": g.launch.capacity_type, "instanceTypes": list(g.launch.instance_types[:10]),
                          "hourlyPrice": round(g.launch.hourly_price, 6), "pods": len(g.pods)} for g in self.groups],
@@ -216,6 +225,9 @@ class Provisioner:
                             started_at=started)
         pods = {p.key: p for p in snap.pods}
         result.groups = self._launch(plan, pods)
+        price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings}
+        for g in result.groups:
+            g.prices = {i.instance_id: price.get((i.instance_type, i.zone, i.capacity_type), 0.0) for i in g.launched}
         self._mark_provisioned(result, awaiting)
         self._nominate(result, pods)
         owned: list[CloudInstance] = []
@@ -250,6 +262,11 @@ class Provisioner:
         # them must not count it as their capacity (the instance tags do not carry taints).
         snap.in_flight = [replace(f, taints=self.pools_by_name[f.node_pool].taints)
                           if not f.taints and f.node_pool in self.pools_by_name else f for f in snap.in_flight]
+        # A registering or initialising node is the capacity its pods were launched for, although its
+        # registration and startup taints still keep them off it (Karpenter's StateNode.Taints()).
+        now = self._now()
+        snap.nodes = [as_capacity(n, self.pools_by_name, now=now,
+                                  registration_timeout=self.settings.registration_timeout) for n in snap.nodes]
         return snap
 
     def _plan(self, snap: PlanInput) -> tuple[Plan, float]:

@@ -23,6 +23,8 @@ ZONE_KEYS = frozenset({ZONE_LABEL, ZONE_LABEL_BETA, EBS_CSI_ZONE_LABEL})
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 PROVISIONER_NAME_LABEL = "karpenter.sh/provisioner-name"  # v1alpha5 (Karpenter v0.2x) nodes
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+# Set by the lifecycle step once a node is Ready without registration or startup taints (Karpenter's label).
+INITIALIZED_LABEL = "karpenter.sh/initialized"
 CATEGORY_LABEL = "karpenter.k8s.aws/instance-category"
 FAMILY_LABEL = "karpenter.k8s.aws/instance-family"
 GENERATION_LABEL = "karpenter.k8s.aws/instance-generation"

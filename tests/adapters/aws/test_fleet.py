@@ -10,6 +10,7 @@ import boto3
 import pytest
 
 from autoscaler.adapters.aws.cloud import AwsCloud
+from autoscaler.adapters.aws.fleet import client_token
 from autoscaler.adapters.clock import ManualClock
 from autoscaler.app.launcher import new_claim_id
 from autoscaler.domain.fleet import FleetRequest
@@ -242,3 +243,26 @@ def test_request_level_errors(ec2: Any, cloud: AwsCloud, code: str, marks: bool)
     assert seen == ["spot", "on-demand"] and [i.capacity_type for i in result.launched] == ["on-demand"]
     marked = cloud.unavailable()
     assert (("m5a.large", "us-east-1b", "spot") in marked) is marks and (len(marked) == 4) is marks
+
+
+def test_create_fleet_carries_a_client_token_that_botocore_retries_resend(ec2: Any, cloud: AwsCloud) -> None:
+    # GIVEN the first CreateFleet response is "lost": botocore retries the same request
+    tokens: list[str] = []
+
+    def sent(request: Any, **_: Any) -> None:
+        body = request.body.decode() if isinstance(request.body, bytes) else str(request.body)
+        tokens.extend(part.split("=", 1)[1] for part in body.split("&") if part.startswith("ClientToken="))
+
+    def lose_first(attempts: int, **_: Any) -> int | None:
+        return 0 if attempts == 1 else None
+
+    ec2.meta.events.register("request-created.ec2.CreateFleet", sent)
+    ec2.meta.events.register_first("needs-retry.ec2.CreateFleet", lose_first)
+    request = _request()
+    cloud.launch(request)
+    # THEN both sends carry the same token (EC2 answers the retry with the fleet it already launched),
+    # and the token is the launch's own: deterministic for the claim, distinct for another claim
+    assert len(tokens) == 2 and tokens[0] == tokens[1] and tokens[0].startswith("esa-") and len(tokens[0]) <= 64
+    assert tokens[0] == client_token(request.claim_id, "spot", 0) != client_token(new_claim_id("default"), "spot", 0)
+    assert client_token(request.claim_id, "spot", 0) != client_token(request.claim_id, "spot", 1)
+    assert client_token(request.claim_id, "spot", 0) != client_token(request.claim_id, "on-demand", 0)

@@ -184,3 +184,31 @@ def test_mark_unavailable(cloud: AwsCloud) -> None:
 def test_instances_carry_the_launch_tags(ec2: Any, network: Network) -> None:
     inst = launch(ec2, network)
     assert tags_of(inst)["karpenter.sh/nodeclaim"] == "default-abc"
+
+
+def test_a_refused_termination_does_not_stop_the_sweep(ec2: Any, network: Network, cloud: AwsCloud,
+                                                        kube: KubeCluster) -> None:
+    # GIVEN two instances that never registered, one with termination protection (EC2 then answers
+    # OperationNotPermitted); wave 1 let that error abort every provisioner pass
+    protected, plain = launch(ec2, network), launch(ec2, network)
+    ec2.modify_instance_attribute(InstanceId=protected["InstanceId"], DisableApiTermination={"Value": True})
+    launched = max(i.launch_time for i in cloud.owned_instances())
+    # WHEN the sweep times them out
+    result = sweep(kube, cloud, now=launched + HOUR)
+    # THEN the other is terminated, the refusal is reported, and the next sweep tries again
+    assert result.timed_out == [plain["InstanceId"]]
+    assert [e for e in result.errors if protected["InstanceId"] in e and "OperationNotPermitted" in e]
+    assert sweep(kube, cloud, now=launched + HOUR).errors
+
+
+def test_an_initialised_node_is_labelled_once_ready_without_registration_or_startup_taints(
+        ec2: Any, network: Network, kube_api: KubeApiServer, cloud: AwsCloud, kube: KubeCluster) -> None:
+    inst = launch(ec2, network)
+    raw = node_for(inst)
+    raw["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    kube_api.store.create("nodes", raw)
+    now = cloud.owned_instances()[0].launch_time + 60
+    sweep(kube, cloud, now=now)  # removes karpenter.sh/unregistered; not initialised yet
+    assert "karpenter.sh/initialized" not in kube.get_node("n1").labels  # type: ignore[union-attr]
+    sweep(kube, cloud, now=now)
+    assert kube.get_node("n1").labels["karpenter.sh/initialized"] == "true"  # type: ignore[union-attr]

@@ -4,6 +4,7 @@ the launch retries with what remains, then falls back to the next capacity type.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,14 @@ _PER_INSTANCE_LABELS = ("node.kubernetes.io/instance-type", "topology.kubernetes
                         "topology.kubernetes.io/region", "kubernetes.io/hostname", "kubernetes.io/arch",
                         "kubernetes.io/os", "beta.kubernetes.io/", "failure-domain.beta.kubernetes.io/",
                         "karpenter.k8s.aws/instance-")
+
+
+def client_token(claim_id: str, capacity_type: str, attempt: int) -> str:
+    """The CreateFleet idempotency token of one attempt of a launch: deterministic (the same attempt of
+    the same claim always sends the same token), distinct per capacity type and attempt (their
+    parameters differ, and EC2 rejects a reused token with other parameters), at most 64 ASCII characters."""
+    digest = hashlib.sha256(f"{claim_id}/{capacity_type}/{attempt}".encode()).hexdigest()[:40]
+    return f"esa-{digest}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +140,7 @@ class FleetLauncher:
         result = FleetResult(requested=request.count)
         for ct in request.capacity_types:
             prepared = self.prepare(request, ct)
-            for _attempt in range(self._max_attempts):
+            for attempt in range(self._max_attempts):
                 if result.complete:
                     return result
                 overrides = self._overrides(request, prepared)
@@ -142,7 +151,8 @@ class FleetLauncher:
                                  f"zones {', '.join(sorted(prepared.subnets)) or '(none)'}"),
                     ))
                     break
-                if not self._create_fleet(request, prepared, overrides, result):
+                token = client_token(request.claim_id, ct, attempt)
+                if not self._create_fleet(request, prepared, overrides, result, token=token):
                     break  # an error retrying cannot fix
             if result.complete:
                 return result
@@ -150,7 +160,7 @@ class FleetLauncher:
 
     def _create_fleet(
         self, request: FleetRequest, prepared: PreparedLaunch,
-        overrides: dict[str, list[dict[str, Any]]], result: FleetResult,
+        overrides: dict[str, list[dict[str, Any]]], result: FleetResult, *, token: str,
     ) -> bool:
         """One CreateFleet call; returns whether a retry could help (capacity errors only)."""
         ct = prepared.capacity_type
@@ -159,6 +169,9 @@ class FleetLauncher:
                            extra={**request.node_class.tags, **request.tags})
         tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
         params: dict[str, Any] = {
+            # EC2 answers a repeated token with the fleet it already launched: botocore's own retry of a
+            # request whose response was lost can never launch twice.
+            "ClientToken": token,
             "Type": "instant",
             "TargetCapacitySpecification": {"TotalTargetCapacity": result.missing,
                                             "DefaultTargetCapacityType": ct},
