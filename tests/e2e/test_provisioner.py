@@ -273,3 +273,30 @@ def test_launch_failures_are_reported_and_counted_by_reason(moto_server: Threade
         assert sink.total("LaunchFailures") >= 1
         assert {d["Reason"] for n, _, d in sink.points if n == "LaunchFailures"} == {"InsufficientInstanceCapacity"}
         assert env.instances() == [] and events_for(env, "Nominated") == []
+
+
+def test_describe_instances_lagging_create_fleet_does_not_launch_again(local: LocalCluster) -> None:
+    # GIVEN DescribeInstances that does not show instances for a while after CreateFleet (EC2's
+    # eventually consistent view; seconds in practice)
+    calls = count_create_fleet(local)
+    hidden: set[str] = set()
+
+    def launched(parsed: dict[str, Any], **_: Any) -> None:
+        hidden.update(i for inst in parsed.get("Instances", ()) for i in inst.get("InstanceIds", ()))
+
+    def lag(parsed: dict[str, Any], **_: Any) -> None:
+        for reservation in parsed.get("Reservations", ()):
+            reservation["Instances"] = [i for i in reservation["Instances"] if i["InstanceId"] not in hidden]
+
+    local.session.events.register("after-call.ec2.CreateFleet", launched)
+    local.session.events.register("after-call.ec2.DescribeInstances", lag)
+    local.runtime()
+    local.scale("inflate", 5)
+    first = local.invoke_provisioner()["passes"][0]
+    assert first["launched"] and hidden
+    # WHEN the next pass runs before EC2 lists them (the next watch batch, a replacement invoke)
+    second = local.invoke_provisioner()["passes"][0]
+    # THEN the container's own record of its launches is their pods' capacity: nothing launches again
+    assert second["launched"] == [] and second["nominated"] == 5 and len(calls) == 1
+    hidden.clear()
+    assert local.invoke_provisioner()["passes"][0]["launched"] == [] and len(calls) == 1

@@ -30,16 +30,18 @@ from autoscaler.domain.allocatable import capacity
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, FleetError, LaunchedInstance
 from autoscaler.domain.initialization import as_capacity
-from autoscaler.domain.keys import NAME_TAG, NODECLAIM_TAG, NODEPOOL_LABEL
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NAME_TAG, NODECLAIM_TAG, NODEPOOL_LABEL
 from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.node_state import Owner, mark_provisioned
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
-from autoscaler.domain.plan import Launch, Plan, PlanInput, Unschedulable
+from autoscaler.domain.plan import InFlightNode, Launch, Plan, PlanInput, Unschedulable
 from autoscaler.domain.scheduler import plan as schedule
 from autoscaler.metrics_catalog import MetricsSink
 
+# How long this container remembers its own launches as in-flight capacity (DescribeInstances lags by seconds).
+RECENT_LAUNCH_SECONDS = 120.0
 log = logging.getLogger(__name__)
 
 # Karpenter's batching window: plan once no new pending pod arrived for IDLE seconds, or MAX after the first.
@@ -201,6 +203,10 @@ class Provisioner:
         self._now, self._mono = clock.now, clock.monotonic
         self.sink = sink
         self.states = NodeStates(cluster)
+        # Instances this container launched, as in-flight capacity, kept until DescribeInstances shows
+        # them or RECENT_LAUNCH_SECONDS pass: EC2's view lags CreateFleet by seconds, and the next watch
+        # batch or a replacement invoke would otherwise launch again for the same pods.
+        self._recent: dict[str, tuple[InFlightNode, float]] = {}
         self._evented: dict[tuple[str, str], float] = {}  # (pod uid/key, message) -> when recorded
 
     # ----- one pass ----------------------------------------------------------------------------
@@ -227,6 +233,7 @@ class Provisioner:
                             started_at=started)
         pods = {p.key: p for p in snap.pods}
         result.groups = self._launch(plan, pods)
+        self._remember(result.groups)
         price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings}
         for g in result.groups:
             g.prices = {i.instance_id: price.get((i.instance_type, i.zone, i.capacity_type), 0.0) for i in g.launched}
@@ -264,12 +271,33 @@ class Provisioner:
         # them must not count it as their capacity (the instance tags do not carry taints).
         snap.in_flight = [replace(f, taints=self.pools_by_name[f.node_pool].taints)
                           if not f.taints and f.node_pool in self.pools_by_name else f for f in snap.in_flight]
+        self._add_recent(snap)
         # A registering or initialising node is the capacity its pods were launched for, although its
         # registration and startup taints still keep them off it (Karpenter's StateNode.Taints()).
         now = self._now()
         snap.nodes = [as_capacity(n, self.pools_by_name, now=now,
                                   registration_timeout=self.settings.registration_timeout) for n in snap.nodes]
         return snap
+
+    def _remember(self, groups: Sequence[GroupOutcome]) -> None:
+        launched_at = self._mono()
+        for g in groups:
+            pool = self.pools_by_name.get(g.launch.node_pool)
+            for instance in g.launched:
+                pods = tuple(k for k, i in g.placed.items() if i.instance_id == instance.instance_id)
+                node = InFlightNode(
+                    instance_id=instance.instance_id, node_pool=g.launch.node_pool,
+                    instance_type=instance.instance_type, zone=instance.zone, capacity_type=instance.capacity_type,
+                    labels={NODEPOOL_LABEL: g.launch.node_pool, CAPACITY_TYPE_LABEL: instance.capacity_type},
+                    taints=pool.taints if pool else (), launched_at=self._now(), pod_keys=pods)
+                self._recent[instance.instance_id] = (node, launched_at)
+
+    def _add_recent(self, snap: PlanInput) -> None:
+        """Count this container's recent launches that EC2 does not list yet and that have not registered."""
+        now = self._mono()
+        self._recent = {k: v for k, v in self._recent.items() if now - v[1] < RECENT_LAUNCH_SECONDS}
+        seen = {f.instance_id for f in snap.in_flight} | {n.instance_id for n in snap.nodes if n.instance_id}
+        snap.in_flight = [*snap.in_flight, *(node for iid, (node, _) in self._recent.items() if iid not in seen)]
 
     def _plan(self, snap: PlanInput) -> tuple[Plan, float]:
         t0 = self._mono()
