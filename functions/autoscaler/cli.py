@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 
 from autoscaler import __version__
@@ -40,7 +41,7 @@ def _register_plan(sub: argparse.ArgumentParser) -> Command:
 
     def run(args: argparse.Namespace) -> int:
         try:
-            result = solve(load_snapshot(args.snapshot))
+            result = solve(load_snapshot(args.snapshot), timer=time.perf_counter)
         except ConfigError as exc:
             print(f"autoscaler plan: {exc}", file=sys.stderr)
             return 2

@@ -300,9 +300,8 @@ class Provisioner:
         snap.in_flight = [*snap.in_flight, *(node for iid, (node, _) in self._recent.items() if iid not in seen)]
 
     def _plan(self, snap: PlanInput) -> tuple[Plan, float]:
-        t0 = self._mono()
-        plan = schedule(snap, unavailable=self.cloud.unavailable())
-        return plan, self._mono() - t0
+        plan = schedule(snap, unavailable=self.cloud.unavailable(), timer=self._mono)
+        return plan, plan.solve_seconds
 
     def _new_in_flight(self, snap: PlanInput) -> bool:
         known = {f.instance_id for f in snap.in_flight}
