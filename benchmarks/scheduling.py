@@ -35,7 +35,7 @@ from autoscaler.domain.nodeclass import parse_node_class
 from autoscaler.domain.nodepool import parse_node_pool, requirement_allows
 from autoscaler.domain.objects import instance_type_from_ec2
 from autoscaler.domain.plan import Plan, PlanInput
-from autoscaler.domain.scheduler import plan
+from autoscaler.domain.scheduling import plan
 from autoscaler.domain.snapshot import _Prices, offerings_from
 from benchmarks._catalog import catalog
 

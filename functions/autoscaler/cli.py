@@ -15,7 +15,7 @@ from autoscaler import __version__
 from autoscaler.adapters.snapshot_file import load_snapshot
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.plan import Plan
-from autoscaler.domain.scheduler import plan as solve
+from autoscaler.domain.scheduling import plan as solve
 
 Command = Callable[[argparse.Namespace], int]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] = {}

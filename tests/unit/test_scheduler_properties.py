@@ -14,7 +14,7 @@ from autoscaler.domain.models import (
     Requirement,
     TopologySpreadConstraint,
 )
-from autoscaler.domain.scheduler import plan
+from autoscaler.domain.scheduling import plan
 from tests.unit.scheduling_world import GI, MI, check_plan, pod, world
 
 KINDS = ("plain", "zone-spread", "host-spread", "anti", "zone-affinity", "arm", "selector", "prefer-anti")

@@ -37,7 +37,7 @@ from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
 from autoscaler.domain.plan import InFlightNode, Launch, Plan, PlanInput, Unschedulable
-from autoscaler.domain.scheduler import plan as schedule
+from autoscaler.domain.scheduling import plan as schedule
 from autoscaler.metrics_catalog import MetricsSink
 
 # How long this container remembers its own launches as in-flight capacity (DescribeInstances lags by seconds).

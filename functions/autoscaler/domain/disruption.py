@@ -34,7 +34,7 @@ from autoscaler.domain.models import DISRUPTED_TAINT, Node, Offering, Pod, PodDi
 from autoscaler.domain.node_state import read_state
 from autoscaler.domain.nodepool import Budget, NodePool
 from autoscaler.domain.plan import Launch, PlanInput
-from autoscaler.domain.scheduler import plan
+from autoscaler.domain.scheduling import plan
 
 Reason = Literal["Empty", "Expired", "Underutilized"]
 CandidateAction = Literal["delete", "replace"]  # what happens to the nodes of a Candidate

@@ -1,0 +1,210 @@
+"""The scheduler's working model: resource vectors on the plan's resource keys, instance types and
+NodePools as the planner sees them, pod equivalence classes and the nodes (existing, in-flight, new)
+pods are placed on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL
+from autoscaler.domain.models import (
+    LabelSelector,
+    Pod,
+    PodAffinityTerm,
+    Requirement,
+    Taint,
+    TopologySpreadConstraint,
+)
+from autoscaler.domain.nodepool import NodePool
+
+MAX_INSTANCE_TYPES = 60
+RESIDUAL_TIE = 0.005  # price-per-value margin within which the residual node that holds more wins
+_CT = (CAPACITY_TYPE_LABEL,)
+_INF = float("inf")
+
+Vec = tuple[int, ...]
+
+
+# --- vector arithmetic on the plan's resource keys ----------------------------------------------------
+
+# "No bound": pods of a class per node, or requests fitting, when nothing limits them.
+UNBOUNDED = 1 << 30
+
+
+def _fit(free: Sequence[int], req: Sequence[int]) -> int:
+    """How many requests of ``req`` fit in ``free``."""
+    k = UNBOUNDED
+    for f, r in zip(free, req, strict=True):
+        if r > 0:
+            q = f // r
+            k = min(k, q)
+    return max(k, 0)
+
+
+def _add(a: Sequence[int], b: Sequence[int], times: int = 1) -> Vec:
+    return tuple(x + y * times for x, y in zip(a, b, strict=True))
+
+
+def _le(a: Sequence[int], b: Sequence[int]) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True))
+
+def _sub(a: Sequence[int], b: Sequence[int]) -> Vec:
+    return tuple(x - y for x, y in zip(a, b, strict=True))
+
+
+
+# --- per NodePool preparation -------------------------------------------------------------------------
+
+@dataclass(eq=False, slots=True)
+class _Type:
+    name: str
+    labels: dict[str, str]
+    alloc: Vec  # allocatable minus DaemonSet overhead on this NodePool
+    capacity: dict[str, int]
+    offerings: dict[tuple[str, str], float]  # (zone, capacity type) -> price
+
+
+@dataclass(eq=False, slots=True)
+class _Pool:
+    pool: NodePool
+    node_class: str
+    types: list[_Type]
+    zones: frozenset[str]
+    cts: frozenset[str]
+    custom: dict[str, list[Requirement]]  # requirements on keys that are not well-known
+    usage: dict[str, int]
+    index: int
+
+
+@dataclass(eq=False, slots=True)
+class _Target:
+    """A class variant on one NodePool: what a new node for it may be."""
+
+    pool: _Pool
+    types: list[_Type]
+    zones: frozenset[str]
+    cts: frozenset[str]
+    labels: dict[str, str]
+    sig: tuple[object, ...]
+    names: frozenset[str] | None = None
+
+
+def _price(t: _Type, zones: Iterable[str], ct: str) -> float:
+    best = _INF
+    for z in zones:
+        p = t.offerings.get((z, ct))
+        if p is not None and p < best:
+            best = p
+    return best
+
+
+def _sizing_price(t: _Type, zones: frozenset[str], cts: frozenset[str]) -> float:
+    """Price used to size nodes: spot when allowed and offered, else on-demand (what launch will pick)."""
+    if "spot" in cts:
+        p = _price(t, zones, "spot")
+        if p < _INF:
+            return p
+    return _price(t, zones, "on-demand") if "on-demand" in cts else _INF
+
+
+# --- pod classes ------------------------------------------------------------------------------------
+
+@dataclass(eq=False, slots=True)
+class _Class:
+    id: int
+    rep: Pod
+    pods: list[Pod]
+    req: Vec
+    variants: list[tuple[Requirement, ...]]
+    zone_pin: frozenset[str] | None = None
+    error: str | None = None
+    # decided during planning
+    targets: list[_Target] = field(default_factory=list)
+    variant: tuple[Requirement, ...] = ()
+    cap: int = UNBOUNDED  # pods of this class per node
+    conflicts: set[int] = field(default_factory=set)
+    # hostname spread: (maxSkew, ids of the classes its selector matches, the constraint)
+    host_spread: list[tuple[int, frozenset[int], TopologySpreadConstraint]] = field(default_factory=list)
+    placed: int = 0
+
+    @property
+    def shapes_nodes(self) -> bool:
+        """Hostname anti-affinity, host ports or hostname spread bound how many of its pods a node holds:
+        such a class opens nodes of its own shape instead of joining a group's packing."""
+        return self.cap < UNBOUNDED or bool(self.conflicts)
+    zone_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def size(self) -> tuple[int, ...]:
+        return self.req
+
+
+def _class_key(p: Pod) -> tuple[object, ...]:
+    return (
+        p.namespace, tuple(sorted(p.labels.items())), tuple(sorted(p.requests.items())),
+        tuple(sorted(p.node_selector.items())), p.required_node_affinity, p.preferred_node_affinity,
+        p.tolerations, p.topology_spread, p.pod_affinity, p.pod_anti_affinity, p.host_ports, p.volume_claims,
+    )
+
+
+def _variants(p: Pod) -> list[tuple[Requirement, ...]]:
+    """Requirement sets to try in order: preferences as required first, relaxed lowest weight first,
+    for each required term in turn (Karpenter's order)."""
+    base = tuple(Requirement(k, "In", (v,)) for k, v in sorted(p.node_selector.items()))
+    terms = [t.requirements for t in p.required_node_affinity] or [()]
+    prefs = [t.requirements for _, t in sorted(p.preferred_node_affinity, key=lambda wt: -wt[0])]
+    out: list[tuple[Requirement, ...]] = []
+    for term in terms:
+        for n in range(len(prefs), -1, -1):
+            extra = tuple(r for pref in prefs[:n] for r in pref)
+            out.append(base + term + extra)
+    return out
+
+
+def _selects(term: PodAffinityTerm | LabelSelector | None, *, owner_ns: str, pod: Pod | _Class,
+             namespaces: tuple[str, ...] = ()) -> bool:
+    ns = pod.namespace if isinstance(pod, Pod) else pod.rep.namespace
+    labels = pod.labels if isinstance(pod, Pod) else pod.rep.labels
+    if isinstance(term, PodAffinityTerm):
+        namespaces, term = term.namespaces, term.label_selector
+    if ns not in (namespaces or (owner_ns,)):
+        return False
+    return term is not None and term.matches(labels)
+
+
+@dataclass(eq=False, slots=True)
+class _Chunk:
+    """Pods of one class still to place, limited to some zones and capacity types."""
+
+    cls: _Class
+    zones: frozenset[str] | None
+    cts: frozenset[str] | None
+    left: int
+
+
+# --- placement state --------------------------------------------------------------------------------
+
+@dataclass(eq=False, slots=True)
+class _Node:
+    name: str  # node name or instance id; "" for a new node
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    limit: Vec
+    used: Vec
+    zones: frozenset[str]
+    cts: frozenset[str]
+    bound: list[Pod] = field(default_factory=list)
+    classes: dict[int, int] = field(default_factory=dict)
+    target: _Target | None = None
+    type_: _Type | None = None
+    reserved: dict[str, int] = field(default_factory=dict)
+    free: Vec = ()
+    launched_for: tuple[str, ...] = ()  # an in-flight instance's pods
+    pinned: dict[int, list[str]] = field(default_factory=dict)  # class id -> pod keys placed by name
+
+    def __post_init__(self) -> None:
+        self.free = _sub(self.limit, self.used)
+    allowed: frozenset[str] | None = None  # instance types every class on the node allows
+
+

@@ -1,0 +1,472 @@
+"""The planner's state for one plan: classes, NodePools and existing capacity built from the
+``PlanInput``, and the queries placement asks of them (requirements, conflicts, room on a node,
+spread domains, limits)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Mapping
+from dataclasses import replace
+
+from autoscaler.domain import resources as res
+from autoscaler.domain.allocatable import allocatable, capacity
+from autoscaler.domain.keys import (
+    CAPACITY_TYPE_LABEL,
+    HOSTNAME_LABEL,
+    NODEPOOL_LABEL,
+    WELL_KNOWN_KEYS,
+    ZONE_KEYS,
+    ZONE_LABEL,
+)
+from autoscaler.domain.labels import instance_type_labels
+from autoscaler.domain.models import (
+    LabelSelector,
+    Pod,
+    PodAffinityTerm,
+    Requirement,
+    TopologySpreadConstraint,
+    tolerates_all,
+)
+from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
+from autoscaler.domain.nodepool import NodePool, requirement_allows
+from autoscaler.domain.plan import Plan, PlanInput, Unschedulable
+from autoscaler.domain.scheduling.model import (
+    _CT,
+    _INF,
+    Vec,
+    _add,
+    _Class,
+    _class_key,
+    _le,
+    _Node,
+    _Pool,
+    _selects,
+    _sizing_price,
+    _sub,
+    _Target,
+    _Type,
+    _variants,
+)
+from autoscaler.domain.scheduling.rules import _describe, _fmt, _intersect, _label_ok, _live_taints
+
+
+class _State:
+    """Classes, pools, nodes and what has been placed so far; the queries placement asks."""
+
+    def __init__(self, snap: PlanInput, unavailable: Collection[tuple[str, str, str]]) -> None:
+        self.snap = snap
+        self.unavailable = set(unavailable)
+        self.plan = Plan()
+        pending = [p for p in snap.pods if p.is_pending and not p.is_daemonset_pod]
+        self.plan.pending_pods = len(pending)
+        keys = [res.CPU, res.MEMORY, res.PODS]
+        for p in pending:
+            for k, v in p.requests.items():
+                if v > 0 and k not in keys:
+                    keys.append(k)
+        self.keys = keys
+        self.classes = self._classes(pending)
+        self.pools = self._pools()
+        self.existing = self._existing_nodes()
+        self.open: list[_Node] = []  # new nodes that may still take pods
+        self.new_nodes: list[_Node] = []  # every new node, for the output
+        self.late: list[tuple[_Class, int, str]] = []
+        self.share_cache: dict[int, tuple[Vec, tuple[float, ...]]] = {}
+        self.target_cache: dict[tuple[object, ...], _Target | str] = {}
+        self.fits_cache: dict[tuple[object, ...], list[_Type]] = {}
+        self.sorted_cache: dict[tuple[object, ...], list[tuple[float, str, _Type]]] = {}
+        self.frontier_cache: dict[tuple[object, ...], list[tuple[float, _Type]]] = {}
+        self.deferred: dict[tuple[object, ...], tuple[_Target, frozenset[str], frozenset[str], list[list[object]]]] = {}
+
+    def vec(self, r: Mapping[str, int]) -> Vec:
+        return tuple(r.get(k, 0) for k in self.keys)
+
+    def _classes(self, pending: list[Pod]) -> list[_Class]:
+        groups: dict[tuple[object, ...], list[Pod]] = {}
+        for p in pending:
+            groups.setdefault(_class_key(p), []).append(p)
+        pvcs = {(c.namespace, c.name): c for c in self.snap.pvcs}
+        pvs = {v.name: v for v in self.snap.pvs}
+        scs = {s.name: s for s in self.snap.storage_classes}
+        out = []
+        for i, pods in enumerate(groups.values()):
+            rep = pods[0]
+            c = _Class(id=i, rep=rep, pods=pods, req=self.vec(rep.requests), variants=_variants(rep))
+            for claim in rep.volume_claims:
+                pvc = pvcs.get((rep.namespace, claim))
+                if pvc is None:
+                    c.error = f"PersistentVolumeClaim {rep.namespace}/{claim} not found"
+                    break
+                zones: tuple[str, ...] = ()
+                if pvc.volume_name:
+                    pv = pvs.get(pvc.volume_name)
+                    zones = pv.zones if pv else ()
+                else:
+                    sc = scs.get(pvc.storage_class or "")
+                    if sc is not None and sc.volume_binding_mode != "WaitForFirstConsumer":
+                        c.error = (f"PersistentVolumeClaim {rep.namespace}/{claim} is not bound yet "
+                                   f"(StorageClass {sc.name} binds Immediately)")
+                        break
+                    zones = sc.zones if sc else ()
+                if zones:
+                    c.zone_pin = frozenset(zones) if c.zone_pin is None else c.zone_pin & frozenset(zones)
+            if c.zone_pin is not None and not c.zone_pin:
+                c.error = "its volumes are in different zones"
+            out.append(c)
+        # Conflicts (hostname anti-affinity both ways, shared host ports) and per-node caps.
+        shaped = [c for c in out if c.rep.pod_anti_affinity or c.rep.host_ports or c.rep.pod_affinity
+                  or any(t.topology_key == HOSTNAME_LABEL for t in c.rep.topology_spread)]
+        for c in shaped:
+            for t in c.rep.topology_spread:
+                if t.topology_key == HOSTNAME_LABEL:
+                    ids = frozenset(d.id for d in out if _selects(t.label_selector, owner_ns=c.rep.namespace, pod=d))
+                    c.host_spread.append((t.max_skew, ids, t))
+                    if c.id in ids:
+                        c.cap = min(c.cap, t.max_skew)
+            ports = {(hp.port, hp.protocol) for hp in c.rep.host_ports}
+            for d in out:
+                anti = any(t.topology_key == HOSTNAME_LABEL and _selects(t, owner_ns=c.rep.namespace, pod=d)
+                           for t in c.rep.pod_anti_affinity)
+                anti = anti or any(t.topology_key == HOSTNAME_LABEL and _selects(t, owner_ns=d.rep.namespace, pod=c)
+                                   for t in d.rep.pod_anti_affinity)
+                shared = bool(ports & {(hp.port, hp.protocol) for hp in d.rep.host_ports})
+                if anti or shared:
+                    c.conflicts.add(d.id)
+                    d.conflicts.add(c.id)
+            if c.id in c.conflicts:
+                c.cap = 1
+        return out
+
+    def _kubelet(self, pool: NodePool) -> tuple[KubeletConfiguration | None, int | None]:
+        nc: NodeClass | None = self.snap.node_classes.get(pool.node_class_ref)
+        kubelet = pool.kubelet or (nc.kubelet if nc else None)
+        root = None
+        if nc is not None:
+            for bdm in nc.block_device_mappings:
+                if (bdm.root_volume or len(nc.block_device_mappings) == 1) and bdm.ebs and bdm.ebs.volume_size:
+                    root = res.parse_resource_list({"x": bdm.ebs.volume_size})["x"]
+        return kubelet, root
+
+    def _pools(self) -> list[_Pool]:
+        by_type: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
+        for o in self.snap.offerings:
+            if o.available and (o.instance_type, o.zone, o.capacity_type) not in self.unavailable:
+                by_type[o.instance_type].append((o.zone, o.capacity_type, o.price))
+        out = []
+        for idx, pool in enumerate(sorted(self.snap.node_pools, key=lambda p: (-p.weight, p.name))):
+            kubelet, root = self._kubelet(pool)
+            type_reqs = [r for r in pool.requirements if r.key in WELL_KNOWN_KEYS
+                         and r.key not in ZONE_KEYS and r.key not in _CT and r.key != NODEPOOL_LABEL]
+            zone_reqs = [r for r in pool.requirements if r.key in ZONE_KEYS]
+            ct_reqs = [r for r in pool.requirements if r.key == CAPACITY_TYPE_LABEL]
+            pool_labels = {**pool.labels, NODEPOOL_LABEL: pool.name}
+            daemons = [d.template for d in self.snap.daemonsets
+                       if not tolerates_all(d.template.tolerations, pool.taints)]
+            types: list[_Type] = []
+            zones: set[str] = set()
+            cts: set[str] = set()
+            for it in self.snap.instance_types:
+                labels = instance_type_labels(it)
+                if not all(requirement_allows(r, labels.get(r.key)) for r in type_reqs):
+                    continue
+                offers = {}
+                for zone, ct, price in by_type.get(it.name, ()):
+                    if (ct == "spot" and not it.supports_spot) or (ct == "on-demand" and not it.supports_on_demand):
+                        continue
+                    if all(requirement_allows(r, zone) for r in zone_reqs) and all(
+                            requirement_allows(r, ct) for r in ct_reqs):
+                        offers[(zone, ct)] = price
+                if not offers:
+                    continue
+                alloc = allocatable(it, kubelet=kubelet, root_volume_bytes=root)
+                node_view = {**labels, **pool_labels}
+                for d in daemons:
+                    if any(all(_label_ok(r, node_view) for r in v) for v in _variants(d)[-1:]):
+                        alloc = res.subtract(alloc, d.requests)
+                types.append(_Type(it.name, labels, self.vec(alloc),
+                                   {**capacity(it, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers))
+                zones.update(z for z, _ in offers)
+                cts.update(c for _, c in offers)
+            custom: dict[str, list[Requirement]] = defaultdict(list)
+            for r in pool.requirements:
+                if r.key not in WELL_KNOWN_KEYS:
+                    custom[r.key].append(r)
+            out.append(_Pool(pool, pool.node_class_ref, types, frozenset(zones), frozenset(cts), dict(custom),
+                             self._usage(pool), idx))
+        return out
+
+    def _usage(self, pool: NodePool) -> dict[str, int]:
+        usage: dict[str, int] = {}
+        if not pool.limits:
+            return usage
+        for n in self.snap.nodes:
+            if n.labels.get(NODEPOOL_LABEL) == pool.name and not n.deleting:
+                usage = res.add(usage, {**n.capacity, "nodes": 1})
+        types = {it.name: it for it in self.snap.instance_types}
+        kubelet, root = self._kubelet(pool)
+        for f in self.snap.in_flight:
+            it = types.get(f.instance_type)
+            if f.node_pool == pool.name and it is not None:
+                usage = res.add(usage, {**capacity(it, kubelet=kubelet, root_volume_bytes=root), "nodes": 1})
+        return usage
+
+    def _existing_nodes(self) -> list[_Node]:
+        bound: dict[str, list[Pod]] = defaultdict(list)
+        for p in self.snap.pods:
+            if p.node_name and not p.is_finished:
+                bound[p.node_name].append(p)
+        out = []
+        registered = set()
+        for n in self.snap.nodes:
+            if n.instance_id:
+                registered.add(n.instance_id)
+            if n.unschedulable or n.deleting:
+                continue
+            free = res.subtract(n.allocatable, res.total(p.requests for p in bound[n.name]))
+            zone = n.zone or ""
+            labels = {**n.labels, HOSTNAME_LABEL: n.labels.get(HOSTNAME_LABEL, n.name)}
+            out.append(_Node(n.name, labels, _live_taints(n), self.vec(free), self.vec({}),
+                             frozenset({zone}), frozenset({n.labels.get(CAPACITY_TYPE_LABEL, "on-demand")}),
+                             bound=bound[n.name]))
+        types = {it.name: it for it in self.snap.instance_types}
+        pools = {p.pool.name: p for p in self.pools}
+        for f in self.snap.in_flight:
+            it = types.get(f.instance_type)
+            if it is None or f.instance_id in registered:
+                continue
+            pool = pools.get(f.node_pool)
+            kubelet, root = self._kubelet(pool.pool) if pool else (None, None)
+            alloc = allocatable(it, kubelet=kubelet, root_volume_bytes=root)
+            t = next((t for t in pool.types if t.name == it.name), None) if pool else None
+            labels = {**instance_type_labels(it), ZONE_LABEL: f.zone, CAPACITY_TYPE_LABEL: f.capacity_type,
+                      NODEPOOL_LABEL: f.node_pool, **(pool.pool.labels if pool else {}), **f.labels}
+            out.append(_Node(f.instance_id, labels, f.taints, t.alloc if t else self.vec(alloc), self.vec({}),
+                             frozenset({f.zone}), frozenset({f.capacity_type}), launched_for=f.pod_keys))
+        return out
+
+    def _target(self, c: _Class, variant: tuple[Requirement, ...], pool: _Pool) -> _Target | str:
+        name = f"NodePool {pool.pool.name}"
+        if not pool.types:
+            return (f"{name}: no instance type has a priced offering its requirements allow "
+                    f"(capacity types {list(pool.pool.capacity_types)})")
+        untolerated = tolerates_all(c.rep.tolerations, pool.pool.taints)
+        if untolerated:
+            t = untolerated[0]
+            return f"{name}: taint {t.key}{'=' + t.value if t.value else ''}:{t.effect} not tolerated"
+        zones, cts = set(pool.zones), set(pool.cts)
+        if c.zone_pin is not None:
+            zones &= c.zone_pin
+        type_reqs, labels = [], {}
+        for r in variant:
+            if r.key in ZONE_KEYS:
+                zones = {z for z in zones if requirement_allows(r, z)}
+            elif r.key == CAPACITY_TYPE_LABEL:
+                cts = {x for x in cts if requirement_allows(r, x)}
+            elif r.key == NODEPOOL_LABEL:
+                if not requirement_allows(r, pool.pool.name):
+                    return f"{name}: requirement {_describe(r)} not satisfied"
+            elif r.key in WELL_KNOWN_KEYS:
+                type_reqs.append(r)
+            elif r.key in pool.pool.labels:
+                if not requirement_allows(r, pool.pool.labels[r.key]):
+                    return f"{name}: label {r.key}={pool.pool.labels[r.key]} does not satisfy {_describe(r)}"
+            elif r.key in pool.custom:
+                value = _intersect(r, pool.custom[r.key])
+                if value is False:
+                    return f"{name}: requirement {_describe(r)} conflicts with the NodePool's requirements"
+                if isinstance(value, str):
+                    labels[r.key] = value
+            elif r.operator not in ("NotIn", "DoesNotExist"):
+                return f"{name}: requirement {_describe(r)} not satisfied (the NodePool does not set label {r.key})"
+        if not zones:
+            return f"{name}: no offering in an allowed zone"
+        if not cts:
+            return f"{name}: no allowed capacity type"
+        types = [t for t in pool.types if all(requirement_allows(r, t.labels.get(r.key)) for r in type_reqs)
+                 and any((z, ct) in t.offerings for z in zones for ct in cts)]
+        if not types:
+            reqs = ", ".join(_describe(r) for r in type_reqs) or "zone/capacity type"
+            return f"{name}: no instance type satisfies {reqs}"
+        sig = (pool.index, variant, c.zone_pin)
+        return _Target(pool, types, frozenset(zones), frozenset(cts), labels, sig)
+
+    def _resolve(self, c: _Class) -> str | None:
+        """Pick the class's requirement variant and its NodePool targets; a reason when nothing fits."""
+        reasons: list[str] = []
+        for variant in c.variants:
+            targets, reasons = [], []
+            for pool in self.pools:
+                key = (pool.index, variant, c.zone_pin, c.rep.tolerations)
+                t = self.target_cache.get(key)
+                if t is None:
+                    t = self.target_cache[key] = self._target(c, variant, pool)
+                if isinstance(t, str):
+                    reasons.append(t)
+                    continue
+                fits = self.fits_cache.get((key, c.req))
+                if fits is None:
+                    fits = self.fits_cache[(key, c.req)] = [x for x in t.types if _le(c.req, x.alloc)]
+                if not fits:
+                    reasons.append(f"NodePool {pool.pool.name}: requests ({_fmt(c.rep.requests)}) exceed the "
+                                   f"largest instance type it allows")
+                    continue
+                targets.append(replace(t, types=fits))
+            if targets or any(self._node_ok(c, n, variant) for n in self.existing):
+                c.targets, c.variant = targets, variant
+                return None
+        if not self.pools:
+            return "no NodePool is defined"
+        return "; ".join(reasons) or "no NodePool or node matches"
+
+    def _node_ok(self, c: _Class, n: _Node, variant: tuple[Requirement, ...]) -> bool:
+        if tolerates_all(c.rep.tolerations, n.taints):
+            return False
+        if c.zone_pin is not None and not (n.zones & c.zone_pin):
+            return False
+        return all(_label_ok(r, n.labels) for r in variant)
+
+    def _unschedulable(self, c: _Class, count: int, reason: str) -> None:
+        start = c.placed
+        for p in c.pods[start:start + count]:
+            self.plan.unschedulable.append(Unschedulable(p.key, reason))
+        c.placed += count
+
+    def _matching_counts(self, c: _Class, selector: PodAffinityTerm | LabelSelector | None, key: str,
+                         *, namespaces: tuple[str, ...] = (),
+                         spread: TopologySpreadConstraint | None = None) -> dict[str, int]:
+        """Pods matching ``selector`` per domain of ``key`` (zone or capacity type): bound + planned.
+        For a spread constraint only nodes its node policies admit count."""
+        counts: dict[str, int] = defaultdict(int)
+        label = ZONE_LABEL if key in ZONE_KEYS else key
+        for n in self.existing:
+            value = n.labels.get(label)
+            if value is None or (spread is not None and not self._spread_node(c, n, spread)):
+                continue
+            for p in n.bound:
+                if _selects(selector, owner_ns=c.rep.namespace, pod=p, namespaces=namespaces):
+                    counts[value] += 1
+        if label == ZONE_LABEL:
+            for d in self.classes:
+                if d.zone_counts and _selects(selector, owner_ns=c.rep.namespace, pod=d, namespaces=namespaces):
+                    for z, k in d.zone_counts.items():
+                        counts[z] += k
+        return counts
+
+    def _spread_node(self, c: _Class, n: _Node, tsc: TopologySpreadConstraint) -> bool:
+        """Whether an existing node is a domain of ``tsc`` (nodeAffinityPolicy, nodeTaintsPolicy)."""
+        if tsc.node_affinity_policy == "Honor" and not all(_label_ok(r, n.labels) for r in c.variant):
+            return False
+        return tsc.node_taints_policy == "Ignore" or not tolerates_all(c.rep.tolerations, n.taints)
+
+    def _spread_domains(self, c: _Class, tsc: TopologySpreadConstraint) -> set[str]:
+        """Every domain the skew is measured over: those of the NodePools and nodes the node policies
+        admit, whether or not this pod may go there (a volume pinned to one zone does not remove the
+        others from the skew, as in kube-scheduler)."""
+        is_ct = tsc.topology_key == CAPACITY_TYPE_LABEL
+        label = CAPACITY_TYPE_LABEL if is_ct else ZONE_LABEL
+        out: set[str] = set()
+        if tsc.node_affinity_policy == "Honor":
+            for t in c.targets:
+                out |= t.cts if is_ct else t.zones
+        else:
+            for pool in self.pools:
+                if tsc.node_taints_policy == "Ignore" or not tolerates_all(c.rep.tolerations, pool.pool.taints):
+                    out |= pool.cts if is_ct else pool.zones
+        for n in self.existing:
+            if n.labels.get(label) and self._spread_node(c, n, tsc):
+                out.add(n.labels[label])
+        return out
+
+    def _domains(self, c: _Class, key: str) -> set[str]:
+        out: set[str] = set()
+        for t in c.targets:
+            out |= t.zones if key != CAPACITY_TYPE_LABEL else t.cts
+        label = ZONE_LABEL if key in ZONE_KEYS else key
+        for n in self.existing:
+            if self._node_ok(c, n, c.variant) and n.labels.get(label):
+                out.add(n.labels[label])
+        if c.zone_pin is not None and key != CAPACITY_TYPE_LABEL:
+            out &= c.zone_pin
+        return out
+
+    def _cheapest_zone(self, c: _Class, domains: set[str]) -> str:
+        best: tuple[float, str] = (_INF, min(domains))
+        for t in c.targets:
+            for ty in t.types[:20]:
+                for z in domains & t.zones:
+                    best = min(best, (_sizing_price(ty, frozenset({z}), t.cts), z))
+        return best[1]
+
+    def _conflict(self, c: _Class, n: _Node) -> bool:
+        if c.conflicts and any(d in c.conflicts for d in n.classes):
+            return True
+        if n.bound:
+            for p in n.bound:
+                for t in c.rep.pod_anti_affinity:
+                    if t.topology_key == HOSTNAME_LABEL and _selects(t, owner_ns=c.rep.namespace, pod=p):
+                        return True
+                for t in p.pod_anti_affinity:
+                    if t.topology_key == HOSTNAME_LABEL and _selects(t, owner_ns=p.namespace, pod=c):
+                        return True
+                if c.rep.host_ports and {(h.port, h.protocol) for h in p.host_ports} & {
+                        (h.port, h.protocol) for h in c.rep.host_ports}:
+                    return True
+        return False
+
+    def _node_cap(self, c: _Class, n: _Node) -> int:
+        """Pods of ``c`` the node may still take: its own cap, and for each hostname spread constraint
+        maxSkew minus the matching pods already there (a new node is always a domain with zero, so the
+        minimum is zero and skew is the node's own count)."""
+        cap = c.cap - n.classes.get(c.id, 0)
+        for skew, ids, t in c.host_spread:
+            have = sum(k for d, k in n.classes.items() if d in ids)
+            if n.bound:
+                have += sum(1 for p in n.bound if _selects(t.label_selector, owner_ns=c.rep.namespace, pod=p))
+            cap = min(cap, skew - have)
+        return cap
+
+    def _hostname_affinity(self, c: _Class) -> list[_Node] | None:
+        """Nodes that already hold pods a hostname podAffinity term selects; None when unconstrained."""
+        terms = [t for t in c.rep.pod_affinity if t.topology_key == HOSTNAME_LABEL]
+        if not terms:
+            return None
+        found = []
+        for n in [*self.existing, *self.new_nodes]:
+            if all(any(_selects(t, owner_ns=c.rep.namespace, pod=p) for p in n.bound)
+                   or any(_selects(t, owner_ns=c.rep.namespace, pod=self.classes[d]) for d in n.classes)
+                   for t in terms):
+                found.append(n)
+        return found
+
+    def _put(self, c: _Class, n: _Node, k: int) -> None:
+        n.used = _add(n.used, c.req, k)
+        n.free = _sub(n.limit, n.used)
+        n.classes[c.id] = n.classes.get(c.id, 0) + k
+        c.placed += k
+
+    def _why_not(self, c: _Class, zones: frozenset[str] | None) -> str:
+        if not c.targets:
+            return "no existing node has room and no NodePool can launch a node for it"
+        return f"no NodePool offers an instance type in zone(s) {sorted(zones or ())}"
+
+    def _limit_key(self, pool: _Pool, ty: _Type) -> str:
+        for k, lim in pool.pool.limits.items():
+            if pool.usage.get(k, 0) + ty.capacity.get(k, 0) > lim:
+                return k
+        return "nodes"
+
+    def _new_node(self, t: _Target, ty: _Type, zones: frozenset[str], cts: frozenset[str]) -> _Node | None:
+        pool = t.pool
+        if pool.pool.limits:
+            for k, lim in pool.pool.limits.items():
+                if pool.usage.get(k, 0) + ty.capacity.get(k, 0) > lim:
+                    return None
+            pool.usage = res.add(pool.usage, {k: ty.capacity.get(k, 0) for k in pool.pool.limits})
+        node = _Node("", dict(t.labels), pool.pool.taints, ty.alloc, tuple(0 for _ in self.keys), zones, cts,
+                     target=t, type_=ty, reserved=ty.capacity)
+        self.open.append(node)
+        self.new_nodes.append(node)
+        return node
+
+    def _unschedulable_later(self, c: _Class, n: int, reason: str) -> None:
+        self.late.append((c, n, reason))
