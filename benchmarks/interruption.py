@@ -25,7 +25,6 @@ import os
 import statistics
 import sys
 import time
-import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"
 
 from moto import mock_aws  # noqa: E402
 
+from benchmarks._offline import offline_aws_env  # noqa: E402
 from simulator.kube_api import KubeApiServer  # noqa: E402
 from tests import kube_objects as ko  # noqa: E402
 from tests.handlers.interruption_world import World, event_for  # noqa: E402
@@ -104,10 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=5)
     args = parser.parse_args(argv)
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        os.environ[key] = "testing"
-    os.environ.pop("AWS_ENDPOINT_URL", None)
-    warnings.simplefilter("ignore")
+    offline_aws_env()
     with mock_aws(), KubeApiServer() as kube:
         world = World.create(kube)
         world.run(event_for("state-change-running", "i-0000000000000000a"))  # warm-up: the first invocation

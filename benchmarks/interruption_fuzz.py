@@ -22,7 +22,6 @@ import logging
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"
 
 from moto import mock_aws  # noqa: E402
 
+from benchmarks._offline import offline_aws_env  # noqa: E402
 from simulator.kube_api import KubeApiServer  # noqa: E402
 from tests.events.mutate import mutated_events  # noqa: E402
 from tests.handlers.interruption_world import World  # noqa: E402
@@ -57,10 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=18)
     args = parser.parse_args(argv)
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        os.environ[key] = "testing"
-    os.environ.pop("AWS_ENDPOINT_URL", None)
-    warnings.simplefilter("ignore")
+    offline_aws_env()
     ids_seen = _Ids()
     log = logging.getLogger("service_undefined")
     log.handlers = [ids_seen]  # stdout carries only the result

@@ -21,7 +21,6 @@ import statistics
 import sys
 import threading
 import time
-import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"
 
 from moto import mock_aws  # noqa: E402
 
+from benchmarks._offline import offline_aws_env  # noqa: E402
 from simulator.kube_api import KubeApiServer  # noqa: E402
 from tests.handlers.interruption_world import World, event_for  # noqa: E402
 
@@ -68,10 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stop-seconds", type=float, default=25.0)
     args = parser.parse_args(argv)
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        os.environ[key] = "testing"
-    os.environ.pop("AWS_ENDPOINT_URL", None)
-    warnings.simplefilter("ignore")
+    offline_aws_env()
     with mock_aws(), KubeApiServer() as kube:
         world = World.create(kube)
         world.run(event_for("state-change-running", "i-0000000000000000a"))  # warm-up

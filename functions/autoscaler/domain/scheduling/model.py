@@ -135,10 +135,6 @@ class _Class:
         return self.cap < UNBOUNDED or bool(self.conflicts)
     zone_counts: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def size(self) -> tuple[int, ...]:
-        return self.req
-
 
 def _class_key(p: Pod) -> tuple[object, ...]:
     return (
