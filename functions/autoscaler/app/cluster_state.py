@@ -11,7 +11,7 @@ from autoscaler.domain.fleet import in_flight_node
 from autoscaler.domain.models import Pod
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
-from autoscaler.domain.plan import PlanInput
+from autoscaler.domain.plan import InFlightNode, PlanInput
 
 
 def as_pending(pod: Pod) -> Pod:
@@ -21,7 +21,8 @@ def as_pending(pod: Pod) -> Pod:
 
 def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
                       node_classes: Mapping[str, NodeClass], region: str = "",
-                      leaving_nodes: Collection[str] = ()) -> PlanInput:
+                      leaving_nodes: Collection[str] = (),
+                      recent_launches: Mapping[str, InFlightNode] | None = None) -> PlanInput:
     """Pods, nodes, DaemonSets, volumes, in-flight instances, instance types and priced offerings.
 
     Pods on ``leaving_nodes`` (being interrupted, expired, consolidated) are returned as pending and
@@ -43,6 +44,9 @@ def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: lis
     # (its pod tags would pin the pods onto the very instance that is going away).
     registered = {n.instance_id for n in all_nodes if n.instance_id}
     in_flight = [f for f in (in_flight_node(i) for i in cloud.in_flight(registered)) if f is not None]
+    # Launches EC2 does not list yet (its view lags CreateFleet) and that have not registered either.
+    listed = {f.instance_id for f in in_flight} | registered
+    in_flight += [f for iid, f in (recent_launches or {}).items() if iid not in listed]
     return PlanInput(
         node_pools=node_pools, node_classes=node_classes, pods=pods, nodes=nodes,
         daemonsets=cluster.daemonsets(), pvcs=cluster.pvcs(), pvs=cluster.pvs(),

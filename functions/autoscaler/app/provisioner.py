@@ -266,12 +266,11 @@ class Provisioner:
     def _gather(self, leaving: Collection[str]) -> PlanInput:
         snap = gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
                                  node_classes=self.node_classes, region=self.settings.region,
-                                 leaving_nodes=leaving)
+                                 leaving_nodes=leaving, recent_launches=self._recent_launches())
         # An in-flight instance will register with its NodePool's taints: pods that do not tolerate
         # them must not count it as their capacity (the instance tags do not carry taints).
         snap.in_flight = [replace(f, taints=self.pools_by_name[f.node_pool].taints)
                           if not f.taints and f.node_pool in self.pools_by_name else f for f in snap.in_flight]
-        self._add_recent(snap)
         # A registering or initialising node is the capacity its pods were launched for, although its
         # registration and startup taints still keep them off it (Karpenter's StateNode.Taints()).
         now = self._now()
@@ -292,12 +291,11 @@ class Provisioner:
                     taints=pool.taints if pool else (), launched_at=self._now(), pod_keys=pods)
                 self._recent[instance.instance_id] = (node, launched_at)
 
-    def _add_recent(self, snap: PlanInput) -> None:
-        """Count this container's recent launches that EC2 does not list yet and that have not registered."""
+    def _recent_launches(self) -> dict[str, InFlightNode]:
+        """This container's launches of the last RECENT_LAUNCH_SECONDS, by instance id."""
         now = self._mono()
         self._recent = {k: v for k, v in self._recent.items() if now - v[1] < RECENT_LAUNCH_SECONDS}
-        seen = {f.instance_id for f in snap.in_flight} | {n.instance_id for n in snap.nodes if n.instance_id}
-        snap.in_flight = [*snap.in_flight, *(node for iid, (node, _) in self._recent.items() if iid not in seen)]
+        return {iid: node for iid, (node, _) in self._recent.items()}
 
     def _plan(self, snap: PlanInput) -> tuple[Plan, float]:
         plan = schedule(snap, unavailable=self.cloud.unavailable(), timer=self._mono)
