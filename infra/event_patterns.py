@@ -15,7 +15,9 @@ EVENT_PATTERNS: dict[str, dict[str, Any]] = {
                         "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}},
     "stateChange": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
                     "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}},
-    # Auto Scaling groups with a terminate lifecycle hook (managed node groups, self-managed groups): the
-    # Node Termination Handler's ASG path. Groups without a hook send nothing here.
-    "asgLifecycle": {"source": ["aws.autoscaling"], "detail-type": ["EC2 Instance-terminate Lifecycle Action"]},
+    # Auto Scaling groups with lifecycle hooks (managed node groups, self-managed groups): the Node
+    # Termination Handler's ASG path — drain before terminate, continue a launch once the node is Ready.
+    # Groups without a hook send nothing here.
+    "asgLifecycle": {"source": ["aws.autoscaling"], "detail-type": ["EC2 Instance-terminate Lifecycle Action",
+                                                                    "EC2 Instance-launch Lifecycle Action"]},
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests import kube_objects as ko
 from tests.handlers.interruption_world import LifecycleStandIn, World, event_for
 
 GROUP, HOOK = "eks-workers", "drain-before-terminate"
@@ -54,3 +55,28 @@ def test_a_retried_drain_sends_a_heartbeat_and_completes_later(world: World, asg
 def test_an_instance_that_is_no_node_is_continued_at_once(world: World, asg: LifecycleStandIn) -> None:
     assert world.run(event_for("asg-terminate-lifecycle-action", "i-0aaaaaaaaaaaaaaaa")) == {"batchItemFailures": []}
     assert [c["InstanceId"] for c in asg.completed] == ["i-0aaaaaaaaaaaaaaaa"]
+
+
+def test_a_launch_hook_continues_once_the_instance_is_a_ready_node(world: World, asg: LifecycleStandIn) -> None:
+    # NTH's ASG launch path: the group keeps a new instance out of service until it can take pods.
+    world.rt.client("autoscaling").put_lifecycle_hook(
+        AutoScalingGroupName=GROUP, LifecycleHookName="wait-until-node-ready",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_LAUNCHING", HeartbeatTimeout=300)
+    iid = world.launch(owned=False)
+    body = event_for("asg-launch-lifecycle-action", iid)
+    # GIVEN no node yet: a heartbeat, and the message comes back (wave 1 acknowledged it and did nothing)
+    assert world.run(body, message_ids=["m"]) == {"batchItemFailures": [{"itemIdentifier": "m"}]}
+    assert [h["InstanceId"] for h in asg.heartbeats] == [iid] and asg.completed == []
+    # a registered but NotReady node is not enough
+    node = ko.node("mng-new")
+    node["spec"]["providerID"] = f"aws:///us-west-2a/{iid}"
+    node["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    world.kube.store.create("nodes", node)
+    assert world.run(body, message_ids=["m"]) == {"batchItemFailures": [{"itemIdentifier": "m"}]}
+    assert asg.completed == []
+    # THEN once Ready the hook continues, and the message is done
+    world.kube.store.patch("nodes", None, "mng-new", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    assert world.run(body, message_ids=["m"]) == {"batchItemFailures": []}
+    assert [(c["InstanceId"], c["LifecycleActionResult"], c["LifecycleHookName"]) for c in asg.completed] == [
+        (iid, "CONTINUE", "wait-until-node-ready")]
+    assert world.evictions() == [] and world.state(iid) == "running"

@@ -28,7 +28,8 @@ RULES = {
         "source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
         "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}},
     "InterruptionAsgLifecycleRule": {"source": ["aws.autoscaling"],
-                                     "detail-type": ["EC2 Instance-terminate Lifecycle Action"]},
+                                     "detail-type": ["EC2 Instance-terminate Lifecycle Action",
+                                                     "EC2 Instance-launch Lifecycle Action"]},
 }
 
 

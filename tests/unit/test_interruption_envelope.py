@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from autoscaler.domain.interruption import EventKind, Ignored, InterruptionEvent, MalformedEvent, parse_event
+from autoscaler.domain.interruption import (
+    EventKind,
+    Ignored,
+    InterruptionEvent,
+    LaunchHook,
+    MalformedEvent,
+    parse_event,
+)
 from tests.events import load_event
 from tests.events.mutate import mutated_events
 
@@ -91,7 +98,7 @@ def test_fuzz_two_thousand_mutated_events_only_ever_parse_or_raise_malformed() -
         except MalformedEvent as exc:
             outcomes["malformed" if str(exc) else "malformed without a message"] += 1
         else:
-            assert isinstance(parsed, InterruptionEvent | Ignored)
+            assert isinstance(parsed, InterruptionEvent | LaunchHook | Ignored)
             outcomes["read"] += 1
     assert outcomes["malformed without a message"] == 0
     assert outcomes["malformed"] > 500 and outcomes["read"] > 500  # the mutations reach both sides

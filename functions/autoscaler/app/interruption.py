@@ -27,7 +27,7 @@ from autoscaler.app.drain import DrainOptions, NotEvicted, drain
 from autoscaler.app.node_state import NodeStates, NotOwnedError
 from autoscaler.app.ports import CloudError, NotFoundError
 from autoscaler.domain.fleet import CloudInstance
-from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, action_for, drain_deadline
+from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, LaunchHook, action_for, drain_deadline
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
 from autoscaler.domain.models import DISRUPTED_TAINT, REBALANCE_TAINT, Node
 from autoscaler.domain.node_state import Owner, read_state, request_replacement, start_drain
@@ -288,6 +288,19 @@ class InterruptionService:
         outcome = EventOutcome(event.event_id, event.kind, self.action(event), done)
         self._answer_lifecycle_hook(event, outcome)
         return outcome
+
+    def handle_launch(self, hook: LaunchHook) -> bool:
+        """An Auto Scaling launch lifecycle hook: CONTINUE once the instance is a Ready node of the
+        cluster (True: done); until then a heartbeat keeps the group waiting and the message is retried
+        (False). Without Auto Scaling access (local runs) there is nothing to answer."""
+        if self.hooks is None:
+            return True
+        node = next((n for n in self.cluster.nodes() if n.instance_id == hook.action.instance_id), None)
+        if node is not None and node.ready:
+            self.hooks.complete(hook.action, result="CONTINUE")
+            return True
+        # A heartbeat on an action that is no longer active (completed, or timed out) means nothing waits.
+        return not self.hooks.heartbeat(hook.action)
 
     def _answer_lifecycle_hook(self, event: InterruptionEvent, outcome: EventOutcome) -> None:
         """An Auto Scaling group waits on its terminate hook: CONTINUE once the node is drained (or there is

@@ -123,6 +123,16 @@ class InterruptionEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class LaunchHook:
+    """An Auto Scaling group waits on its launch lifecycle hook: CONTINUE once the instance is a Ready
+    node (NTH's ASG launch path), so the group counts it in service only when it can take pods."""
+
+    event_id: str
+    action: LifecycleAction
+    detail_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Ignored:
     """A message we read but do not act on (another service, a state that needs nothing, ...)."""
 
@@ -131,7 +141,7 @@ class Ignored:
     detail_type: str = ""
 
 
-Parsed = InterruptionEvent | Ignored
+Parsed = InterruptionEvent | LaunchHook | Ignored
 _Parser = Callable[[_Envelope], Parsed]
 _REGISTRY: dict[tuple[str, str], _Parser] = {}
 
@@ -208,8 +218,13 @@ def _asg_terminate(env: _Envelope) -> Parsed:
 
 @_register("aws.autoscaling", "EC2 Instance-launch Lifecycle Action")
 def _asg_launch(env: _Envelope) -> Parsed:
-    return Ignored(env.id, "launch lifecycle hooks are left to their own timeout (not handled yet)",
-                   env.detail_type)
+    iid = _lifecycle_field(env, "EC2InstanceId")
+    if not iid.startswith("i-"):
+        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.EC2InstanceId is not an id")
+    action = LifecycleAction(group=_lifecycle_field(env, "AutoScalingGroupName"),
+                             hook=_lifecycle_field(env, "LifecycleHookName"),
+                             token=_lifecycle_field(env, "LifecycleActionToken"), instance_id=iid)
+    return LaunchHook(env.id, action, env.detail_type)
 
 
 def _health_time(value: Any) -> float | None:

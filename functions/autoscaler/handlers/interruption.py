@@ -34,6 +34,7 @@ from autoscaler.domain.interruption import (
     EventKind,
     Ignored,
     InterruptionEvent,
+    LaunchHook,
     MalformedEvent,
     parse_event,
 )
@@ -75,6 +76,10 @@ _message_pool = ThreadPoolExecutor(max_workers=10, thread_name_prefix="message")
 
 class DrainIncomplete(RuntimeError):
     """A drain could not finish in this invocation; the message is returned for retry (node stays cordoned)."""
+
+
+class NodeNotReady(RuntimeError):
+    """A launch lifecycle hook waits for its instance to be a Ready node; the message is returned for retry."""
 
 
 def build_service(rt: Runtime) -> InterruptionService:
@@ -154,7 +159,28 @@ class _Batch:
                 "message_id": message_id, "event_id": parsed.event_id, "kind": kind, "action": "ignore",
                 "outcome": "ignored", "reason": parsed.reason})
             return
+        if isinstance(parsed, LaunchHook):
+            self._launch_hook(message_id, parsed)
+            return
         self._handle(message_id, parsed)
+
+    def _launch_hook(self, message_id: str, hook: LaunchHook) -> None:
+        log = {"message_id": message_id, "event_id": hook.event_id, "kind": "asgLaunchLifecycle",
+               "instance_ids": [hook.action.instance_id], "group": hook.action.group, "hook": hook.action.hook}
+        try:
+            done = self.service.handle_launch(hook)
+        except Exception as exc:
+            self._emit("asgLaunchLifecycle", "continue", "failed")
+            logger.exception("launch lifecycle message failed; returned for retry",
+                             extra={**log, "outcome": "failed", "error": str(exc)})
+            raise
+        if not done:
+            self._emit("asgLaunchLifecycle", "continue", "waiting")
+            logger.info("launch lifecycle hook waits for the node to be Ready; returned for retry",
+                        extra={**log, "outcome": "waiting"})
+            raise NodeNotReady(f"instance {hook.action.instance_id} is not a Ready node yet")
+        self._emit("asgLaunchLifecycle", "continue", "continued")
+        logger.info("launch lifecycle hook continued", extra={**log, "outcome": "continued"})
 
     def _handle(self, message_id: str, event: InterruptionEvent) -> None:
         action = self.service.action(event).value
