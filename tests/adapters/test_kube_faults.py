@@ -90,9 +90,10 @@ def test_a_watch_resuming_past_compaction_relists_and_misses_no_pending_pod(kube
     seen: list[str] = []
     for p in cluster.watch_pending_pods(timeout_seconds=5, resource_version=old_rv):
         seen.append(p.name)
-        if "after" in seen:
+        if {"went-pending-in-the-gap", "after"} <= set(seen):
             break
-    assert seen == ["went-pending-in-the-gap", "after"]
+    # Both arrive (the re-list may already hold "after" when the machine is slow); the bound pod never does.
+    assert {"went-pending-in-the-gap", "after"} <= set(seen) and "bound" not in seen
 
 
 def test_a_410_status_on_watch_resume_relists_instead_of_ending_watch_mode(kube_api: KubeApiServer) -> None:
