@@ -202,14 +202,19 @@ def _lifecycle_field(env: _Envelope, name: str) -> str:
     return value
 
 
-@_register("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action")
-def _asg_terminate(env: _Envelope) -> Parsed:
+def _lifecycle_action(env: _Envelope) -> LifecycleAction:
     iid = _lifecycle_field(env, "EC2InstanceId")
     if not iid.startswith("i-"):
         raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.EC2InstanceId is not an id")
-    action = LifecycleAction(group=_lifecycle_field(env, "AutoScalingGroupName"),
-                             hook=_lifecycle_field(env, "LifecycleHookName"),
-                             token=_lifecycle_field(env, "LifecycleActionToken"), instance_id=iid)
+    return LifecycleAction(group=_lifecycle_field(env, "AutoScalingGroupName"),
+                           hook=_lifecycle_field(env, "LifecycleHookName"),
+                           token=_lifecycle_field(env, "LifecycleActionToken"), instance_id=iid)
+
+
+@_register("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action")
+def _asg_terminate(env: _Envelope) -> Parsed:
+    action = _lifecycle_action(env)
+    iid = action.instance_id
     # No deadline in the event (the hook's heartbeat timeout is the group's setting): the drain gets the
     # fallback window, and heartbeats keep the instance while a retried drain goes on.
     return InterruptionEvent(env.id, EventKind.ASG_LIFECYCLE, (iid,), env.epoch, None,
@@ -218,13 +223,7 @@ def _asg_terminate(env: _Envelope) -> Parsed:
 
 @_register("aws.autoscaling", "EC2 Instance-launch Lifecycle Action")
 def _asg_launch(env: _Envelope) -> Parsed:
-    iid = _lifecycle_field(env, "EC2InstanceId")
-    if not iid.startswith("i-"):
-        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.EC2InstanceId is not an id")
-    action = LifecycleAction(group=_lifecycle_field(env, "AutoScalingGroupName"),
-                             hook=_lifecycle_field(env, "LifecycleHookName"),
-                             token=_lifecycle_field(env, "LifecycleActionToken"), instance_id=iid)
-    return LaunchHook(env.id, action, env.detail_type)
+    return LaunchHook(env.id, _lifecycle_action(env), env.detail_type)
 
 
 def _health_time(value: Any) -> float | None:
