@@ -16,6 +16,7 @@ from constructs import Construct
 
 from autoscaler import config as cfg
 from autoscaler.metrics_catalog import NAMESPACE, service_name
+from infra.claims_table import ClaimsTable
 from infra.identity import Identity
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
@@ -38,7 +39,7 @@ class Functions(Construct):
     """``provisioner``, ``interruption``, ``disruption`` (lambda_.Function) and ``log_groups`` are public."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: cfg.ClusterConfig, identity: Identity,
-                 code: lambda_.Code, queue: sqs.IQueue) -> None:
+                 code: lambda_.Code, queue: sqs.IQueue, claims: ClaimsTable) -> None:
         super().__init__(scope, construct_id)
         self.config = config
         self.identity = identity
@@ -51,8 +52,10 @@ class Functions(Construct):
             "provisioner", timeout=config.provisioner.timeout_seconds, reserved=1,
             environment={**common,
                          cfg.ENV_NODE_ROLE_ARN: identity.node_role.role_arn,
+                         cfg.ENV_CLAIMS_TABLE: claims.table.table_name,
                          cfg.ENV_INSTANCE_PROFILE: identity.instance_profile.instance_profile_name})
         identity.allow_invoke_provisioner(self.provisioner.function_arn)
+        claims.grant(identity.function_roles["provisioner"])
         self.interruption = self._function(
             "interruption", timeout=config.interruption.timeout_seconds, reserved=None,
             environment={**common, cfg.ENV_QUEUE_URL: queue.queue_url,

@@ -10,6 +10,7 @@ from constructs import Construct
 
 from autoscaler.config import ClusterConfig
 from infra.bundling import lambda_code
+from infra.claims_table import ClaimsTable
 from infra.functions import Functions
 from infra.identity import Identity
 from infra.interruption_queue import InterruptionQueue
@@ -29,8 +30,10 @@ class AutoscalerStack(cdk.Stack):
             visibility_timeout=cdk.Duration.seconds(config.interruption.timeout_seconds + 10))
         self.queue = self.interruption.queue
         self.identity = Identity(self, "Identity", config=config)
+        self.claims = ClaimsTable(self, "NodeClaims", cluster_name=config.cluster_name)
         self.functions = Functions(self, "Functions", config=config, identity=self.identity,
-                                   code=lambda_code(config, skip_bundling=skip_bundling), queue=self.queue)
+                                   code=lambda_code(config, skip_bundling=skip_bundling), queue=self.queue,
+                                   claims=self.claims)
         self.monitoring = Monitoring(self, "Monitoring", config=config, functions=self.functions.all,
                                      dead_letter_queue=self.interruption.dead_letter_queue)
         if skip_bundling:
@@ -47,6 +50,8 @@ class AutoscalerStack(cdk.Stack):
             cdk.CfnOutput(self, f"{name.capitalize()}FunctionName", value=function.function_name)
         cdk.CfnOutput(self, "DashboardUrl", value=self.monitoring.dashboard_url())
         cdk.CfnOutput(self, "NodeRoleArn", value=self.identity.node_role.role_arn)
+        cdk.CfnOutput(self, "NodeClaimsTable", value=self.claims.table.table_name,
+                      description="The provisioner's durable record of launches (docs/provisioner.md)")
         cdk.CfnOutput(self, "InstanceProfileName", value=self.identity.instance_profile.instance_profile_name)
         cdk.CfnOutput(self, "ApplyRbacCommand", value=self.identity.rbac_command(),
                       description="Run once after the first deploy: lets the functions' Kubernetes group do "

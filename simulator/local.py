@@ -42,9 +42,10 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
+from autoscaler.adapters.aws.claims import create_table
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.app.ports import Clock
-from autoscaler.config import ClusterConfig, load_cluster_config
+from autoscaler.config import ENV_CLAIMS_TABLE, ClusterConfig, load_cluster_config
 from autoscaler.domain.allocatable import allocatable
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
@@ -53,9 +54,11 @@ from autoscaler.domain.models import UNREGISTERED_TAINT
 from autoscaler.domain.quantity import cpu_millis
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import MetricsSink, RecordingSink
+from simulator.ec2_tokens import ClientTokens
 from simulator.kube_api import KubeApiServer
 
 REGION = "us-east-1"  # the region the bundled price data covers
+CLAIMS_TABLE = "autoscaler-node-claims"
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED_PRICES = Path(__file__).with_name("data") / "ec2-on-demand-prices.json"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -248,6 +251,7 @@ class LocalCluster:
     session: boto3.Session
     network: Network
     catalog: Catalog | None = None
+    tokens: ClientTokens = field(default_factory=ClientTokens)  # EC2's CreateFleet idempotency (moto lacks it)
     _counter: dict[str, int] = field(default_factory=dict)
     _runtime: Runtime | None = None
 
@@ -277,10 +281,12 @@ class LocalCluster:
         try:
             session = boto3.Session(region_name=config.region)
             install_price_data(session, region=config.region)
+            tokens = ClientTokens().install(session.events)
             network = make_account(session, config, region=config.region,
                                    k8s_version=config.kubernetes_version or "1.31")
+            create_table(session.client("dynamodb", region_name=config.region), CLAIMS_TABLE)
             yield cls(moto=server, kube=kube, endpoint=endpoint, config=config, session=session,
-                      network=network, catalog=catalog)
+                      network=network, catalog=catalog, tokens=tokens)
         finally:
             set_runtime(None)
             kube.stop()
@@ -296,7 +302,8 @@ class LocalCluster:
     def runtime(self, *, clock: Clock | None = None, sink: MetricsSink | None = None,
                 config: ClusterConfig | None = None) -> Runtime:
         """A runtime wired to this cluster, installed for the handlers (``set_runtime``)."""
-        rt = build_runtime(config=config or self.config, environ={ENV_KUBE_ENDPOINT: self.kube.url},
+        rt = build_runtime(config=config or self.config,
+                           environ={ENV_KUBE_ENDPOINT: self.kube.url, ENV_CLAIMS_TABLE: CLAIMS_TABLE},
                            session=self.session, clock=clock or SystemClock(), sink=sink or RecordingSink())
         if self.catalog is not None:
             rt.cloud.catalog.load(*self.catalog)

@@ -40,6 +40,7 @@ ENV_QUEUE_URL = "AUTOSCALER_QUEUE_URL"
 ENV_PROVISIONER_FUNCTION = "AUTOSCALER_PROVISIONER_FUNCTION"
 ENV_NODE_ROLE_ARN = "AUTOSCALER_NODE_ROLE_ARN"
 ENV_INSTANCE_PROFILE = "AUTOSCALER_INSTANCE_PROFILE"
+ENV_CLAIMS_TABLE = "AUTOSCALER_CLAIMS_TABLE"
 
 InterruptionAction = Literal["drain", "taint", "ignore"]
 # CloudWatch Logs accepts only these retention periods.
@@ -426,6 +427,7 @@ class DeploymentEnv(_Model):
     provisioner_function: str | None = None
     node_role_arn: str | None = None
     instance_profile: str | None = None
+    claims_table: str | None = None  # the DynamoDB table of node claims (docs/provisioner.md)
 
 
 def load_deployment_env(environ: Mapping[str, str] | None = None) -> DeploymentEnv:
@@ -435,4 +437,5 @@ def load_deployment_env(environ: Mapping[str, str] | None = None) -> DeploymentE
         provisioner_function=env.get(ENV_PROVISIONER_FUNCTION),
         node_role_arn=env.get(ENV_NODE_ROLE_ARN),
         instance_profile=env.get(ENV_INSTANCE_PROFILE),
+        claims_table=env.get(ENV_CLAIMS_TABLE),
     )

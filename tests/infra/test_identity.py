@@ -56,6 +56,10 @@ EXPECTED: dict[str, list[dict[str, Any]]] = {
          "Condition": {**OWNED, "ForAllValues:StringLike": {"aws:TagKeys": [
              "karpenter.sh/nodeclaim", "Name", "eks-serverless-autoscaler/pods-*"]}}},
         TERMINATE,
+        # The node claims (written before every CreateFleet): this cluster's items of its own table only.
+        {"Sid": "RecordNodeClaims", "Resource": ["${NodeClaimsTable.Arn}"],
+         "Action": ["dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:Query"],
+         "Condition": {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["demo"]}}},
         {"Sid": "DeleteOwnLaunchTemplates", "Action": ["ec2:DeleteLaunchTemplate"],
          "Resource": [f"{EC2}launch-template/*"], "Condition": OWNED},
         {"Sid": "PassNodeRole", "Action": ["iam:PassRole"], "Resource": ["${IdentityNodeRole.Arn}"],

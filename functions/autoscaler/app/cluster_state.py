@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
 from autoscaler.app.ports import CloudPort, ClusterPort
-from autoscaler.domain.fleet import in_flight_node
+from autoscaler.domain.fleet import CloudInstance, in_flight_node
 from autoscaler.domain.models import Pod
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
@@ -19,10 +19,15 @@ def as_pending(pod: Pod) -> Pod:
     return replace(pod, node_name=None, phase="Pending", ready=False)
 
 
+# (instances EC2 lists as in flight, registered instance ids, pending pod keys) -> in-flight capacity
+# from the durable launch record, which wins over EC2's view of the same instance.
+Claimed = Callable[[Sequence[CloudInstance], Collection[str], Collection[str]], Sequence[InFlightNode]]
+
+
 def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
                       node_classes: Mapping[str, NodeClass], region: str = "",
                       leaving_nodes: Collection[str] = (),
-                      recent_launches: Mapping[str, InFlightNode] | None = None) -> PlanInput:
+                      claimed: Claimed | None = None) -> PlanInput:
     """Pods, nodes, DaemonSets, volumes, in-flight instances, instance types and priced offerings.
 
     Pods on ``leaving_nodes`` (being interrupted, expired, consolidated) are returned as pending and
@@ -43,10 +48,13 @@ def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: lis
     # A leaving node's instance is still registered: it must not come back as in-flight capacity
     # (its pod tags would pin the pods onto the very instance that is going away).
     registered = {n.instance_id for n in all_nodes if n.instance_id}
-    in_flight = [f for f in (in_flight_node(i) for i in cloud.in_flight(registered)) if f is not None]
-    # Launches EC2 does not list yet (its view lags CreateFleet) and that have not registered either.
-    listed = {f.instance_id for f in in_flight} | registered
-    in_flight += [f for iid, f in (recent_launches or {}).items() if iid not in listed]
+    listed = cloud.in_flight(registered)
+    in_flight = [f for f in (in_flight_node(i) for i in listed) if f is not None]
+    if claimed is not None:
+        pending = {p.key for p in pods if p.is_pending}
+        from_claims = [f for f in claimed(listed, registered, pending) if f.instance_id not in registered]
+        ids = {f.instance_id for f in from_claims}
+        in_flight = [f for f in in_flight if f.instance_id not in ids] + from_claims
     return PlanInput(
         node_pools=node_pools, node_classes=node_classes, pods=pods, nodes=nodes,
         daemonsets=cluster.daemonsets(), pvcs=cluster.pvcs(), pvs=cluster.pvs(),

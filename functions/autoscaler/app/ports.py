@@ -22,6 +22,7 @@ from autoscaler.domain.models import (
 )
 
 if TYPE_CHECKING:
+    from autoscaler.domain.claims import Claim
     from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchTemplateInfo
     from autoscaler.domain.interruption import LifecycleAction
     from autoscaler.domain.models import InstanceType, Offering
@@ -277,6 +278,36 @@ class CloudPort(Protocol):
     def delete_launch_template(self, template_id: str) -> bool:
         """Delete one of our launch templates; False if it was already gone. Never raises for NotFound."""
         ...
+
+class ClaimStore(Protocol):
+    """The durable record of launches (``domain/claims.py``): written before CreateFleet, read with
+    strong consistency by every pass. Every method raises CloudError when the store cannot answer."""
+
+    def claims(self) -> list[Claim]:
+        """Every stored claim of this cluster, as of now (a strongly consistent read)."""
+        ...
+
+    def create(self, claims: Sequence[Claim]) -> None:
+        """Store new claims; each must not exist yet (a claim id is never reused)."""
+        ...
+
+    def update(self, claims: Sequence[Claim]) -> None:
+        """Overwrite stored claims (their launch answered)."""
+        ...
+
+    def delete(self, claim_ids: Collection[str]) -> None:
+        """Forget claims; ids already gone are fine."""
+        ...
+
+    def acquire_lease(self, holder: str, *, now: float, seconds: float) -> bool:
+        """Take the cluster's launch lease for ``seconds`` unless another holder has it unexpired. Only
+        the holder plans and launches, so two overlapping passes never launch for the same pods."""
+        ...
+
+    def release_lease(self, holder: str) -> None:
+        """Give the lease back (a no-op when ``holder`` no longer has it)."""
+        ...
+
 
 class LifecycleHooks(Protocol):
     """Auto Scaling lifecycle actions (the terminate hook of a managed node group or any ASG)."""

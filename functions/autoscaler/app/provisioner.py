@@ -16,32 +16,35 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from autoscaler import metrics_catalog as mc
+from autoscaler.app.claims import ClaimBook, MemoryClaimStore, Reconciled
 from autoscaler.app.cluster_state import gather_plan_input
 from autoscaler.app.launcher import fleet_request_for, new_claim_id
 from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile
 from autoscaler.app.node_state import NodeStates
-from autoscaler.app.ports import Clock, CloudError, CloudPort, ClusterError, ClusterPort
+from autoscaler.app.pass_report import GroupOutcome, PassResult, group_launches
+from autoscaler.app.ports import ClaimStore, Clock, CloudError, CloudPort, ClusterError, ClusterPort
 from autoscaler.domain.allocatable import capacity
+from autoscaler.domain.claims import Claim, claims_for
 from autoscaler.domain.errors import ConfigError
-from autoscaler.domain.fleet import CloudInstance, FleetError, LaunchedInstance
+from autoscaler.domain.fleet import CloudInstance, FleetResult, LaunchedInstance
 from autoscaler.domain.initialization import as_capacity
-from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NAME_TAG, NODECLAIM_TAG, NODEPOOL_LABEL
+from autoscaler.domain.keys import NAME_TAG, NODECLAIM_TAG, NODEPOOL_LABEL
 from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.node_state import Owner, mark_provisioned
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
-from autoscaler.domain.plan import InFlightNode, Launch, Plan, PlanInput, Unschedulable
+from autoscaler.domain.plan import InFlightNode, Launch, Plan, PlanInput
 from autoscaler.domain.scheduling import plan as schedule
 from autoscaler.metrics_catalog import MetricsSink
 
-# How long this container remembers its own launches as in-flight capacity (DescribeInstances lags by seconds).
-RECENT_LAUNCH_SECONDS = 120.0
+# The launch lease outlives a pass that died holding it by at most this long.
+LEASE_SECONDS = 90.0
 log = logging.getLogger(__name__)
 
 # Karpenter's batching window: plan once no new pending pod arrived for IDLE seconds, or MAX after the first.
@@ -71,129 +74,13 @@ class ReplacementRequest:
     event_id: str = ""
 
 
-@dataclass
-class GroupOutcome:
-    """One CreateFleet request: ``count`` identical planned nodes."""
-
-    claim_id: str
-    launch: Launch
-    count: int
-    pods: tuple[str, ...]
-    launched: list[LaunchedInstance] = field(default_factory=list)
-    errors: list[FleetError] = field(default_factory=list)
-    failure: str = ""  # a launch that raised (configuration), with the reason
-    # USD/hour of each launched instance's actual offering (type, zone, capacity type EC2 chose)
-    prices: dict[str, float] = field(default_factory=dict)
-    # pod key -> the launched instance it was planned onto (set once instances are known)
-    placed: dict[str, LaunchedInstance] = field(default_factory=dict)
-
-    @property
-    def missing(self) -> int:
-        return max(0, self.count - len(self.launched))
-
-
-@dataclass
-class PassResult:
-    reason: str
-    dry_run: bool
-    plan: Plan
-    groups: list[GroupOutcome] = field(default_factory=list)
-    lifecycle: LifecycleResult | None = None
-    replans: int = 0
-    seconds: float = 0.0
-    started_at: float = 0.0  # the clock's monotonic reading when the pass began
-
-    @property
-    def launched(self) -> list[LaunchedInstance]:
-        return [i for g in self.groups for i in g.launched]
-
-    @property
-    def unschedulable(self) -> list[Unschedulable]:
-        return self.plan.unschedulable
-
-    @property
-    def failures(self) -> list[str]:
-        out = []
-        for g in self.groups:
-            if g.failure:
-                out.append(f"{g.claim_id}: {g.failure}")
-            elif g.missing:
-                codes = ", ".join(sorted({e.code for e in g.errors})) or "no reason given"
-                out.append(f"{g.claim_id}: {g.missing} of {g.count} node(s) not launched ({codes})")
-        return out
-
-    def summary(self) -> str:
-        """The one-line decision log: what was seen, decided, launched and left."""
-        p = self.plan
-        head = f"{self.reason} pass: {p.pending_pods} pending pod(s)"
-        parts = []
-        if p.existing:
-            parts.append(f"{len(p.existing)} fit existing or in-flight capacity")
-        verb = "would launch" if self.dry_run else "launched"
-        nodes = []
-        for g in self.groups:
-            types = ", ".join(g.launch.instance_types[:3]) + ("..." if len(g.launch.instance_types) > 3 else "")
-            if g.launched:
-                # What EC2 actually launched (a spot plan may have fallen back to on-demand), at its price.
-                got = "/".join(sorted({f"{i.instance_type} {i.zone} {i.capacity_type} "
-                                       f"${g.prices.get(i.instance_id, 0.0):.4f}/h" for i in g.launched}))
-                nodes.append(f"{len(g.launched)}x {got} for {len(g.pods)} pod(s) ({g.claim_id})")
-            else:
-                nodes.append(f"{g.count}x [{types}] {g.launch.capacity_type} ${g.launch.hourly_price:.4f}/h for "
-                             f"{len(g.pods)} pod(s) ({g.claim_id})")
-        if nodes:
-            parts.append(f"{verb} {sum(len(g.launched) if not self.dry_run else g.count for g in self.groups)}"
-                         f" node(s): " + "; ".join(nodes))
-        if self.failures:
-            parts.append("failed: " + "; ".join(self.failures))
-        if p.unschedulable:
-            reasons = Counter(u.reason for u in p.unschedulable)
-            parts.append(f"{len(p.unschedulable)} unschedulable: "
-                         + "; ".join(f"{n} pod(s): {r}" for r, n in reasons.most_common(5)))
-        if not parts:
-            parts.append("nothing to do")
-        if self.lifecycle is not None and self.lifecycle.changed:
-            parts.append(f"lifecycle: {self.lifecycle.summary()}")
-        return f"{head}: " + ", ".join(parts)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "reason": self.reason, "dryRun": self.dry_run, "pendingPods": self.plan.pending_pods,
-            "startedAt": round(self.started_at, 6), "seconds": round(self.seconds, 3),
-            "nominated": len(self.plan.existing),
-            "launched": [{"instanceId": i.instance_id, "instanceType": i.instance_type, "zone": i.zone,
-                          "capacityType": i.capacity_type, "claim": i.claim_id,
-                          "hourlyPrice": round(g.prices.get(i.instance_id, 0.0), 6)}
-                         for g in self.groups for i in g.launched],
-            "planned": [{"claim": g.claim_id, "count": g.count, "nodePool": g.launch.node_pool,
-                         "capacityType": g.launch.capacity_type, "instanceTypes": list(g.launch.instance_types[:10]),
-                         "hourlyPrice": round(g.launch.hourly_price, 6), "pods": len(g.pods)} for g in self.groups],
-            "failures": self.failures,
-            "unschedulable": [{"pod": u.pod, "reason": u.reason} for u in self.plan.unschedulable],
-            "summary": self.summary(),
-        }
-
-
-def _group_key(launch: Launch) -> tuple[object, ...]:
-    return (launch.node_pool, launch.node_class, launch.capacity_type, launch.capacity_types, launch.zones,
-            launch.instance_types, tuple(sorted(launch.labels.items())), launch.taints, launch.startup_taints)
-
-
-def group_launches(launches: Iterable[Launch]) -> list[list[Launch]]:
-    """Identical planned nodes (same pool, offerings, labels, taints) go into one CreateFleet request."""
-    groups: dict[tuple[object, ...], list[Launch]] = {}
-    for launch in launches:
-        groups.setdefault(_group_key(launch), []).append(launch)
-    return list(groups.values())
-
-
 class Provisioner:
     """One cluster's provisioner. Stateless between invocations except for event de-duplication:
     everything that matters lives in the cluster and in the instances' tags."""
 
     def __init__(self, *, cluster: ClusterPort, cloud: CloudPort, node_pools: Sequence[NodePool],
                  node_classes: Mapping[str, NodeClass], settings: ProvisionerSettings,
-                 clock: Clock, sink: MetricsSink | None = None) -> None:
+                 clock: Clock, sink: MetricsSink | None = None, claims: ClaimStore | None = None) -> None:
         self.cluster, self.cloud = cluster, cloud
         self.node_pools = list(node_pools)
         self.pools_by_name = {p.name: p for p in self.node_pools}
@@ -203,16 +90,42 @@ class Provisioner:
         self._now, self._mono = clock.now, clock.monotonic
         self.sink = sink
         self.states = NodeStates(cluster)
-        # Instances this container launched, as in-flight capacity, kept until DescribeInstances shows
-        # them or RECENT_LAUNCH_SECONDS pass: EC2's view lags CreateFleet by seconds, and the next watch
-        # batch or a replacement invoke would otherwise launch again for the same pods.
-        self._recent: dict[str, tuple[InFlightNode, float]] = {}
+        # The durable record of launches (written before CreateFleet): in-flight capacity that survives
+        # lost responses, EC2's lagging views and a new container.
+        self.claims = ClaimBook(claims if claims is not None else MemoryClaimStore())
+        self._holder = f"pass-{new_claim_id()}"
+        self._passes = 0
+        self._reconciled = Reconciled()
+        self._blocked = ""
         self._evented: dict[tuple[str, str], float] = {}  # (pod uid/key, message) -> when recorded
 
     # ----- one pass ----------------------------------------------------------------------------
     def run_pass(self, *, reason: str = "scheduled", leaving_nodes: Collection[str] = ()) -> PassResult:
         started = self._mono()
-        nodes_leaving = set(leaving_nodes)
+        self._passes += 1
+        holder = f"{self._holder}-{self._passes}"
+        blocked = "" if self.settings.dry_run else self._acquire(holder)
+        try:
+            return self._run(reason, set(leaving_nodes), started, blocked)
+        finally:
+            if not blocked and not self.settings.dry_run:
+                try:
+                    self.claims.store.release_lease(holder)
+                except CloudError as exc:  # it expires on its own
+                    log.warning("could not release the launch lease: %s", exc)
+
+    def _acquire(self, holder: str) -> str:
+        """Take the cluster's launch lease; the reason this pass may not launch, or "" when it may."""
+        try:
+            if self.claims.store.acquire_lease(holder, now=self._now(), seconds=LEASE_SECONDS):
+                return ""
+            return "another provisioner pass holds the launch lease"
+        except CloudError as exc:
+            return f"the node claim store is unavailable ({exc.code or exc})"
+
+    def _run(self, reason: str, nodes_leaving: set[str], started: float, blocked: str) -> PassResult:
+        self._reconciled = Reconciled()
+        self._blocked = blocked
         snap = self._gather(nodes_leaving)
         # Nodes whose replacement was asked for and not yet planned (the record survives a delayed or
         # lost invoke). Once planned, the node is an ordinary node again until it is drained: its pods are
@@ -222,18 +135,10 @@ class Provisioner:
             nodes_leaving |= set(awaiting)
             snap = self._gather(nodes_leaving)
         plan, plan_seconds = self._plan(snap)
-        replans = 0
-        if plan.launches and not self.settings.dry_run:
-            # An overlapping run may have launched since we read the state: plan again with its instances.
-            while replans < 2 and self._new_in_flight(snap):
-                replans += 1
-                snap = self._gather(nodes_leaving)
-                plan, plan_seconds = self._plan(snap)
-        result = PassResult(reason=reason, dry_run=self.settings.dry_run, plan=plan, replans=replans,
-                            started_at=started)
+        result = PassResult(reason=reason, dry_run=self.settings.dry_run, plan=plan, started_at=started,
+                            blocked=self._blocked, claims=self._reconciled)
         pods = {p.key: p for p in snap.pods}
-        result.groups = self._launch(plan, pods)
-        self._remember(result.groups)
+        result.groups = self._launch(plan, pods, blocked=self._blocked)
         price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings}
         for g in result.groups:
             g.prices = {i.instance_id: price.get((i.instance_type, i.zone, i.capacity_type), 0.0) for i in g.launched}
@@ -264,9 +169,23 @@ class Provisioner:
                 log.warning("could not record the replacement of node %s as planned: %s", node.name, exc)
 
     def _gather(self, leaving: Collection[str]) -> PlanInput:
+        def claimed(listed: Sequence[CloudInstance], registered: Collection[str],
+                    pending: Collection[str]) -> Sequence[InFlightNode]:
+            # A dry run or a pass without the lease reads the claims but changes nothing.
+            writes = not (self.settings.dry_run or self._blocked)
+            try:
+                self._reconciled = self.claims.reconcile(
+                    listed=listed, registered=registered, pending=pending, now=self._now(),
+                    resume=self._resume if writes else None, write=writes)
+            except CloudError as exc:  # without the record of launches, planning is advice only
+                log.warning("node claims could not be read: %s", exc)
+                self._blocked = self._blocked or f"the node claim store is unavailable ({exc.code or exc})"
+                return []
+            return self._reconciled.in_flight
+
         snap = gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
                                  node_classes=self.node_classes, region=self.settings.region,
-                                 leaving_nodes=leaving, recent_launches=self._recent_launches())
+                                 leaving_nodes=leaving, claimed=claimed)
         # An in-flight instance will register with its NodePool's taints: pods that do not tolerate
         # them must not count it as their capacity (the instance tags do not carry taints).
         snap.in_flight = [replace(f, taints=self.pools_by_name[f.node_pool].taints)
@@ -278,36 +197,21 @@ class Provisioner:
                                   registration_timeout=self.settings.registration_timeout) for n in snap.nodes]
         return snap
 
-    def _remember(self, groups: Sequence[GroupOutcome]) -> None:
-        launched_at = self._mono()
-        for g in groups:
-            pool = self.pools_by_name.get(g.launch.node_pool)
-            for instance in g.launched:
-                pods = tuple(k for k, i in g.placed.items() if i.instance_id == instance.instance_id)
-                node = InFlightNode(
-                    instance_id=instance.instance_id, node_pool=g.launch.node_pool,
-                    instance_type=instance.instance_type, zone=instance.zone, capacity_type=instance.capacity_type,
-                    labels={NODEPOOL_LABEL: g.launch.node_pool, CAPACITY_TYPE_LABEL: instance.capacity_type},
-                    taints=pool.taints if pool else (), launched_at=self._now(), pod_keys=pods)
-                self._recent[instance.instance_id] = (node, launched_at)
-
-    def _recent_launches(self) -> dict[str, InFlightNode]:
-        """This container's launches of the last RECENT_LAUNCH_SECONDS, by instance id."""
-        now = self._mono()
-        self._recent = {k: v for k, v in self._recent.items() if now - v[1] < RECENT_LAUNCH_SECONDS}
-        return {iid: node for iid, (node, _) in self._recent.items()}
+    def _resume(self, group: Sequence[Claim]) -> FleetResult:
+        """Send a stale claim group's CreateFleet again exactly as first sent (same claim id, count, tags,
+        so the same client tokens): EC2 answers with the instances it launched, or launches them now."""
+        first = group[0]
+        launch = first.as_launch()
+        request = fleet_request_for(launch, cluster_name=self.settings.cluster_name, node_pools=self.pools_by_name,
+                                    node_classes=self.node_classes, claim_id=first.group)
+        tags = self._pod_tags(launch, first.group) if first.group_size == 1 else {}
+        return self.cloud.launch(replace(request, count=first.group_size, tags=tags))
 
     def _plan(self, snap: PlanInput) -> tuple[Plan, float]:
         plan = schedule(snap, unavailable=self.cloud.unavailable(), timer=self._mono)
         return plan, plan.solve_seconds
 
-    def _new_in_flight(self, snap: PlanInput) -> bool:
-        known = {f.instance_id for f in snap.in_flight}
-        registered = {n.instance_id for n in snap.nodes if n.instance_id}
-        fresh = {i.instance_id for i in self.cloud.in_flight(registered)}
-        return bool(fresh - known)
-
-    def _launch(self, plan: Plan, pods: Mapping[str, Pod]) -> list[GroupOutcome]:
+    def _launch(self, plan: Plan, pods: Mapping[str, Pod], *, blocked: str) -> list[GroupOutcome]:
         outcomes = []
         for group in group_launches(plan.launches):
             first = group[0]
@@ -321,27 +225,37 @@ class Provisioner:
                 continue
             # One identity per node: each planned node gets its own claim id; the instances of the one
             # CreateFleet call are tagged with theirs (and their own pods) as soon as EC2 names them.
-            claims = [request.claim_id, *(new_claim_id(launch.node_pool) for launch in group[1:])]
+            ids = [request.claim_id, *(new_claim_id(launch.node_pool) for launch in group[1:])]
             request = replace(request, count=len(group),
                               tags=self._pod_tags(first, request.claim_id) if len(group) == 1 else {})
             outcome = GroupOutcome(claim_id=request.claim_id, launch=first, count=len(group), pods=keys)
             outcomes.append(outcome)
             if self.settings.dry_run:
                 continue
+            if blocked:
+                outcome.failure = f"not launched: {blocked}"
+                continue
+            claims = claims_for(group, ids, now=self._now())
+            try:
+                self.claims.record(claims)  # durable before CreateFleet, or no launch at all
+            except CloudError as exc:
+                outcome.failure = f"ClaimStoreUnavailable: node claims could not be recorded ({exc})"
+                continue
             try:
                 fleet = self.cloud.launch(request)
-            except ConfigError as exc:
-                outcome.failure = f"ConfigError: {exc}"
-                continue
             except Exception as exc:  # one bad group must not stop the others; reported and metered
-                log.exception("launch %s failed", request.claim_id)
+                if not isinstance(exc, ConfigError):
+                    log.exception("launch %s failed", request.claim_id)
                 outcome.failure = f"{type(exc).__name__}: {exc}"
+                # The claims stay: if EC2 did launch, the next pass finds the instances by their tags,
+                # else it resumes the launch with the same client tokens.
                 continue
             outcome.launched, outcome.errors = list(fleet.launched), list(fleet.errors)
             if len(group) > 1:
-                outcome.launched = self._identify(outcome.launched, group, claims)
+                outcome.launched = self._identify(outcome.launched, group, ids)
             outcome.placed = {key: instance for instance, launch in zip(outcome.launched, group, strict=False)
                               for key in launch.pods}
+            self.claims.complete(claims, outcome.launched, uncertain=fleet.uncertain)
         return outcomes
 
     def _pod_tags(self, launch: Launch, claim: str) -> dict[str, str]:

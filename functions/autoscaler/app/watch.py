@@ -12,8 +12,9 @@ import queue
 import threading
 from collections.abc import Callable
 
+from autoscaler.app.pass_report import PassResult
 from autoscaler.app.ports import ClusterPort
-from autoscaler.app.provisioner import PassResult, Provisioner, ReplacementRequest
+from autoscaler.app.provisioner import Provisioner, ReplacementRequest
 from autoscaler.domain.models import Pod
 from autoscaler.domain.plan import Plan
 

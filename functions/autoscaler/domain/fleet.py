@@ -91,6 +91,9 @@ class FleetError:
     instance_type: str = ""
     zone: str = ""
     capacity_type: str = ""
+    # EC2 may have acted although no instance was reported: no answer, a server error, or a client
+    # token it already took with other parameters. Nothing else is tried after such an error.
+    uncertain: bool = False
 
     @property
     def is_capacity_error(self) -> bool:
@@ -110,6 +113,11 @@ class FleetResult:
     @property
     def missing(self) -> int:
         return max(0, self.requested - len(self.launched))
+
+    @property
+    def uncertain(self) -> bool:
+        """Whether EC2 may have launched instances this result does not list."""
+        return any(e.uncertain for e in self.errors)
 
 
 @dataclass(frozen=True, slots=True)

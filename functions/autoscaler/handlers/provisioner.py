@@ -65,7 +65,7 @@ def provisioner_for(runtime: Runtime, *, dry_run: bool) -> Provisioner:
         )
         services[dry_run] = Provisioner(cluster=runtime.cluster, cloud=runtime.cloud, node_pools=runtime.node_pools,
                                         node_classes=runtime.node_classes, settings=settings, clock=runtime.clock,
-                                        sink=runtime.sink)
+                                        sink=runtime.sink, claims=runtime.claims)
     return services[dry_run]
 
 

@@ -21,13 +21,16 @@ from typing import Any
 
 import boto3
 
+from autoscaler.adapters.aws._calls import client_config
+from autoscaler.adapters.aws.claims import DynamoClaimStore
 from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.adapters.aws.replacement import LambdaReplacementRequester
 from autoscaler.adapters.aws.userdata import ClusterInfo
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.auth import api_client_for_eks, api_client_for_endpoint
 from autoscaler.adapters.kube.cluster import KubeCluster
-from autoscaler.app.ports import Clock
+from autoscaler.app.claims import MemoryClaimStore
+from autoscaler.app.ports import ClaimStore, Clock
 from autoscaler.config import ClusterConfig, DeploymentEnv, load_deployment_env, load_runtime_config
 from autoscaler.domain.nodeclass import NodeClass, parse_node_classes
 from autoscaler.domain.nodepool import NodePool, parse_node_pools
@@ -51,6 +54,7 @@ class Runtime:
     clock: Clock
     sink: MetricsSink
     session: Any  # boto3.Session, for the few clients a handler needs itself (lambda, sqs)
+    claims: ClaimStore = field(default_factory=MemoryClaimStore)  # node claims: DynamoDB when deployed
     _clients: dict[str, Any] = field(default_factory=dict)
 
     def client(self, service: str) -> Any:
@@ -93,10 +97,17 @@ def build_runtime(*, config: ClusterConfig | None = None, environ: Mapping[str, 
     else:
         api = api_client_for_eks(config.cluster_name, eks=session.client("eks", region_name=config.region),
                                  sts=session.client("sts", region_name=config.region), clock=clock)
+    deployment = load_deployment_env(env)
+    # Without a table (local runs, `autoscaler` on a laptop) claims live in this process only.
+    claims: ClaimStore = (DynamoClaimStore(session.client("dynamodb", region_name=config.region,
+                                                          config=client_config()),
+                                           table=deployment.claims_table, cluster_name=config.cluster_name)
+                          if deployment.claims_table else MemoryClaimStore())
     return Runtime(
-        config=config, env=load_deployment_env(env), node_pools=node_pools, node_classes=node_classes,
+        config=config, env=deployment, node_pools=node_pools, node_classes=node_classes,
         cloud=AwsCloud.from_session(session, region=config.region, cluster=info, clock=clock),
         cluster=KubeCluster(api, clock=clock), clock=clock, sink=sink or PowertoolsSink(), session=session,
+        claims=claims,
     )
 
 

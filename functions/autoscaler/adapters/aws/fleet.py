@@ -154,7 +154,9 @@ class FleetLauncher:
                 token = client_token(request.claim_id, ct, attempt)
                 if not self._create_fleet(request, prepared, overrides, result, token=token):
                     break  # an error retrying cannot fix
-            if result.complete:
+            if result.complete or result.uncertain:
+                # Uncertain: EC2 may have launched for that token. Another token (the next capacity
+                # type) could launch the same nodes twice; the claims' reconciliation settles it.
                 return result
         return result
 
@@ -191,8 +193,10 @@ class FleetLauncher:
             resp = self._ec2("create_fleet", **params)
         except CloudError as exc:
             code = exc.code
-            result.errors.append(FleetError(code=code, capacity_type=ct,
-                                            message=str(exc)))
+            # A capacity error is EC2 saying it launched nothing; no answer or a server error is not.
+            uncertain = code not in CAPACITY_ERROR_CODES and (
+                code == "IdempotentParameterMismatch" or exc.status >= 500 or exc.status == 0)
+            result.errors.append(FleetError(code=code, capacity_type=ct, message=str(exc), uncertain=uncertain))
             if code not in CAPACITY_ERROR_CODES:
                 return False
             # A capacity error for the whole request (e.g. an account vCPU quota): none of these

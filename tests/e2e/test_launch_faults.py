@@ -1,0 +1,199 @@
+"""No double launch under the faults EC2 and Lambda really produce: a lost CreateFleet answer (once and
+always), DescribeInstances lagging CreateFleet across containers, a pass killed right before or right
+after CreateFleet, and two passes at once. The node claims in DynamoDB (moto) are the record; EC2's
+client-token idempotency is the strict stand-in ``simulator.ec2_tokens`` (moto launches again on every
+request, which would forgive exactly the double launch the token prevents)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from autoscaler.adapters.clock import SystemClock
+from autoscaler.domain.claims import LAUNCH_SETTLE_SECONDS
+from autoscaler.domain.keys import NODECLAIM_TAG
+from simulator.local import CLAIMS_TABLE, LocalCluster
+from tests.e2e.test_provisioner import count_create_fleet
+
+pytestmark = pytest.mark.e2e
+
+
+class Killed(BaseException):
+    """The Lambda runtime stopping the function (timeout, out of memory): nothing after it runs."""
+
+
+@dataclass
+class ShiftedClock(SystemClock):
+    """Real time plus ``shift`` seconds: lets a test be "a minute later" without waiting."""
+
+    shift: float = 0.0
+
+    def now(self) -> float:
+        return time.time() + self.shift
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.shift
+
+
+def hide_from_describe(env: LocalCluster) -> set[str]:
+    """DescribeInstances does not list instances launched from now on until the returned set is cleared."""
+    hidden: set[str] = set()
+
+    def launched(parsed: dict[str, Any], **_: Any) -> None:
+        hidden.update(i for inst in parsed.get("Instances", ()) for i in inst.get("InstanceIds", ()))
+
+    def lag(parsed: dict[str, Any], **_: Any) -> None:
+        for reservation in parsed.get("Reservations", ()):
+            reservation["Instances"] = [i for i in reservation["Instances"] if i["InstanceId"] not in hidden]
+
+    env.session.events.register("after-call.ec2.CreateFleet", launched)
+    env.session.events.register("after-call.ec2.DescribeInstances", lag)
+    return hidden
+
+
+def once(event: str, env: LocalCluster) -> Callable[[], int]:
+    """Kill the pass at ``event`` (a botocore event of CreateFleet) the first time it fires."""
+    fired = [0]
+
+    def kill(**_: Any) -> None:
+        if not fired[0]:
+            fired[0] += 1
+            raise Killed(event)
+
+    env.session.events.register(event, kill)
+    return lambda: fired[0]
+
+
+def stored_claims(env: LocalCluster) -> list[dict[str, Any]]:
+    db = env.session.client("dynamodb")
+    return [i for p in db.get_paginator("scan").paginate(TableName=CLAIMS_TABLE) for i in p["Items"]]
+
+
+def live(env: LocalCluster) -> list[str]:
+    return sorted(i.instance_id for i in env.instances() if i.state not in ("terminated", "shutting-down"))
+
+
+def test_a_lost_answer_is_resent_with_its_token_and_launches_nothing_twice(local: LocalCluster) -> None:
+    # GIVEN EC2 launches for the first CreateFleet but its answer is lost (botocore resends)
+    calls = count_create_fleet(local)
+    local.runtime()
+    local.tokens.lose_responses(1)
+    local.scale("inflate", 5)
+    # WHEN one pass runs
+    result = local.invoke_provisioner()["passes"][0]
+    # THEN the resend carried the same token, EC2 answered with the fleet it had launched: 2 planned, 2 run
+    assert local.tokens.replayed == 1 and len(calls) == 1
+    assert len(result["launched"]) == 2 == len(live(local)) and result["failures"] == []
+    # and every claim holds its own instance
+    claims = stored_claims(local)
+    assert len(claims) == 2 and all('"state":"launched"' in c["doc"]["S"] for c in claims)
+
+
+def test_every_answer_lost_leaves_claims_that_the_next_pass_adopts(local: LocalCluster) -> None:
+    # GIVEN every CreateFleet answer is lost after EC2 acted (6 sends, the last times out)
+    local.runtime()
+    local.tokens.lose_responses(100)
+    local.scale("inflate", 5)
+    first = local.invoke_provisioner()["passes"][0]
+    # THEN the pass says it does not know, launched nothing more than the first send, and kept its claims
+    assert first["launched"] == [] and "ReadTimeoutError" in " ".join(first["failures"])
+    assert local.tokens.sends == 6 and local.tokens.replayed == 5 and len(live(local)) == 2
+    assert len(stored_claims(local)) == 2
+    # WHEN a new container runs the next pass (answers arrive again)
+    local.tokens.lose_responses(0)
+    local.runtime()
+    second = local.invoke_provisioner()["passes"][0]
+    # THEN the instances are found by their claim tags: nothing is launched again
+    assert second["launched"] == [] and second["nominated"] == 5 and second["claims"]["adopted"] == 2
+    assert len(live(local)) == 2
+
+
+def test_describe_lag_does_not_launch_again_from_a_new_container(local: LocalCluster) -> None:
+    # GIVEN DescribeInstances does not list new instances yet
+    hidden = hide_from_describe(local)
+    calls = count_create_fleet(local)
+    local.runtime()
+    local.scale("inflate", 5)
+    assert len(local.invoke_provisioner()["passes"][0]["launched"]) == 2 and hidden
+    # WHEN another container (a replacement invoke, the next scheduled run) plans before EC2 lists them
+    local.runtime()
+    second = local.invoke_provisioner()["passes"][0]
+    # THEN the claims are their capacity (wave 1 kept this only in the launching container's memory)
+    assert second["launched"] == [] and second["nominated"] == 5 and len(calls) == 1
+
+
+def test_a_pass_killed_after_create_fleet_is_resumed_with_the_same_tokens(local: LocalCluster) -> None:
+    # GIVEN the pass dies right after EC2 launched (before it recorded anything) and EC2 lists nothing yet
+    hidden = hide_from_describe(local)
+    killed = once("after-call.ec2.CreateFleet", local)
+    clock = ShiftedClock()
+    local.runtime(clock=clock)
+    local.scale("inflate", 5)
+    with pytest.raises(Killed):
+        local.invoke_provisioner()
+    assert killed() == 1
+    launched = set(hidden)
+    assert len(launched) == 2
+    # WHEN a new container runs within the settle time: the claims still count
+    local.runtime(clock=clock)
+    assert local.invoke_provisioner()["passes"][0]["launched"] == []
+    # and a minute later, still unlisted, the launch is resumed with the same client tokens
+    clock.shift = LAUNCH_SETTLE_SECONDS + 1
+    local.runtime(clock=clock)
+    third = local.invoke_provisioner()["passes"][0]
+    # THEN EC2 answers with the instances it launched: the claims get them and no new instance exists
+    assert local.tokens.replayed >= 1 and sorted(third["claims"]["resumed"]) == sorted(launched)
+    assert third["launched"] == [] and third["nominated"] == 5
+    hidden.clear()
+    assert set(live(local)) == launched
+
+
+def test_a_pass_killed_before_create_fleet_is_launched_once_by_the_next(local: LocalCluster) -> None:
+    # GIVEN the pass recorded its claims and died before CreateFleet was sent
+    killed = once("before-send.ec2.CreateFleet", local)
+    clock = ShiftedClock()
+    local.runtime(clock=clock)
+    local.scale("inflate", 5)
+    with pytest.raises(Killed):
+        local.invoke_provisioner()
+    assert killed() == 1 and live(local) == [] and len(stored_claims(local)) == 2
+    # WHEN the next pass runs within the settle time, it waits (the dying pass might still be launching)
+    local.runtime(clock=clock)
+    assert local.invoke_provisioner()["passes"][0]["launched"] == [] and live(local) == []
+    # and once the claims are stale it resumes them: exactly the planned nodes, once
+    clock.shift = LAUNCH_SETTLE_SECONDS + 1
+    local.runtime(clock=clock)
+    third = local.invoke_provisioner()["passes"][0]
+    assert len(third["claims"]["resumed"]) == 2 and len(live(local)) == 2
+    assert {i.tags[NODECLAIM_TAG] for i in local.instances()} <= {
+        c["id"]["S"].removeprefix("claim#") for c in stored_claims(local)}
+    assert local.invoke_provisioner()["passes"][0]["launched"] == [] and len(live(local)) == 2
+
+
+def test_a_pass_that_cannot_get_the_launch_lease_plans_but_does_not_launch(local: LocalCluster) -> None:
+    # GIVEN another provisioner pass holds the cluster's launch lease
+    rt = local.runtime()
+    assert rt.claims.acquire_lease("other-pass", now=time.time(), seconds=60)
+    local.scale("inflate", 5)
+    blocked = local.invoke_provisioner()["passes"][0]
+    # THEN this pass plans, launches nothing and says why
+    assert blocked["launched"] == [] and live(local) == []
+    assert "lease" in blocked["blocked"] and "launching skipped" in blocked["summary"]
+    # WHEN the lease is released, the next pass launches
+    rt.claims.release_lease("other-pass")
+    assert len(local.invoke_provisioner()["passes"][0]["launched"]) == 2
+
+
+def test_no_claim_store_no_launch(local: LocalCluster) -> None:
+    # GIVEN the claims table cannot be reached (deleted, throttled away, no permission)
+    calls = count_create_fleet(local)
+    local.runtime()
+    local.session.client("dynamodb").delete_table(TableName=CLAIMS_TABLE)
+    local.scale("inflate", 5)
+    result = local.invoke_provisioner()["passes"][0]
+    # THEN nothing is launched without its durable record, and the pass says so
+    assert result["launched"] == [] and calls == [] and "claim store is unavailable" in result["blocked"]

@@ -1,0 +1,117 @@
+"""The pure decisions over stored node claims (``domain/claims.py``) and the claim's stored form."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from autoscaler.domain.claims import (
+    LAUNCH_GIVE_UP_SECONDS,
+    LAUNCH_SETTLE_SECONDS,
+    Claim,
+    claims_for,
+    reconcile_claims,
+)
+from autoscaler.domain.fleet import CloudInstance
+from autoscaler.domain.keys import NODECLAIM_TAG, NODEPOOL_TAG
+from autoscaler.domain.models import Taint
+from autoscaler.domain.plan import Launch
+
+NOW = 1_800_000_000.0
+
+
+def launch(*pods: str, zones: tuple[str, ...] = ("us-east-1a", "us-east-1b")) -> Launch:
+    return Launch(node_pool="default", node_class="default", capacity_type="spot", zones=zones,
+                  instance_types=("m5.large", "m5.xlarge"), pods=pods, labels={"team": "a"},
+                  taints=(Taint(key="dedicated", value="x", effect="NoSchedule"),), startup_taints=(),
+                  hourly_price=0.04, capacity_types=("spot", "on-demand"))
+
+
+def instance(iid: str, claim: str, *, state: str = "running") -> CloudInstance:
+    return CloudInstance(instance_id=iid, instance_type="m5.large", zone="us-east-1b", state=state,
+                         capacity_type="spot", launch_time=NOW, tags={NODECLAIM_TAG: claim, NODEPOOL_TAG: "default"})
+
+
+def group(*pods: tuple[str, ...], age: float = 0.0) -> list[Claim]:
+    launches = [launch(*p) for p in pods]
+    return claims_for(launches, [f"default-{i}" for i in range(len(launches))], now=NOW - age)
+
+
+def test_claims_of_one_fleet_share_its_group_and_keep_their_own_pods() -> None:
+    claims = group(("ns/a", "ns/b"), ("ns/c",))
+    assert [c.group for c in claims] == ["default-0", "default-0"] and {c.group_size for c in claims} == {2}
+    assert [c.pods for c in claims] == [("ns/a", "ns/b"), ("ns/c",)]
+    assert claims[0].capacity_types == ("spot", "on-demand")
+    # the stored form round-trips, taints and labels included
+    back = Claim.from_json(claims[0].to_json())
+    assert back == claims[0]
+    done = claims[0].launched(instance_id="i-1", instance_type="m5.large", zone="us-east-1a", capacity_type="spot")
+    assert Claim.from_json(done.to_json()) == done
+
+
+@pytest.mark.parametrize("text", ["{}", "not json", '{"id": "x", "state": "gone"}'])
+def test_a_malformed_stored_claim_is_a_value_error_naming_it(text: str) -> None:
+    with pytest.raises(ValueError, match=r"malformed node claim|state"):
+        Claim.from_json(text)
+
+
+def test_a_young_launching_claim_is_in_flight_capacity_for_its_pods() -> None:
+    claims = group(("ns/a",), ("ns/b",))
+    d = reconcile_claims(claims, listed=[], registered=set(), pending={"ns/a", "ns/b"}, now=NOW)
+    assert [f.pod_keys for f in d.in_flight] == [("ns/a",), ("ns/b",)]
+    # before EC2 answered: the cheapest planned type, the zone only when pinned to one, the first capacity type
+    f = d.in_flight[0]
+    assert (f.instance_type, f.zone, f.capacity_type, f.labels["team"]) == ("m5.large", "", "spot", "a")
+    assert f.taints == (Taint(key="dedicated", value="x", effect="NoSchedule"),)
+    assert d.resume == [] and d.finished == [] and d.adopted == []
+    pinned = claims_for([launch("ns/z", zones=("us-east-1c",))], ["default-z"], now=NOW)
+    assert reconcile_claims(pinned, listed=[], registered=(), pending=(), now=NOW).in_flight[0].zone == "us-east-1c"
+
+
+def test_instances_tagged_with_the_claim_or_its_group_are_adopted() -> None:
+    claims = group(("ns/a",), ("ns/b",), ("ns/c",))
+    # one instance was re-tagged with its own claim, the other two still carry the group's
+    listed = [instance("i-2", "default-2"), instance("i-0", "default-0"), instance("i-1", "default-0")]
+    d = reconcile_claims(claims, listed=listed, registered=set(), pending=set(), now=NOW)
+    assert {c.claim_id: c.instance_id for c in d.adopted} == {"default-0": "i-0", "default-1": "i-1",
+                                                              "default-2": "i-2"}
+    assert all(c.state == "launched" for c in d.adopted)
+    assert {f.instance_id for f in d.in_flight} == set() and d.resume == []
+
+
+def test_a_stale_launching_claim_with_pending_pods_is_resumed_and_without_them_finished() -> None:
+    stale = group(("ns/a",), ("ns/b",), age=LAUNCH_SETTLE_SECONDS + 1)
+    d = reconcile_claims(stale, listed=[], registered=set(), pending={"ns/b"}, now=NOW)
+    assert [[c.claim_id for c in g] for g in d.resume] == [["default-0", "default-1"]]
+    assert d.in_flight == []  # the caller counts them once the resumed launch answers
+    gone = reconcile_claims(stale, listed=[], registered=set(), pending=set(), now=NOW)
+    assert gone.resume == [] and sorted(gone.finished) == ["default-0", "default-1"]
+    given_up = group(("ns/a",), age=LAUNCH_GIVE_UP_SECONDS + 1)
+    assert reconcile_claims(given_up, listed=[], registered=set(), pending={"ns/a"}, now=NOW).finished == ["default-0"]
+
+
+def test_a_launched_claim_is_capacity_until_its_node_registers_or_its_instance_goes() -> None:
+    [c] = group(("ns/a",))
+    c = c.launched(instance_id="i-9", instance_type="m5.xlarge", zone="us-east-1a", capacity_type="on-demand")
+    # unlisted (DescribeInstances lags): capacity, with the type EC2 chose
+    d = reconcile_claims([c], listed=[], registered=set(), pending={"ns/a"}, now=NOW)
+    [f] = d.in_flight
+    assert (f.instance_id, f.instance_type, f.zone, f.capacity_type) == ("i-9", "m5.xlarge", "us-east-1a", "on-demand")
+    # listed: the claim's record wins (it knows the pods exactly)
+    listed = reconcile_claims([c], listed=[instance("i-9", "x")], registered=set(), pending=(), now=NOW)
+    assert len(listed.in_flight) == 1
+    # registered, or going away: finished
+    assert reconcile_claims([c], listed=[], registered={"i-9"}, pending=(), now=NOW).finished == ["default-0"]
+    dying = [instance("i-9", "default-0", state="shutting-down")]
+    assert reconcile_claims([c], listed=dying, registered=set(), pending=(), now=NOW).finished == ["default-0"]
+    # never listed for an hour: finished
+    old = replace(c, created_at=NOW - 4000)
+    assert reconcile_claims([old], listed=[], registered=set(), pending=(), now=NOW).finished == ["default-0"]
+
+
+def test_an_instance_another_claim_holds_is_never_adopted_twice() -> None:
+    a, b = group(("ns/a",), ("ns/b",))
+    a = a.launched(instance_id="i-0", instance_type="m5.large", zone="us-east-1a", capacity_type="spot")
+    d = reconcile_claims([a, b], listed=[instance("i-0", "default-0")], registered=set(), pending={"ns/b"}, now=NOW)
+    assert d.adopted == [] and [f.instance_id for f in d.in_flight] == ["i-0", "claim/default-1"]
