@@ -29,7 +29,7 @@ import logging
 import os
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -353,19 +353,21 @@ class LocalCluster:
         rt = self._runtime or self.runtime()
         return rt.cloud.owned_instances()
 
-    def register_nodes(self, *, bind: bool = True) -> list[str]:
+    def register_nodes(self, *, bind: bool = True, instances: Iterable[CloudInstance] | None = None) -> list[str]:
         """Play kubelet for every launched instance without a Node: create the Node with the labels
         kubelet sets and the registration taint ``karpenter.sh/unregistered:NoExecute`` (plus the
         NodePool's startupTaints), as a real kubelet does. With ``bind``, then play kube-scheduler
         (``schedule_pods``): pods bind only where they tolerate every taint, so nothing binds to a node
-        still carrying the registration taint. Returns the new nodes' names."""
+        still carrying the registration taint. ``instances`` (default: what the autoscaler's runtime lists)
+        lets a caller play kubelet for exactly the instances whose boot it decided is over. Returns the new
+        nodes' names."""
         rt = self._runtime or self.runtime()
         types = rt.cloud.instance_types()
         pools = {p.name: p for p in rt.node_pools}
         store = self.kube.store
         known = {(n.get("spec") or {}).get("providerID", "").rsplit("/", 1)[-1] for n in store.objects("nodes")}
         made = []
-        for inst in rt.cloud.owned_instances():
+        for inst in rt.cloud.owned_instances() if instances is None else instances:
             if inst.instance_id in known:
                 continue
             it = types[inst.instance_type]

@@ -101,8 +101,12 @@ def test_a_launched_claim_is_capacity_until_its_node_registers_or_its_instance_g
     # listed: the claim's record wins (it knows the pods exactly)
     listed = reconcile_claims([c], listed=[instance("i-9", "x")], registered=set(), pending=(), now=NOW)
     assert len(listed.in_flight) == 1
-    # registered, or going away: finished
-    assert reconcile_claims([c], listed=[], registered={"i-9"}, pending=(), now=NOW).finished == ["default-0"]
+    # registered but not initialised: its pods stay pinned to the node (not in flight any more)
+    pinned = reconcile_claims([c], listed=[], registered={"i-9"}, pending=(), now=NOW)
+    assert pinned.pinned == {"i-9": ("ns/a",)} and pinned.in_flight == [] and pinned.finished == []
+    # initialised, or going away: finished
+    done = reconcile_claims([c], listed=[], registered={"i-9"}, initialized={"i-9"}, pending=(), now=NOW)
+    assert done.finished == ["default-0"] and done.pinned == {}
     dying = [instance("i-9", "default-0", state="shutting-down")]
     assert reconcile_claims([c], listed=dying, registered=set(), pending=(), now=NOW).finished == ["default-0"]
     # never listed for an hour: finished

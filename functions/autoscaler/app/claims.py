@@ -61,6 +61,7 @@ class Reconciled:
     """Stored claims after a pass looked at them: the capacity they stand for and what changed."""
 
     in_flight: list[InFlightNode] = field(default_factory=list)
+    pinned: dict[str, tuple[str, ...]] = field(default_factory=dict)  # registering node's instance -> pods
     adopted: int = 0
     finished: int = 0
     resumed: list[LaunchedInstance] = field(default_factory=list)
@@ -76,13 +77,16 @@ class ClaimBook:
         self.store = store
 
     def reconcile(self, *, listed: Sequence[CloudInstance], registered: Collection[str], pending: Collection[str],
-                  now: float, resume: Resume | None, write: bool = True) -> Reconciled:
+                  now: float, resume: Resume | None, write: bool = True,
+                  initialized: Collection[str] = ()) -> Reconciled:
         """Read every claim, apply ``reconcile_claims`` and (with ``write``) store the outcome and resume
         stale launches. A store that cannot be read raises CloudError: planning without knowing what is
         in flight could launch twice."""
         stored = self.store.claims()
-        decisions = reconcile_claims(stored, listed=listed, registered=registered, pending=pending, now=now)
-        out = Reconciled(in_flight=list(decisions.in_flight), adopted=len(decisions.adopted),
+        decisions = reconcile_claims(stored, listed=listed, registered=registered, pending=pending, now=now,
+                                     initialized=initialized)
+        out = Reconciled(in_flight=list(decisions.in_flight), pinned=dict(decisions.pinned),
+                         adopted=len(decisions.adopted),
                          finished=len(decisions.finished))
         if write:
             self._write(decisions, out)

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from autoscaler.app.ports import CloudPort, ClusterPort
 from autoscaler.domain.fleet import CloudInstance, in_flight_node
-from autoscaler.domain.models import Pod
+from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import InFlightNode, PlanInput
@@ -19,9 +19,11 @@ def as_pending(pod: Pod) -> Pod:
     return replace(pod, node_name=None, phase="Pending", ready=False)
 
 
-# (instances EC2 lists as in flight, registered instance ids, pending pod keys) -> in-flight capacity
-# from the durable launch record, which wins over EC2's view of the same instance.
-Claimed = Callable[[Sequence[CloudInstance], Collection[str], Collection[str]], Sequence[InFlightNode]]
+# (instances EC2 lists as in flight, every Node, pending pod keys) -> in-flight capacity from the durable
+# launch record (which wins over EC2's view of the same instance), and the pods each registering node
+# (by instance id) was launched for.
+Claimed = Callable[[Sequence[CloudInstance], Sequence[Node], Collection[str]],
+                   tuple[Sequence[InFlightNode], Mapping[str, tuple[str, ...]]]]
 
 
 def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
@@ -50,14 +52,16 @@ def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: lis
     registered = {n.instance_id for n in all_nodes if n.instance_id}
     listed = cloud.in_flight(registered)
     in_flight = [f for f in (in_flight_node(i) for i in listed) if f is not None]
+    launched_for: Mapping[str, tuple[str, ...]] = {}
     if claimed is not None:
         pending = {p.key for p in pods if p.is_pending}
-        from_claims = [f for f in claimed(listed, registered, pending) if f.instance_id not in registered]
+        flying, launched_for = claimed(listed, all_nodes, pending)
+        from_claims = [f for f in flying if f.instance_id not in registered]
         ids = {f.instance_id for f in from_claims}
         in_flight = [f for f in in_flight if f.instance_id not in ids] + from_claims
     return PlanInput(
         node_pools=node_pools, node_classes=node_classes, pods=pods, nodes=nodes,
         daemonsets=cluster.daemonsets(), pvcs=cluster.pvcs(), pvs=cluster.pvs(),
         storage_classes=cluster.storage_classes(), instance_types=list(cloud.instance_types().values()),
-        offerings=cloud.offerings(), in_flight=in_flight, region=region,
+        offerings=cloud.offerings(), in_flight=in_flight, region=region, launched_for=launched_for,
     )

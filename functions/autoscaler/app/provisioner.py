@@ -32,7 +32,7 @@ from autoscaler.domain.allocatable import capacity
 from autoscaler.domain.claims import Claim, claims_for
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, FleetResult, LaunchedInstance
-from autoscaler.domain.initialization import as_capacity
+from autoscaler.domain.initialization import as_capacity, is_initialized
 from autoscaler.domain.keys import NAME_TAG, NODECLAIM_TAG, NODEPOOL_LABEL
 from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.node_state import Owner, mark_provisioned
@@ -169,19 +169,21 @@ class Provisioner:
                 log.warning("could not record the replacement of node %s as planned: %s", node.name, exc)
 
     def _gather(self, leaving: Collection[str]) -> PlanInput:
-        def claimed(listed: Sequence[CloudInstance], registered: Collection[str],
-                    pending: Collection[str]) -> Sequence[InFlightNode]:
+        def claimed(listed: Sequence[CloudInstance], nodes: Sequence[Node],
+                    pending: Collection[str]) -> tuple[Sequence[InFlightNode], Mapping[str, tuple[str, ...]]]:
             # A dry run or a pass without the lease reads the claims but changes nothing.
             writes = not (self.settings.dry_run or self._blocked)
+            registered = {n.instance_id for n in nodes if n.instance_id}
+            initialized = {n.instance_id for n in nodes if n.instance_id and is_initialized(n)}
             try:
                 self._reconciled = self.claims.reconcile(
                     listed=listed, registered=registered, pending=pending, now=self._now(),
-                    resume=self._resume if writes else None, write=writes)
+                    resume=self._resume if writes else None, write=writes, initialized=initialized)
             except CloudError as exc:  # without the record of launches, planning is advice only
                 log.warning("node claims could not be read: %s", exc)
                 self._blocked = self._blocked or f"the node claim store is unavailable ({exc.code or exc})"
-                return []
-            return self._reconciled.in_flight
+                return [], {}
+            return self._reconciled.in_flight, self._reconciled.pinned
 
         snap = gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
                                  node_classes=self.node_classes, region=self.settings.region,

@@ -153,19 +153,25 @@ class ClaimDecisions:
     """What a pass does with the stored claims before it plans."""
 
     in_flight: list[InFlightNode] = field(default_factory=list)  # replaces EC2's view of the same instance
+    # instance id -> the claim's pods, for registered nodes not initialised yet: the pods keep their place
+    pinned: dict[str, tuple[str, ...]] = field(default_factory=dict)
     adopted: list[Claim] = field(default_factory=list)  # learnt their instance from its tags: store them
     finished: list[str] = field(default_factory=list)  # claim ids to delete
     resume: list[list[Claim]] = field(default_factory=list)  # groups whose launch must be sent again
 
 
 def reconcile_claims(claims: Iterable[Claim], *, listed: Iterable[CloudInstance], registered: Collection[str],
-                     pending: Collection[str], now: float, settle_seconds: float = LAUNCH_SETTLE_SECONDS,
+                     pending: Collection[str], now: float, initialized: Collection[str] = (),
+                     settle_seconds: float = LAUNCH_SETTLE_SECONDS,
                      give_up_seconds: float = LAUNCH_GIVE_UP_SECONDS,
                      ttl_seconds: float = CLAIM_TTL_SECONDS) -> ClaimDecisions:
     """Decide, for every stored claim, from what EC2 lists (``listed``: the owned instances not yet
     registered, with their tags), the registered instance ids and the keys of the pods still pending.
 
-    - launched, and its instance registered or going away: finished (the Node counts itself);
+    - launched, its node registered and initialised, or its instance going away: finished (the Node
+      counts itself);
+    - launched, its node registered but not initialised: its pods stay pinned to that node (until
+      kube-scheduler can bind them there, other pending pods must not take their place);
     - launched otherwise: in-flight capacity from the claim, which knows its pods exactly (EC2's view
       may not list the instance yet, or its tags may lack the pod keys); unlisted for ``ttl_seconds``,
       it is finished;
@@ -188,8 +194,13 @@ def reconcile_claims(claims: Iterable[Claim], *, listed: Iterable[CloudInstance]
     for claim in claims:
         if claim.state == "launched":
             seen = by_id.get(claim.instance_id)
-            if claim.instance_id in registered or (seen is not None and seen.state in GOING_AWAY_STATES):
+            if claim.instance_id in initialized or (seen is not None and seen.state in GOING_AWAY_STATES):
                 decisions.finished.append(claim.claim_id)
+            elif claim.instance_id in registered:
+                if now - claim.created_at < ttl_seconds:
+                    decisions.pinned[claim.instance_id] = claim.pods
+                else:
+                    decisions.finished.append(claim.claim_id)
             elif seen is not None or now - claim.created_at < ttl_seconds:
                 decisions.in_flight.append(claim.in_flight())
             else:
@@ -213,8 +224,6 @@ def reconcile_claims(claims: Iterable[Claim], *, listed: Iterable[CloudInstance]
                 adopted = claim.launched(instance_id=inst.instance_id, instance_type=inst.instance_type,
                                          zone=inst.zone, capacity_type=inst.capacity_type)
                 decisions.adopted.append(adopted)
-                if inst.instance_id in registered:
-                    decisions.finished.append(claim.claim_id)
                 continue
             unresolved.append(claim)
         if not unresolved:

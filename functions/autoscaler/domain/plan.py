@@ -56,6 +56,9 @@ class PlanInput:
     offerings: list[Offering] = field(default_factory=list)
     in_flight: list[InFlightNode] = field(default_factory=list)
     region: str = ""
+    # Registered nodes not initialised yet, by instance id: the pods they were launched for (their node
+    # claims). Those pods go there first, as on an in-flight instance, until kube-scheduler can bind them.
+    launched_for: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

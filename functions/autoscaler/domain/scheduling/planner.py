@@ -85,7 +85,8 @@ class _Scheduler(_Placement):
             t, zones, cts, items = self.deferred.pop(key)
             left = self._pack_group(t, zones, cts, [(c, n) for c, n in items])  # type: ignore[misc]
             for c, n in left:
-                idx = c.targets.index(t)
+                # Classes share a deferred group by target signature; each has its own target objects.
+                idx = next((i for i, x in enumerate(c.targets) if x.sig == t.sig), len(c.targets))
                 nxt = next((x for x in c.targets[idx + 1:] if x.zones & zones and x.cts & cts), None)
                 if nxt is None:
                     why = f"NodePool {t.pool.pool.name} limit reached"

@@ -227,7 +227,7 @@ class _State:
             labels = {**n.labels, HOSTNAME_LABEL: n.labels.get(HOSTNAME_LABEL, n.name)}
             out.append(_Node(n.name, labels, _live_taints(n), self.vec(free), self.vec({}),
                              frozenset({zone}), frozenset({n.labels.get(CAPACITY_TYPE_LABEL, "on-demand")}),
-                             bound=bound[n.name]))
+                             bound=bound[n.name], launched_for=self.snap.launched_for.get(n.instance_id or "", ())))
         types = {it.name: it for it in self.snap.instance_types}
         pools = {p.pool.name: p for p in self.pools}
         for f in self.snap.in_flight:
