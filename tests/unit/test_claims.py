@@ -17,6 +17,8 @@ from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.keys import NODECLAIM_TAG, NODEPOOL_TAG
 from autoscaler.domain.models import Taint
 from autoscaler.domain.plan import Launch
+from autoscaler.domain.scheduling import plan
+from tests.unit.scheduling_world import pod, pool, world
 
 NOW = 1_800_000_000.0
 
@@ -119,3 +121,21 @@ def test_an_instance_another_claim_holds_is_never_adopted_twice() -> None:
     a = a.launched(instance_id="i-0", instance_type="m5.large", zone="us-east-1a", capacity_type="spot")
     d = reconcile_claims([a, b], listed=[instance("i-0", "default-0")], registered=set(), pending={"ns/b"}, now=NOW)
     assert d.adopted == [] and [f.instance_id for f in d.in_flight] == ["i-0", "claim/default-1"]
+
+
+def test_a_launch_whose_answer_is_unknown_counts_its_largest_type_against_the_limit() -> None:
+    # GIVEN a pool limited to 8 vCPU and a launching claim (no answer yet) that EC2 may have filled with
+    # an m5.large (2 vCPU) or an m5.2xlarge (8 vCPU)
+    spot_od = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
+    [claim] = claims_for([replace(launch("default/other"), instance_types=("m5.large", "m5.2xlarge"))],
+                         ["default-0"], now=NOW)
+    flying = reconcile_claims([claim], listed=[], registered=(), pending=(), now=NOW).in_flight
+    snap = world([pod("new-0", cpu=1500)], pools=[pool(requirements=spot_od, limits={"cpu": "8"})],
+                 in_flight=flying)
+    # THEN nothing more is launched: had EC2 chosen the 8-vCPU type, the pool would be over its limit
+    result = plan(snap)
+    assert result.launches == [] and "limit" in result.unschedulable[0].reason
+    # and once the answer is known (2 vCPU), the rest of the limit is usable again
+    known = claim.launched(instance_id="i-1", instance_type="m5.large", zone="us-east-1a", capacity_type="spot")
+    snap.in_flight = reconcile_claims([known], listed=[], registered=(), pending=(), now=NOW).in_flight
+    assert len(plan(snap).launches) == 1

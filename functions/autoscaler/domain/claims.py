@@ -83,7 +83,8 @@ class Claim:
         return InFlightNode(instance_id=self.instance_id or f"claim/{self.claim_id}", node_pool=self.node_pool,
                             instance_type=it, zone=zone, capacity_type=ct,
                             labels={**self.labels, NODEPOOL_LABEL: self.node_pool, CAPACITY_TYPE_LABEL: ct},
-                            taints=self.taints, launched_at=self.created_at, pod_keys=self.pods)
+                            taints=self.taints, launched_at=self.created_at, pod_keys=self.pods,
+                            may_be=() if self.state == "launched" else self.instance_types)
 
     # ----- the stored form (a JSON document) --------------------------------------------------
     def to_json(self) -> str:

@@ -38,6 +38,9 @@ class InFlightNode:
     taints: tuple[Taint, ...] = ()
     launched_at: float = 0.0
     pod_keys: tuple[str, ...] = ()  # the pods it was launched for
+    # A launch whose answer is not known yet: EC2 may have chosen any of these types. NodePool limits
+    # count the largest of them, so an unknown answer can never push a pool past its limit.
+    may_be: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

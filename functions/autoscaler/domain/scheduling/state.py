@@ -205,9 +205,14 @@ class _State:
         types = {it.name: it for it in self.snap.instance_types}
         kubelet, root = self._kubelet(pool)
         for f in self.snap.in_flight:
-            it = types.get(f.instance_type)
-            if f.node_pool == pool.name and it is not None:
-                usage = res.add(usage, {**capacity(it, kubelet=kubelet, root_volume_bytes=root), "nodes": 1})
+            if f.node_pool != pool.name:
+                continue
+            # The largest capacity EC2 may have given it (a launch whose answer is unknown): never over the limit.
+            caps = [capacity(it, kubelet=kubelet, root_volume_bytes=root)
+                    for name in (f.instance_type, *f.may_be) if (it := types.get(name)) is not None]
+            if caps:
+                most = {k: max(c.get(k, 0) for c in caps) for c in caps for k in c}
+                usage = res.add(usage, {**most, "nodes": 1})
         return usage
 
     def _existing_nodes(self) -> list[_Node]:
