@@ -97,6 +97,9 @@ def _demo() -> int:
             keep = {k: v for k, v in sorted(inst.tags.items()) if not k.startswith("eks-serverless-autoscaler/pods")}
             say("  tags: " + ", ".join(f"{k}={v}" for k, v in keep.items()))
             say(f"  launched for: {', '.join(pods_from_tags(inst.tags))}")
+        claims = env.runtime_claims()
+        say("Node claims recorded in DynamoDB before CreateFleet, one per instance: "
+            + ", ".join(f"{c.claim_id} -> {c.instance_id or '(launching)'}" for c in claims))
         for flag in _join_flags(env):
             say(f"  kubelet joins with {flag}")
         events = [e for e in env.kube.store.objects("events") if e.get("reason") == "Nominated"]

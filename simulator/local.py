@@ -47,6 +47,7 @@ from autoscaler.adapters.clock import SystemClock
 from autoscaler.app.ports import Clock
 from autoscaler.config import ENV_CLAIMS_TABLE, ClusterConfig, load_cluster_config
 from autoscaler.domain.allocatable import allocatable
+from autoscaler.domain.claims import Claim
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.labels import instance_type_labels
@@ -347,6 +348,11 @@ class LocalCluster:
     def pending_pods(self) -> list[str]:
         return sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.kube.store.objects("pods")
                       if not (p.get("spec") or {}).get("nodeName"))
+
+    def runtime_claims(self) -> list[Claim]:
+        """The node claims stored for this cluster (its DynamoDB table in moto)."""
+        rt = self._runtime or self.runtime()
+        return sorted(rt.claims.claims(), key=lambda c: c.claim_id)
 
     def instances(self) -> list[CloudInstance]:
         """This cluster's pending/running instances (what the autoscaler launched)."""

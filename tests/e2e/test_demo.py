@@ -19,3 +19,7 @@ def test_demo_prints_what_it_saw_decided_and_launched(capsys: pytest.CaptureFixt
                      "Third pass: scheduled pass: 5 pending pod(s): 5 fit existing or in-flight capacity",
                      "pending pods now: 0"):
         assert expected in out
+    # one node claim per instance, recorded before CreateFleet, each naming its own instance
+    [line] = [x for x in out.splitlines() if x.startswith("Node claims recorded in DynamoDB")]
+    pairs = line.split(": ", 1)[1].split(", ")
+    assert len(pairs) == 2 and len({p.split(" -> ")[1] for p in pairs}) == 2 and "(launching)" not in line
