@@ -33,6 +33,7 @@ KIND = "Kind"
 ACTION = "Action"
 GUARD = "Guard"
 OUTCOME = "Outcome"
+STAGE = "Stage"
 
 
 def service_name(cluster_name: str) -> str:
@@ -75,6 +76,9 @@ NODE_POOL_USAGE = MetricDef("NodePoolUsage", "Percent", ("provisioner",),
 MANAGED_HOURLY_COST = MetricDef("ManagedHourlyCost", "None", ("provisioner",),
                                 "USD per hour of the instances the autoscaler manages (gauge).",
                                 statistic="Maximum")
+PASS_ERRORS = MetricDef("PassErrors", "Count", ("provisioner",),
+                        "Failures a pass isolated and carried on from, by stage (lifecycle, claims, events).",
+                        dimensions=(STAGE,))
 PRICES_STALE = MetricDef("PricesStale", "Count", ("provisioner",),
                          "1 when prices are older than their refresh interval and a fallback was used.",
                          statistic="Maximum")
@@ -116,7 +120,7 @@ NODES_OF_REMOVED_NODE_POOL = MetricDef("NodesOfRemovedNodePool", "Count", ("disr
 
 CATALOGUE: dict[str, MetricDef] = {m.name: m for m in (
     PENDING_PODS, UNSCHEDULABLE_PODS, PODS_NOMINATED, NODES_LAUNCHED, LAUNCH_FAILURES, PLAN_SECONDS,
-    POD_TO_LAUNCH_SECONDS, NODE_POOL_USAGE, MANAGED_HOURLY_COST, PRICES_STALE,
+    POD_TO_LAUNCH_SECONDS, NODE_POOL_USAGE, MANAGED_HOURLY_COST, PRICES_STALE, PASS_ERRORS,
     INTERRUPTION_EVENTS, INTERRUPTION_OUTCOMES, PODS_EVICTED, EVICTIONS_BLOCKED_BY_PDB, EVICTIONS_THROTTLED,
     DRAIN_SECONDS, EVENT_TO_CORDON_SECONDS,
     NODES_DISRUPTED, DISRUPTION_SAVINGS, DISRUPTION_BLOCKED, NODES_OF_REMOVED_NODE_POOL,

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
 
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.domain.claims import LAUNCH_SETTLE_SECONDS
 from autoscaler.domain.keys import NODECLAIM_TAG
+from autoscaler.metrics_catalog import RecordingSink
 from simulator.local import CLAIMS_TABLE, LocalCluster
 from tests.e2e.test_provisioner import count_create_fleet
 
@@ -197,3 +199,36 @@ def test_no_claim_store_no_launch(local: LocalCluster) -> None:
     result = local.invoke_provisioner()["passes"][0]
     # THEN nothing is launched without its durable record, and the pass says so
     assert result["launched"] == [] and calls == [] and "claim store is unavailable" in result["blocked"]
+
+
+def test_a_failing_lifecycle_sweep_and_event_recording_are_counted_and_the_pass_goes_on(local: LocalCluster) -> None:
+    # GIVEN the Kubernetes API refuses every Event, and EC2 refuses the lifecycle sweep's DescribeInstances
+    # (the pass's second: the first is the gather's)
+    local.kube.inject_error("/events", 403, count=100, method="POST")
+    describes = [0]
+
+    def refuse_second(request: Any, **_: Any) -> AWSResponse | None:
+        describes[0] += 1
+        if describes[0] != 2:
+            return None
+        body = (b"<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>not allowed</Message>"
+                b"</Error></Errors><RequestID>test</RequestID></Response>")
+        return AWSResponse(request.url, 403, {}, _Raw(body))
+
+    local.session.events.register_first("before-send.ec2.DescribeInstances", refuse_second)
+    sink = RecordingSink()
+    local.runtime(sink=sink)
+    local.scale("inflate", 5)
+    result = local.invoke_provisioner()["passes"][0]
+    # THEN the launch still happened, and each isolated failure is a metric by stage
+    assert len(result["launched"]) == 2 and describes[0] >= 2
+    stages = {d["Stage"]: v for n, v, d in sink.points if n == "PassErrors"}
+    assert stages == {"lifecycle": 1, "events": 5}
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, *_: Any, **__: Any) -> Any:
+        yield self._body

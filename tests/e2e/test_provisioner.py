@@ -273,6 +273,12 @@ def test_launch_failures_are_reported_and_counted_by_reason(moto_server: Threade
         assert sink.total("LaunchFailures") >= 1
         assert {d["Reason"] for n, _, d in sink.points if n == "LaunchFailures"} == {"InsufficientInstanceCapacity"}
         assert env.instances() == [] and events_for(env, "Nominated") == []
+        # each pod says why its node did not launch (kubectl describe pod), and that it is planned again
+        failed = events_for(env, "LaunchFailed")
+        assert len(failed) == 5 and all(e["type"] == "Warning" for e in failed)
+        assert "InsufficientInstanceCapacity" in failed[0]["message"] and "next pass" in failed[0]["message"]
+        # and its node claims are gone: nothing launched, so nothing is in flight for the next pass
+        assert env.runtime_claims() == []
 
 
 def test_describe_instances_lagging_create_fleet_does_not_launch_again(local: LocalCluster) -> None:

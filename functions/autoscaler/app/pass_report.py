@@ -44,6 +44,7 @@ class PassResult:
     lifecycle: LifecycleResult | None = None
     blocked: str = ""  # why this pass could not launch (another pass holds the lease; no claim store)
     claims: Reconciled = field(default_factory=Reconciled)  # what the stored node claims came to
+    events_failed: int = 0  # Kubernetes Events that could not be recorded (the pass went on)
     seconds: float = 0.0
     started_at: float = 0.0  # the clock's monotonic reading when the pass began
 

@@ -308,21 +308,30 @@ class Provisioner:
             pod = pods.get(u.pod)
             if pod is not None:
                 todo.append((pod, "FailedScheduling", f"Failed to schedule pod: {u.reason}", "Warning"))
+        for g in result.groups if not result.dry_run else ():
+            if not (g.failure or g.missing):
+                continue
+            why = g.failure or ", ".join(sorted({e.code for e in g.errors})) or "no capacity"
+            for key in g.pods:
+                if key in pods and key not in g.placed:
+                    todo.append((pods[key], "LaunchFailed", f"Failed to launch a node for this pod (node claim "
+                                 f"{g.claim_id}): {why}; it is planned again on the next pass", "Warning"))
         now = self._now()
         self._evented = {k: t for k, t in self._evented.items() if now - t < 600}
         fresh = [t for t in todo if (t[0].uid or t[0].key, t[2]) not in self._evented]
         if not fresh:
             return
 
-        def record(item: tuple[Pod, str, str, str]) -> None:
+        def record(item: tuple[Pod, str, str, str]) -> bool:
             pod, reason, message, kind = item
             ok = self.cluster.record_event(pod, reason=reason, message=message,
                                            event_type="Warning" if kind == "Warning" else "Normal")
             if ok:
                 self._evented[(pod.uid or pod.key, message)] = now
+            return ok
 
         with ThreadPoolExecutor(max_workers=EVENT_THREADS) as pool:
-            list(pool.map(record, fresh))
+            result.events_failed = sum(1 for ok in pool.map(record, fresh) if not ok)
 
     # ----- lifecycle ---------------------------------------------------------------------------
     def _lifecycle(self, snap: PlanInput) -> tuple[LifecycleResult, list[CloudInstance]]:
@@ -349,6 +358,11 @@ class Provisioner:
         sink.emit(mc.PODS_NOMINATED, len(plan.existing))
         sink.emit(mc.PLAN_SECONDS, plan_seconds)
         sink.emit(mc.PRICES_STALE, 1 if self.cloud.prices_stale else 0)
+        # Failures the pass isolated and went on from (each is also logged where it happened).
+        for stage, count in (("lifecycle", len(result.lifecycle.errors) if result.lifecycle else 0),
+                             ("claims", len(result.claims.errors)), ("events", result.events_failed)):
+            if count:
+                sink.emit(mc.PASS_ERRORS, count, Stage=stage)
         launched = Counter((i.instance_type, i.capacity_type, i.zone) for i in result.launched)
         for (it, ct, zone), n in sorted(launched.items()):
             sink.emit(mc.NODES_LAUNCHED, n, InstanceType=it, CapacityType=ct, Zone=zone)
