@@ -46,7 +46,7 @@ from autoscaler.adapters.aws.claims import create_table
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.app.ports import Clock
 from autoscaler.config import ENV_CLAIMS_TABLE, ClusterConfig, load_cluster_config
-from autoscaler.domain.allocatable import allocatable
+from autoscaler.domain.allocatable import allocatable, capacity
 from autoscaler.domain.claims import Claim
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
@@ -381,9 +381,12 @@ class LocalCluster:
             labels = {**instance_type_labels(it), "kubernetes.io/hostname": name,
                       "topology.kubernetes.io/zone": inst.zone, "topology.kubernetes.io/region": self.config.region,
                       NODEPOOL_LABEL: inst.node_pool, CAPACITY_TYPE_LABEL: inst.capacity_type}
-            alloc = allocatable(it)
+            # A kubelet reports the machine's whole capacity and, below it, what pods may use.
+            alloc, cap = allocatable(it), capacity(it)
             quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"]),
                           "ephemeral-storage": str(alloc["ephemeral-storage"])}
+            capacities = {"cpu": f"{cap['cpu']}m", "memory": str(cap["memory"]), "pods": str(cap["pods"]),
+                          "ephemeral-storage": str(cap["ephemeral-storage"])}
             pool = pools.get(inst.node_pool)
             taints = [{"key": UNREGISTERED_TAINT.key, "effect": UNREGISTERED_TAINT.effect}]
             startup = pool.startup_taints if pool else ()
@@ -391,7 +394,7 @@ class LocalCluster:
             store.create("nodes", {
                 "metadata": {"name": name, "labels": labels},
                 "spec": {"providerID": inst.provider_id, "taints": taints},
-                "status": {"allocatable": quantities, "capacity": quantities,
+                "status": {"allocatable": quantities, "capacity": capacities,
                            "conditions": [{"type": "Ready", "status": "True"}]},
             })
             made.append(name)

@@ -31,7 +31,7 @@ from autoscaler.app.ports import ClaimStore, Clock, CloudError, CloudPort, Clust
 from autoscaler.domain.allocatable import capacity
 from autoscaler.domain.claims import Claim, claims_for
 from autoscaler.domain.errors import ConfigError
-from autoscaler.domain.fleet import CloudInstance, FleetResult, LaunchedInstance
+from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchedInstance
 from autoscaler.domain.initialization import as_capacity, is_initialized
 from autoscaler.domain.keys import NAME_TAG, NODECLAIM_TAG, NODEPOOL_LABEL
 from autoscaler.domain.models import Node, Pod
@@ -51,6 +51,11 @@ log = logging.getLogger(__name__)
 BATCH_IDLE_SECONDS = 1.0
 BATCH_MAX_SECONDS = 10.0
 EVENT_THREADS = 8
+# CreateFleet calls in flight at once: a 50k-pod burst has dozens of node groups, ~1.5 s each on EC2;
+# eight at a time stays well inside EC2's request rate for mutating calls (adaptive retries absorb a throttle).
+LAUNCH_THREADS = 8
+# A CreateFleet not started this close to the invocation's end is left to the next pass.
+LAUNCH_RESERVE_SECONDS = 8.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +102,16 @@ class Provisioner:
         self._passes = 0
         self._reconciled = Reconciled()
         self._blocked = ""
+        self._deadline: float | None = None
         self._evented: dict[tuple[str, str], float] = {}  # (pod uid/key, message) -> when recorded
 
     # ----- one pass ----------------------------------------------------------------------------
-    def run_pass(self, *, reason: str = "scheduled", leaving_nodes: Collection[str] = ()) -> PassResult:
+    def run_pass(self, *, reason: str = "scheduled", leaving_nodes: Collection[str] = (),
+                 deadline: float | None = None) -> PassResult:
+        """One pass. ``deadline`` (the clock's monotonic time the invocation must be done by): launches
+        not started shortly before it are left to the next pass instead of running into the timeout."""
         started = self._mono()
+        self._deadline = deadline
         self._passes += 1
         holder = f"{self._holder}-{self._passes}"
         blocked = "" if self.settings.dry_run else self._acquire(holder)
@@ -214,7 +224,11 @@ class Provisioner:
         return plan, plan.solve_seconds
 
     def _launch(self, plan: Plan, pods: Mapping[str, Pod], *, blocked: str) -> list[GroupOutcome]:
-        outcomes = []
+        """One CreateFleet per group of identical planned nodes, up to LAUNCH_THREADS at once (each with
+        its claims recorded first and its own client tokens). Groups not started when the invocation is
+        about to end are left to the next pass, which plans their pods again."""
+        outcomes: list[GroupOutcome] = []
+        todo: list[tuple[GroupOutcome, FleetRequest, list[Launch], list[str]]] = []
         for group in group_launches(plan.launches):
             first = group[0]
             keys = tuple(k for launch in group for k in launch.pods)
@@ -237,28 +251,44 @@ class Provisioner:
             if blocked:
                 outcome.failure = f"not launched: {blocked}"
                 continue
-            claims = claims_for(group, ids, now=self._now())
-            try:
-                self.claims.record(claims)  # durable before CreateFleet, or no launch at all
-            except CloudError as exc:
-                outcome.failure = f"ClaimStoreUnavailable: node claims could not be recorded ({exc})"
-                continue
-            try:
-                fleet = self.cloud.launch(request)
-            except Exception as exc:  # one bad group must not stop the others; reported and metered
-                if not isinstance(exc, ConfigError):
-                    log.exception("launch %s failed", request.claim_id)
-                outcome.failure = f"{type(exc).__name__}: {exc}"
-                # The claims stay: if EC2 did launch, the next pass finds the instances by their tags,
-                # else it resumes the launch with the same client tokens.
-                continue
-            outcome.launched, outcome.errors = list(fleet.launched), list(fleet.errors)
-            if len(group) > 1:
-                outcome.launched = self._identify(outcome.launched, group, ids)
-            outcome.placed = {key: instance for instance, launch in zip(outcome.launched, group, strict=False)
-                              for key in launch.pods}
-            self.claims.complete(claims, outcome.launched, uncertain=fleet.uncertain)
+            todo.append((outcome, request, group, ids))
+        if len(todo) == 1:
+            self._launch_group(*todo[0])
+        elif todo:
+            with ThreadPoolExecutor(max_workers=LAUNCH_THREADS) as workers:
+                list(workers.map(lambda item: self._launch_group(*item), todo))
         return outcomes
+
+    def _launch_group(self, outcome: GroupOutcome, request: FleetRequest, group: list[Launch],
+                      ids: list[str]) -> None:
+        deadline = self._deadline
+        if deadline is not None and self._mono() > deadline - LAUNCH_RESERVE_SECONDS:
+            outcome.failure = "Deferred: the invocation is ending; planned again by the next pass"
+            return
+        claims = claims_for(group, ids, now=self._now())
+        try:
+            self.claims.record(claims)  # durable before CreateFleet, or no launch at all
+        except CloudError as exc:
+            outcome.failure = f"ClaimStoreUnavailable: node claims could not be recorded ({exc})"
+            return
+        try:
+            fleet = self.cloud.launch(request)
+        except ConfigError as exc:  # nothing was sent: the claims have nothing to wait for
+            outcome.failure = f"ConfigError: {exc}"
+            self.claims.complete(claims, [])
+            return
+        except Exception as exc:  # one bad group must not stop the others; reported and metered
+            log.exception("launch %s failed", request.claim_id)
+            outcome.failure = f"{type(exc).__name__}: {exc}"
+            # The claims stay: if EC2 did launch, the next pass finds the instances by their tags,
+            # else it resumes the launch with the same client tokens.
+            return
+        outcome.launched, outcome.errors = list(fleet.launched), list(fleet.errors)
+        if len(group) > 1:
+            outcome.launched = self._identify(outcome.launched, group, ids)
+        outcome.placed = {key: instance for instance, launch in zip(outcome.launched, group, strict=False)
+                          for key in launch.pods}
+        self.claims.complete(claims, outcome.launched, uncertain=fleet.uncertain)
 
     def _pod_tags(self, launch: Launch, claim: str) -> dict[str, str]:
         """The node's pod keys as tags, within what EC2's 50-tag limit leaves after the autoscaler's and

@@ -27,7 +27,8 @@ def open_watch(provisioner: Provisioner, *, seconds: float) -> PendingPodWatch:
     return PendingPodWatch(provisioner.cluster, seconds=seconds, deadline=provisioner.clock.monotonic() + seconds)
 
 
-def watch(provisioner: Provisioner, watcher: PendingPodWatch, *, first: PassResult | None = None) -> list[PassResult]:
+def watch(provisioner: Provisioner, watcher: PendingPodWatch, *, first: PassResult | None = None,
+          deadline: float | None = None) -> list[PassResult]:
     """Run a pass per batch of new pending pods until the watch's deadline. Pods the previous pass
     already considered do not start a batch: their status updates would otherwise re-trigger a pass for
     nothing."""
@@ -46,7 +47,7 @@ def watch(provisioner: Provisioner, watcher: PendingPodWatch, *, first: PassResu
                 continue
             batch = {pod.key}
             watch_ended = _collect(provisioner, watcher, batch, seen)
-            result = provisioner.run_pass(reason=f"watch ({len(batch)} new pod(s))")
+            result = provisioner.run_pass(reason=f"watch ({len(batch)} new pod(s))", deadline=deadline)
             results.append(result)
             seen = _pod_ids(result.plan) | seen
             if watch_ended:
@@ -114,9 +115,10 @@ def _pod_ids(plan: Plan) -> set[str]:
 
 def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
                    replacement: ReplacementRequest | None = None,
-                   mark_unavailable: Callable[[str, str, str], None] | None = None) -> list[PassResult]:
+                   mark_unavailable: Callable[[str, str, str], None] | None = None,
+                   deadline: float | None = None) -> list[PassResult]:
     """One Lambda invocation: a replacement pass or a scheduled pass, then watch mode when
-    ``watch_seconds`` > 0."""
+    ``watch_seconds`` > 0. ``deadline``: when the invocation ends (the clock's monotonic time)."""
     watcher = open_watch(provisioner, seconds=watch_seconds) if watch_seconds > 0 else None
     try:
         if replacement is not None:
@@ -125,9 +127,9 @@ def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
                 mark(instance_type, zone, capacity_type)
             first = provisioner.run_pass(
                 reason=f"replacement ({replacement.source} {replacement.event_id})".strip(),
-                leaving_nodes=replacement.nodes)
+                leaving_nodes=replacement.nodes, deadline=deadline)
         else:
-            first = provisioner.run_pass(reason="scheduled")
+            first = provisioner.run_pass(reason="scheduled", deadline=deadline)
     except BaseException:
         if watcher is not None:
             watcher.close()
@@ -135,5 +137,5 @@ def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
     results = [first]
     if watcher is not None:
         # The watch was opened before the first pass (and its window counts from then).
-        results += watch(provisioner, watcher, first=first)
+        results += watch(provisioner, watcher, first=first, deadline=deadline)
     return results

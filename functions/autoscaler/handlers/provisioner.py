@@ -100,8 +100,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
                                          unavailable=tuple(payload.unavailable), event_id=payload.event_id)
     watch_enabled = cfg.watch_mode if payload.watch is None else payload.watch
     service = provisioner_for(runtime, dry_run=dry_run)
+    remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
+    deadline = runtime.clock.monotonic() + remaining_ms() / 1000.0 if callable(remaining_ms) else None
     results = run_invocation(service, watch_seconds=watch_seconds(runtime, context, enabled=watch_enabled),
-                             replacement=replacement)
+                             replacement=replacement, deadline=deadline)
     passes = [r.to_json() for r in results]
     for result, detail in zip(results, passes, strict=True):
         # The decision log: one line a person reads, with the structured detail alongside.
