@@ -6,19 +6,19 @@ request, which would forgive exactly the double launch the token prevents)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from botocore.awsrequest import AWSResponse
 
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.domain.claims import LAUNCH_SETTLE_SECONDS
 from autoscaler.domain.keys import NODECLAIM_TAG
 from autoscaler.metrics_catalog import RecordingSink
-from simulator.local import CLAIMS_TABLE, LocalCluster
+from simulator.local import CLAIMS_TABLE, LocalCluster, inflate_pod
 from tests.e2e.test_provisioner import count_create_fleet
 
 pytestmark = pytest.mark.e2e
@@ -202,33 +202,83 @@ def test_no_claim_store_no_launch(local: LocalCluster) -> None:
 
 
 def test_a_failing_lifecycle_sweep_and_event_recording_are_counted_and_the_pass_goes_on(local: LocalCluster) -> None:
-    # GIVEN the Kubernetes API refuses every Event, and EC2 refuses the lifecycle sweep's DescribeInstances
-    # (the pass's second: the first is the gather's)
+    # GIVEN a pass launched, the kubelet registered the nodes (with the registration taint), and then the
+    # Kubernetes API refuses every Event and the lifecycle sweep's node patches
+    local.runtime()
+    local.scale("inflate", 5)
+    local.invoke_provisioner()
+    local.register_nodes(bind=False)
+    local.scale("inflate", 12)  # 7 more pods: the next pass launches and records Events
     local.kube.inject_error("/events", 403, count=100, method="POST")
-    describes = [0]
-
-    def refuse_second(request: Any, **_: Any) -> AWSResponse | None:
-        describes[0] += 1
-        if describes[0] != 2:
-            return None
-        body = (b"<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>not allowed</Message>"
-                b"</Error></Errors><RequestID>test</RequestID></Response>")
-        return AWSResponse(request.url, 403, {}, _Raw(body))
-
-    local.session.events.register_first("before-send.ec2.DescribeInstances", refuse_second)
+    local.kube.inject_error("/nodes/", 403, count=100, method="PATCH")
     sink = RecordingSink()
     local.runtime(sink=sink)
-    local.scale("inflate", 5)
     result = local.invoke_provisioner()["passes"][0]
     # THEN the launch still happened, and each isolated failure is a metric by stage
-    assert len(result["launched"]) == 2 and describes[0] >= 2
+    assert result["launched"]
     stages = {d["Stage"]: v for n, v, d in sink.points if n == "PassErrors"}
-    assert stages == {"lifecycle": 1, "events": 5}
+    assert stages["events"] >= 5 and stages["lifecycle"] == 2  # an Event per new pod; a patch per registering node
 
 
-class _Raw:
-    def __init__(self, body: bytes) -> None:
-        self._body = body
+def test_one_describe_instances_listing_per_pass_in_pages(local: LocalCluster) -> None:
+    sent: list[str] = []
+    local.session.events.register("before-send.ec2.DescribeInstances",
+                                  lambda request, **_: sent.append(str(request.body)))
+    local.runtime()
+    local.scale("inflate", 5)
+    local.invoke_provisioner()
+    # gather and lifecycle share one listing, asked for in pages of 1,000
+    assert len(sent) == 1 and "MaxResults=1000" in sent[0]
 
-    def stream(self, *_: Any, **__: Any) -> Any:
-        yield self._body
+
+def test_node_groups_launch_in_parallel_and_not_after_the_deadline(local: LocalCluster) -> None:
+    # GIVEN pods pinned to three zones: three node groups, three CreateFleet calls
+    windows: list[tuple[float, float]] = []
+    lock = threading.Lock()
+
+    def slow(**_: Any) -> None:
+        start = time.monotonic()
+        time.sleep(0.4)  # EC2 takes ~1.5 s per CreateFleet
+        with lock:
+            windows.append((start, time.monotonic()))
+
+    local.session.events.register("before-send.ec2.CreateFleet", slow)
+    rt = local.runtime()
+    for n, zone in enumerate(("us-east-1a", "us-east-1b", "us-east-1c")):
+        pod = inflate_pod(f"zonal-{n}", app=f"zonal-{n}", cpu="2")
+        pod["spec"]["nodeSelector"] = {"topology.kubernetes.io/zone": zone}
+        local.kube.store.create("pods", pod)
+    provisioner = _service(rt)
+    result = provisioner.run_pass()
+    assert len(result.groups) >= 3 and len(windows) == len(result.groups)
+    overlapping = max(sum(1 for s, e in windows if s < t < e) for t in (s + 0.01 for s, _ in windows))
+    assert overlapping >= 2
+    # WHEN the invocation is about to end: nothing starts, the pods are planned again next time
+    local.scale("late", 3, cpu="2")
+    before = len(windows)
+    late = provisioner.run_pass(deadline=rt.clock.monotonic() + 1.0)
+    assert len(windows) == before and late.groups and all(g.failure.startswith("Deferred") for g in late.groups)
+    assert not any(c.pods and c.pods[0].startswith("default/late") for c in local.runtime_claims())
+
+
+def _service(rt: Any) -> Any:
+    from autoscaler.handlers.provisioner import provisioner_for
+
+    return provisioner_for(rt, dry_run=False)
+
+
+def test_pod_events_are_rate_limited_and_the_answer_is_bounded(local: LocalCluster) -> None:
+    # GIVEN 250 pods no NodePool can place (500 CPU each)
+    local.runtime()
+    local.scale("huge", 250, cpu="500")
+    first = local.invoke_provisioner()["passes"][0]
+    # THEN one burst of Events goes out (warnings), the rest is counted, and the answer stays bounded
+    failed = [e for e in local.kube.store.objects("events") if e.get("reason") == "FailedScheduling"]
+    assert len(failed) == 100 and first["eventsSuppressed"] == 150
+    assert first["unschedulableCount"] == 250 and len(first["unschedulable"]) == 200
+    assert "150 pod Event(s) left out by the rate limit" in first["summary"] and len(first["summary"]) < 2000
+    # and a pass right after sends no Event twice for the same pod and message
+    local.invoke_provisioner()
+    again = [e for e in local.kube.store.objects("events") if e.get("reason") == "FailedScheduling"]
+    names = [e["involvedObject"]["name"] for e in again]
+    assert len(names) == len(set(names))

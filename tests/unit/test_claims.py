@@ -139,3 +139,14 @@ def test_a_launch_whose_answer_is_unknown_counts_its_largest_type_against_the_li
     known = claim.launched(instance_id="i-1", instance_type="m5.large", zone="us-east-1a", capacity_type="spot")
     snap.in_flight = reconcile_claims([known], listed=[], registered=(), pending=(), now=NOW).in_flight
     assert len(plan(snap).launches) == 1
+
+
+def test_zones_without_a_subnet_of_the_node_class_are_never_planned() -> None:
+    spot_od = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
+    snap = world([pod(f"p-{i}", cpu=1500) for i in range(6)], pools=[pool(requirements=spot_od)],
+                 node_class_zones={"default": frozenset({"us-east-1c"})})
+    result = plan(snap)
+    assert result.launches and {z for launch in result.launches for z in launch.zones} == {"us-east-1c"}
+    # unknown subnets (not resolved): every offering's zone stays possible
+    snap.node_class_zones = {}
+    assert len({z for launch in plan(snap).launches for z in launch.zones}) > 1

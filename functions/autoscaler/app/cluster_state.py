@@ -3,15 +3,19 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
-from autoscaler.app.ports import CloudPort, ClusterPort
+from autoscaler.app.ports import CloudError, CloudPort, ClusterPort
+from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, in_flight_node
 from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import InFlightNode, PlanInput
+
+log = logging.getLogger(__name__)
 
 
 def as_pending(pod: Pod) -> Pod:
@@ -29,7 +33,7 @@ Claimed = Callable[[Sequence[CloudInstance], Sequence[Node], Collection[str]],
 def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
                       node_classes: Mapping[str, NodeClass], region: str = "",
                       leaving_nodes: Collection[str] = (),
-                      claimed: Claimed | None = None) -> PlanInput:
+                      claimed: Claimed | None = None, owned: Sequence[CloudInstance] | None = None) -> PlanInput:
     """Pods, nodes, DaemonSets, volumes, in-flight instances, instance types and priced offerings.
 
     Pods on ``leaving_nodes`` (being interrupted, expired, consolidated) are returned as pending and
@@ -50,7 +54,9 @@ def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: lis
     # A leaving node's instance is still registered: it must not come back as in-flight capacity
     # (its pod tags would pin the pods onto the very instance that is going away).
     registered = {n.instance_id for n in all_nodes if n.instance_id}
-    listed = cloud.in_flight(registered)
+    # ``owned``: the pass's one listing of our live instances (DescribeInstances is the costliest read).
+    listed = ([i for i in owned if i.instance_id not in registered] if owned is not None
+              else cloud.in_flight(registered))
     in_flight = [f for f in (in_flight_node(i) for i in listed) if f is not None]
     launched_for: Mapping[str, tuple[str, ...]] = {}
     if claimed is not None:
@@ -64,4 +70,21 @@ def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: lis
         daemonsets=cluster.daemonsets(), pvcs=cluster.pvcs(), pvs=cluster.pvs(),
         storage_classes=cluster.storage_classes(), instance_types=list(cloud.instance_types().values()),
         offerings=cloud.offerings(), in_flight=in_flight, region=region, launched_for=launched_for,
+        node_class_zones=_subnet_zones(cloud, node_pools, node_classes),
     )
+
+
+def _subnet_zones(cloud: CloudPort, node_pools: list[NodePool],
+                  node_classes: Mapping[str, NodeClass]) -> dict[str, frozenset[str]]:
+    """Where each node class in use can launch. A node class whose subnets cannot be resolved is left
+    out (no restriction): its launch then reports the reason."""
+    out: dict[str, frozenset[str]] = {}
+    for name in sorted({p.node_class_ref for p in node_pools}):
+        nc = node_classes.get(name)
+        if nc is None:
+            continue
+        try:
+            out[name] = cloud.subnet_zones(nc)
+        except (ConfigError, CloudError) as exc:
+            log.warning("subnets of EC2NodeClass %s not resolved: %s", name, exc)
+    return out

@@ -13,6 +13,12 @@ from autoscaler.app.lifecycle import LifecycleResult
 from autoscaler.domain.fleet import FleetError, LaunchedInstance
 from autoscaler.domain.plan import Launch, Plan, Unschedulable
 
+# Bounds on what one pass writes to its log line and JSON (a 50k-pod pass must stay far below
+# CloudWatch's 256 KB per log event and X-Ray's segment size).
+LOG_GROUPS = 12
+LOG_CLAIMS = 8
+JSON_ITEMS = 200
+
 
 @dataclass
 class GroupOutcome:
@@ -45,6 +51,7 @@ class PassResult:
     blocked: str = ""  # why this pass could not launch (another pass holds the lease; no claim store)
     claims: Reconciled = field(default_factory=Reconciled)  # what the stored node claims came to
     events_failed: int = 0  # Kubernetes Events that could not be recorded (the pass went on)
+    events_suppressed: int = 0  # pod Events the rate limit left out (the decision log has those pods)
     seconds: float = 0.0
     started_at: float = 0.0  # the clock's monotonic reading when the pass began
 
@@ -76,24 +83,30 @@ class PassResult:
             parts.append(f"{len(p.existing)} fit existing or in-flight capacity")
         verb = "would launch" if self.dry_run else "launched"
         nodes = []
-        for g in self.groups:
+        for g in self.groups[:LOG_GROUPS]:
             types = ", ".join(g.launch.instance_types[:3]) + ("..." if len(g.launch.instance_types) > 3 else "")
             if g.launched:
                 # What EC2 actually launched (a spot plan may have fallen back to on-demand), at its price.
                 got = "/".join(sorted({f"{i.instance_type} {i.zone} {i.capacity_type} "
                                        f"${g.prices.get(i.instance_id, 0.0):.4f}/h" for i in g.launched}))
-                claims = ", ".join(i.claim_id for i in g.launched)  # one node claim per instance
+                claims = ", ".join(i.claim_id for i in g.launched[:LOG_CLAIMS])  # one node claim per instance
+                claims += f", +{len(g.launched) - LOG_CLAIMS}" if len(g.launched) > LOG_CLAIMS else ""
                 nodes.append(f"{len(g.launched)}x {got} for {len(g.pods)} pod(s) ({claims})")
             else:
                 nodes.append(f"{g.count}x [{types}] {g.launch.capacity_type} ${g.launch.hourly_price:.4f}/h for "
                              f"{len(g.pods)} pod(s) ({g.claim_id})")
+        if len(self.groups) > LOG_GROUPS:
+            nodes.append(f"and {len(self.groups) - LOG_GROUPS} more group(s)")
         if nodes:
             parts.append(f"{verb} {sum(len(g.launched) if not self.dry_run else g.count for g in self.groups)}"
                          f" node(s): " + "; ".join(nodes))
+        if self.events_suppressed:
+            parts.append(f"{self.events_suppressed} pod Event(s) left out by the rate limit")
         if self.blocked:
             parts.append(f"launching skipped: {self.blocked}")
         if self.failures:
-            parts.append("failed: " + "; ".join(self.failures))
+            more = f"; and {len(self.failures) - LOG_GROUPS} more" if len(self.failures) > LOG_GROUPS else ""
+            parts.append("failed: " + "; ".join(self.failures[:LOG_GROUPS]) + more)
         c = self.claims
         if c.adopted or c.resumed or c.errors:
             errors = f" ({'; '.join(c.errors)})" if c.errors else ""
@@ -110,6 +123,9 @@ class PassResult:
         return f"{head}: " + ", ".join(parts)
 
     def to_json(self) -> dict[str, object]:
+        """The handler's answer and the decision log's detail, bounded (CloudWatch keeps 256 KB per
+        event): lists stop at JSON_ITEMS entries; the counts are always whole."""
+        launched = [(g, i) for g in self.groups for i in g.launched]
         return {
             "reason": self.reason, "dryRun": self.dry_run, "pendingPods": self.plan.pending_pods,
             "startedAt": round(self.started_at, 6), "seconds": round(self.seconds, 3),
@@ -117,14 +133,19 @@ class PassResult:
             "launched": [{"instanceId": i.instance_id, "instanceType": i.instance_type, "zone": i.zone,
                           "capacityType": i.capacity_type, "claim": i.claim_id,
                           "hourlyPrice": round(g.prices.get(i.instance_id, 0.0), 6)}
-                         for g in self.groups for i in g.launched],
+                         for g, i in launched[:JSON_ITEMS]],
+            "launchedCount": len(launched),
             "planned": [{"claim": g.claim_id, "count": g.count, "nodePool": g.launch.node_pool,
                          "capacityType": g.launch.capacity_type, "instanceTypes": list(g.launch.instance_types[:10]),
-                         "hourlyPrice": round(g.launch.hourly_price, 6), "pods": len(g.pods)} for g in self.groups],
-            "failures": self.failures, "blocked": self.blocked,
+                         "hourlyPrice": round(g.launch.hourly_price, 6), "pods": len(g.pods)}
+                        for g in self.groups[:JSON_ITEMS]],
+            "failures": self.failures[:JSON_ITEMS], "blocked": self.blocked,
+            "eventsSuppressed": self.events_suppressed, "eventsFailed": self.events_failed,
             "claims": {"adopted": self.claims.adopted, "finished": self.claims.finished,
-                       "resumed": [i.instance_id for i in self.claims.resumed], "errors": self.claims.errors},
-            "unschedulable": [{"pod": u.pod, "reason": u.reason} for u in self.plan.unschedulable],
+                       "resumed": [i.instance_id for i in self.claims.resumed[:JSON_ITEMS]],
+                       "errors": self.claims.errors[:JSON_ITEMS]},
+            "unschedulable": [{"pod": u.pod, "reason": u.reason} for u in self.plan.unschedulable[:JSON_ITEMS]],
+            "unschedulableCount": len(self.plan.unschedulable),
             "summary": self.summary(),
         }
 

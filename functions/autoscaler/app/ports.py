@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchTemplateInfo
     from autoscaler.domain.interruption import LifecycleAction
     from autoscaler.domain.models import InstanceType, Offering
+    from autoscaler.domain.nodeclass import NodeClass
 
 
 class Clock(Protocol):
@@ -238,6 +239,11 @@ class CloudPort(Protocol):
         """Launch ``request.count`` nodes. Capacity shortfalls never raise: the result says precisely
         what launched and why the rest did not. Raises ConfigError when the node class resolves to no
         subnet, security group or AMI."""
+        ...
+
+    def subnet_zones(self, node_class: NodeClass) -> frozenset[str]:
+        """The zones where the node class's subnet selectors find a subnet (cached). Raises ConfigError
+        when they find none, CloudError when EC2 cannot be asked."""
         ...
 
     def in_flight(self, registered_instance_ids: Collection[str]) -> list[CloudInstance]:

@@ -27,6 +27,7 @@ from autoscaler.app.launcher import fleet_request_for, new_claim_id
 from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile
 from autoscaler.app.node_state import NodeStates
 from autoscaler.app.pass_report import GroupOutcome, PassResult, group_launches
+from autoscaler.app.pod_events import PodEvent, PodEvents
 from autoscaler.app.ports import ClaimStore, Clock, CloudError, CloudPort, ClusterError, ClusterPort
 from autoscaler.domain.allocatable import capacity
 from autoscaler.domain.claims import Claim, claims_for
@@ -50,7 +51,6 @@ log = logging.getLogger(__name__)
 # Karpenter's batching window: plan once no new pending pod arrived for IDLE seconds, or MAX after the first.
 BATCH_IDLE_SECONDS = 1.0
 BATCH_MAX_SECONDS = 10.0
-EVENT_THREADS = 8
 # CreateFleet calls in flight at once: a 50k-pod burst has dozens of node groups, ~1.5 s each on EC2;
 # eight at a time stays well inside EC2's request rate for mutating calls (adaptive retries absorb a throttle).
 LAUNCH_THREADS = 8
@@ -103,7 +103,8 @@ class Provisioner:
         self._reconciled = Reconciled()
         self._blocked = ""
         self._deadline: float | None = None
-        self._evented: dict[tuple[str, str], float] = {}  # (pod uid/key, message) -> when recorded
+        self._owned: list[CloudInstance] = []
+        self.events = PodEvents(cluster, clock)  # rate-limited, de-duplicated pod Events
 
     # ----- one pass ----------------------------------------------------------------------------
     def run_pass(self, *, reason: str = "scheduled", leaving_nodes: Collection[str] = (),
@@ -195,9 +196,12 @@ class Provisioner:
                 return [], {}
             return self._reconciled.in_flight, self._reconciled.pinned
 
+        # One DescribeInstances listing per gather, shared by the planner's in-flight view and the
+        # lifecycle sweep (at 10k instances each listing costs seconds and most of the pass's memory).
+        self._owned = self.cloud.owned_instances()
         snap = gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
                                  node_classes=self.node_classes, region=self.settings.region,
-                                 leaving_nodes=leaving, claimed=claimed)
+                                 leaving_nodes=leaving, claimed=claimed, owned=self._owned)
         # An in-flight instance will register with its NodePool's taints: pods that do not tolerate
         # them must not count it as their capacity (the instance tags do not carry taints).
         snap.in_flight = [replace(f, taints=self.pools_by_name[f.node_pool].taints)
@@ -324,49 +328,30 @@ class Provisioner:
     # ----- events ------------------------------------------------------------------------------
     def _nominate(self, result: PassResult, pods: Mapping[str, Pod]) -> None:
         """Events a ``kubectl describe pod`` shows: where a pod will go, or why it cannot."""
-        todo: list[tuple[Pod, str, str, str]] = []
+        todo: list[PodEvent] = []
         if not result.dry_run:
             for g in result.groups:
-                if not g.launched:
-                    continue
                 for key, i in g.placed.items():
                     if key in pods:
-                        message = (f"Pod should schedule on: nodeclaim/{i.claim_id} (new node: {i.instance_type} "
-                                   f"{i.capacity_type} in {i.zone}; instance {i.instance_id})")
-                        todo.append((pods[key], "Nominated", message, "Normal"))
+                        todo.append(PodEvent(pods[key], "Nominated", (
+                            f"Pod should schedule on: nodeclaim/{i.claim_id} (new node: {i.instance_type} "
+                            f"{i.capacity_type} in {i.zone}; instance {i.instance_id})")))
+                if g.failure or g.missing:
+                    why = g.failure or ", ".join(sorted({e.code for e in g.errors})) or "no capacity"
+                    todo += [PodEvent(pods[key], "LaunchFailed", (
+                        f"Failed to launch a node for this pod (node claim {g.claim_id}): {why}; it is planned "
+                        "again on the next pass"), "Warning") for key in g.pods if key in pods and key not in g.placed]
         for u in result.plan.unschedulable:
             pod = pods.get(u.pod)
             if pod is not None:
-                todo.append((pod, "FailedScheduling", f"Failed to schedule pod: {u.reason}", "Warning"))
-        for g in result.groups if not result.dry_run else ():
-            if not (g.failure or g.missing):
-                continue
-            why = g.failure or ", ".join(sorted({e.code for e in g.errors})) or "no capacity"
-            for key in g.pods:
-                if key in pods and key not in g.placed:
-                    todo.append((pods[key], "LaunchFailed", f"Failed to launch a node for this pod (node claim "
-                                 f"{g.claim_id}): {why}; it is planned again on the next pass", "Warning"))
-        now = self._now()
-        self._evented = {k: t for k, t in self._evented.items() if now - t < 600}
-        fresh = [t for t in todo if (t[0].uid or t[0].key, t[2]) not in self._evented]
-        if not fresh:
-            return
-
-        def record(item: tuple[Pod, str, str, str]) -> bool:
-            pod, reason, message, kind = item
-            ok = self.cluster.record_event(pod, reason=reason, message=message,
-                                           event_type="Warning" if kind == "Warning" else "Normal")
-            if ok:
-                self._evented[(pod.uid or pod.key, message)] = now
-            return ok
-
-        with ThreadPoolExecutor(max_workers=EVENT_THREADS) as pool:
-            result.events_failed = sum(1 for ok in pool.map(record, fresh) if not ok)
+                todo.append(PodEvent(pod, "FailedScheduling", f"Failed to schedule pod: {u.reason}", "Warning"))
+        sent = self.events.send(todo)
+        result.events_failed, result.events_suppressed = sent.failed, sent.suppressed
 
     # ----- lifecycle ---------------------------------------------------------------------------
     def _lifecycle(self, snap: PlanInput) -> tuple[LifecycleResult, list[CloudInstance]]:
+        owned = list(self._owned)  # listed by this pass's gather; this pass's launches are not due yet
         try:
-            owned = self.cloud.owned_instances()
             nodes = self.cluster.nodes()
         except Exception as exc:  # lifecycle is housekeeping: never fail a pass that launched nodes
             log.warning("lifecycle skipped: %s", exc)
@@ -416,9 +401,13 @@ class Provisioner:
                         sink.emit(mc.POD_TO_LAUNCH_SECONDS, max(0.0, now - pod.created_at))
         self._emit_usage(snap, result)
         if self.settings.lifecycle:
-            # ``owned`` was listed after this pass's launches, so it includes them.
+            # ``owned`` was listed before this pass's launches: add them.
             price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings}
-            cost = sum(price.get((i.instance_type, i.zone, i.capacity_type), 0.0) for i in owned)
+            known = {i.instance_id for i in owned}
+            offerings = [(i.instance_type, i.zone, i.capacity_type) for i in owned]
+            offerings += [(i.instance_type, i.zone, i.capacity_type) for i in result.launched
+                          if i.instance_id not in known]
+            cost = sum(price.get(o, 0.0) for o in offerings)
             sink.emit(mc.MANAGED_HOURLY_COST, round(cost, 6))
 
     def _emit_usage(self, snap: PlanInput, result: PassResult) -> None:

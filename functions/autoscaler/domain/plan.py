@@ -62,6 +62,8 @@ class PlanInput:
     # Registered nodes not initialised yet, by instance id: the pods they were launched for (their node
     # claims). Those pods go there first, as on an in-flight instance, until kube-scheduler can bind them.
     launched_for: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # EC2NodeClass name -> the zones its subnets cover (absent: not known, every offering's zone counts).
+    node_class_zones: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from autoscaler.adapters.clock import SystemClock
 from autoscaler.app.ports import Clock, CloudPort
 from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchTemplateInfo, supports
 from autoscaler.domain.models import CapacityType, InstanceType, Offering
+from autoscaler.domain.nodeclass import NodeClass
 
 # The Price List API answers in a few regions only; us-east-1 serves every region's prices.
 PRICING_REGION = "us-east-1"
@@ -91,6 +92,9 @@ class AwsCloud:
                     out.append(Offering(instance_type=name, zone=zone, capacity_type=ct, price=price,
                                         available=(name, zone, ct) not in blocked))
         return out
+
+    def subnet_zones(self, node_class: NodeClass) -> frozenset[str]:
+        return frozenset(self.network.subnets_by_zone(node_class.subnet_selector_terms, node_class=node_class.name))
 
     def unavailable(self) -> frozenset[tuple[str, str, str]]:
         return self.unavailable_offerings.snapshot()

@@ -32,7 +32,8 @@ class Instances:
             {"Name": "instance-state-name", "Values": list(states)},
         ]
         out: list[CloudInstance] = []
-        for page in self._ec2.pages("describe_instances", Filters=filters):
+        # Pages of 1,000 (EC2's maximum): without MaxResults one response holds every instance.
+        for page in self._ec2.pages("describe_instances", Filters=filters, PaginationConfig={"PageSize": 1000}):
             for res in page.get("Reservations", ()):
                 out.extend(instance_from_ec2(i) for i in res.get("Instances", ()))
         return sorted(out, key=lambda i: i.instance_id)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -210,6 +211,7 @@ class InstanceProfiles:
         self._iam = Caller(iam)
         self._cluster = cluster_name
         self._known: dict[str, str] = {}
+        self._lock = threading.Lock()  # launches run in parallel: one creation per profile
 
     @property
     def calls(self) -> dict[str, int]:
@@ -218,7 +220,10 @@ class InstanceProfiles:
     def for_node_class(self, node_class: NodeClass) -> str:
         if node_class.instance_profile:
             return node_class.instance_profile
-        role = str(node_class.role)
+        with self._lock:
+            return self._ensure(str(node_class.role))
+
+    def _ensure(self, role: str) -> str:
         if role in self._known:
             return self._known[role]
         role_name = role.rsplit("/", 1)[-1]  # an ARN or a plain name
@@ -230,7 +235,13 @@ class InstanceProfiles:
             if exc.code != "NoSuchEntity":
                 raise
             tags = [{"Key": k, "Value": v} for k, v in sorted(ownership_tags(self._cluster).items())]
-            profile = self._iam("create_instance_profile", InstanceProfileName=name, Tags=tags)["InstanceProfile"]
+            try:
+                profile = self._iam("create_instance_profile", InstanceProfileName=name, Tags=tags,
+                                    expected_errors=("EntityAlreadyExists",))["InstanceProfile"]
+            except CloudError as exists:  # another container created it since our read: use it
+                if exists.code != "EntityAlreadyExists":
+                    raise
+                profile = self._iam("get_instance_profile", InstanceProfileName=name)["InstanceProfile"]
         if not any(r.get("RoleName") == role_name for r in profile.get("Roles", ())):
             self._iam("add_role_to_instance_profile", InstanceProfileName=name, RoleName=role_name)
         self._known[role] = name

@@ -165,6 +165,7 @@ class _State:
             types: list[_Type] = []
             zones: set[str] = set()
             cts: set[str] = set()
+            subnet_zones = self.snap.node_class_zones.get(pool.node_class_ref)
             for it in self.snap.instance_types:
                 labels = instance_type_labels(it)
                 if not all(requirement_allows(r, labels.get(r.key)) for r in type_reqs):
@@ -173,6 +174,8 @@ class _State:
                 for zone, ct, price in by_type.get(it.name, ()):
                     if (ct == "spot" and not it.supports_spot) or (ct == "on-demand" and not it.supports_on_demand):
                         continue
+                    if subnet_zones is not None and zone not in subnet_zones:
+                        continue  # the node class has no subnet there: EC2 could not launch it
                     if all(requirement_allows(r, zone) for r in zone_reqs) and all(
                             requirement_allows(r, ct) for r in ct_reqs):
                         offers[(zone, ct)] = price
