@@ -16,7 +16,7 @@ from autoscaler.domain.claims import (
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.keys import NODECLAIM_TAG, NODEPOOL_TAG
 from autoscaler.domain.models import Taint
-from autoscaler.domain.plan import Launch
+from autoscaler.domain.plan import InFlightNode, Launch
 from autoscaler.domain.scheduling import plan
 from tests.unit.scheduling_world import pod, pool, world
 
@@ -150,3 +150,20 @@ def test_zones_without_a_subnet_of_the_node_class_are_never_planned() -> None:
     # unknown subnets (not resolved): every offering's zone stays possible
     snap.node_class_zones = {}
     assert len({z for launch in plan(snap).launches for z in launch.zones}) > 1
+
+
+def test_a_pod_its_first_instance_cannot_hold_is_tried_on_the_next_instance_that_names_it() -> None:
+    # GIVEN two in-flight instances that both name pod p-0 (a lost claim's tags and its resumed sibling);
+    # the first (an m5.large) is full with p-1, the second has room for p-0; a new pod q-0, bigger, has
+    # no instance yet and would take the second's room if p-0 were not put back there first
+    snap = world([pod("p-0", cpu=1500), pod("p-1", cpu=1500), pod("q-0", cpu=1800)])
+    snap.in_flight = [
+        InFlightNode(instance_id="i-1", node_pool="default", instance_type="m5.large", zone="us-east-1a",
+                     capacity_type="spot", pod_keys=("default/p-1", "default/p-0")),
+        InFlightNode(instance_id="i-2", node_pool="default", instance_type="m5.large", zone="us-east-1a",
+                     capacity_type="spot", pod_keys=("default/p-0",)),
+    ]
+    result = plan(snap)
+    # THEN p-0 stays on an instance launched for it, and only q-0 gets a new node
+    assert result.existing == {"default/p-1": "i-1", "default/p-0": "i-2"}
+    assert [launch.pods for launch in result.launches] == [("default/q-0",)]

@@ -36,12 +36,15 @@ class _Placement(_State):
         cls_of = {p.key: c for c in self.classes if c.error is None for p in c.pods}
         for n in flights:
             for key in n.launched_for:
-                c = cls_of.pop(key, None)
+                c = cls_of.get(key)
                 if c is None:
                     continue
+                # A pod that no longer fits here stays free for the next instance that names it (a
+                # sibling of the same launch, an older claim) and then for ordinary placement.
                 if (not self._node_ok(c, n, c.variant) or self._conflict(c, n) or _fit(n.free, c.req) < 1
                         or self._node_cap(c, n) < 1):
                     continue
+                del cls_of[key]
                 self._put(c, n, 1)
                 n.pinned.setdefault(c.id, []).append(key)
                 zone = n.labels.get(ZONE_LABEL)
