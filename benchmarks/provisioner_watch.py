@@ -1,8 +1,9 @@
 """Watch-mode latency: from a pod becoming pending to the CreateFleet call that launches its node.
 
 One watch-mode invocation of the real provisioner handler against moto (as a server) and the
-Kubernetes API emulator (``simulator.local``). Pods of 3 CPU (one per 4-vCPU node, so every pod needs
-a launch) are created at uniformly random times while the watch is open. A botocore
+Kubernetes API emulator (``simulator.local``). Pods of 3 CPU are created at uniformly random times while
+the watch is open; a pass may put several of them on one larger node, and a pod that fits spare room on a
+node launched earlier in the run gets no CreateFleet of its own (``podsOnEarlierLaunches``). A botocore
 ``before-call.ec2.CreateFleet`` hook stamps each call and reads the pod keys from the request's tags.
 
 Reported per pod: ``total`` (pending -> CreateFleet), ``window`` (pending -> the pass starting, i.e. the
@@ -30,6 +31,7 @@ from typing import Any
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "functions"), str(Path(__file__).resolve().parents[1])]
 
 from autoscaler.domain.keys import PODS_TAG_PREFIX  # noqa: E402
+from benchmarks._offline import stdout_to_stderr  # noqa: E402
 from simulator.local import LocalCluster, inflate_pod  # noqa: E402
 
 
@@ -116,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.ERROR)
-    print(json.dumps(run(pods=args.pods, spread=args.spread, seed=args.seed)))
+    # The handler's log lines and EMF metrics go to stdout, as on Lambda: here stdout is the JSON only.
+    with stdout_to_stderr():
+        result = run(pods=args.pods, spread=args.spread, seed=args.seed)
+    print(json.dumps(result))
     return 0
 
 

@@ -13,6 +13,10 @@ Run by hand::
 Fault injection over HTTP (for a separately running emulator)::
 
     curl -XPOST 127.0.0.1:8001/_emulator/inject -d '{"path": "/pods", "status": 500, "count": 2}'
+
+Requests served, by verb and resource (what a pass costs the API server)::
+
+    curl 127.0.0.1:8001/_emulator/stats     # {"requests": {"GET pods": 3, "POST events": 100, ...}}
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -103,6 +109,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         url = urlsplit(self.path)
         self._body_read = False  # one handler serves every request of a kept-alive connection
+        if not url.path.startswith("/_emulator/"):
+            self.server.count(method, url.path)
+            if self.server.latency:
+                time.sleep(self.server.latency)  # a real API server's round trip (benchmarks)
         try:
             injected = self.server.store.take_injected(method, url.path, url.query)
             if injected == 0:
@@ -168,6 +178,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path.rstrip("/") == "/version":
             self._send(200, SERVER_VERSION)
+            return
+        if parts[:2] == ["_emulator", "stats"] and method == "GET":
+            self._send(200, {"requests": self.server.stats()})
             return
         if parts[:2] == ["_emulator", "inject"] and method == "POST":
             body = self._read_body() or {}
@@ -305,18 +318,36 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], store: Store, *, verbose: bool = False) -> None:
+    def __init__(self, address: tuple[str, int], store: Store, *, verbose: bool = False,
+                 latency: float = 0.0) -> None:
         super().__init__(address, _Handler)
-        self.store, self.verbose = store, verbose
+        self.store, self.verbose, self.latency = store, verbose, latency
         self.stopping = threading.Event()
+        self._requests: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def count(self, method: str, path: str) -> None:
+        """Requests by verb and resource (``GET pods``, ``POST events``): what a pass costs the API server."""
+        parts = [p for p in path.split("/") if p]
+        parts = parts[2:] if parts[:1] == ["api"] else parts[3:] if parts[:1] == ["apis"] else parts
+        if parts[:1] == ["namespaces"] and len(parts) >= 3:
+            parts = parts[2:]  # namespaced: /namespaces/NS/RESOURCE[/NAME[/SUBRESOURCE]]
+        resource = "/".join(parts[:1] + parts[2:3]) or "/"
+        with self._lock:
+            self._requests[f"{method} {resource}"] += 1
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._requests)
 
 
 class KubeApiServer:
     """The emulator running in a background thread: ``url``, ``store``, ``inject_error``, ``stop``."""
 
-    def __init__(self, *, port: int = 0, store: Store | None = None, verbose: bool = False) -> None:
+    def __init__(self, *, port: int = 0, store: Store | None = None, verbose: bool = False,
+                 latency: float = 0.0) -> None:
         self.store = store or Store()
-        self._server = _Server(("127.0.0.1", port), self.store, verbose=verbose)
+        self._server = _Server(("127.0.0.1", port), self.store, verbose=verbose, latency=latency)
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="kube-api", daemon=True)
@@ -328,6 +359,14 @@ class KubeApiServer:
     def inject_error(self, path_substring: str, status: int, count: int = 1, *, method: str | None = None,
                      query_substring: str | None = None) -> None:
         self.store.inject_error(path_substring, status, count, method=method, query_substring=query_substring)
+
+    def set_latency(self, seconds: float) -> None:
+        """Sleep this long in every request from now on (a real API server's round trip, for benchmarks)."""
+        self._server.latency = seconds
+
+    def requests(self) -> dict[str, int]:
+        """Requests served so far by verb and resource (``GET pods``: 3)."""
+        return self._server.stats()
 
     def stop(self) -> None:
         self._server.stopping.set()

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import threading
 import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -251,3 +252,27 @@ def test_runs_as_a_module(tmp_path: Any) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_requests_are_counted_by_verb_and_resource_and_latency_is_added(kube_api: KubeApiServer,
+                                                                       core: k8s.CoreV1Api) -> None:
+    # GIVEN a pod; WHEN it is read, listed twice and an Event is posted
+    kube_api.store.create("pods", pod("p1", node="n1"))
+    before = kube_api.requests()
+    core.read_namespaced_pod("p1", "default")
+    core.list_pod_for_all_namespaces()
+    core.list_namespaced_pod("default")
+    core.create_namespaced_event("default", k8s.CoreV1Event(
+        metadata=k8s.V1ObjectMeta(name="e1"), involved_object=k8s.V1ObjectReference(kind="Pod", name="p1")))
+    got = {k: v - before.get(k, 0) for k, v in kube_api.requests().items() if v - before.get(k, 0)}
+    # THEN each request is counted once under its verb and resource (namespaced or not)
+    assert got == {"GET pods": 3, "POST events": 1}
+    # and the same counts are served over HTTP for an emulator in another process
+    with urllib.request.urlopen(f"{kube_api.url}/_emulator/stats", timeout=5) as answer:
+        assert json.loads(answer.read())["requests"]["GET pods"] >= 3
+    # WHEN a round-trip latency is set, every request takes at least that long
+    kube_api.set_latency(0.2)
+    start = time.monotonic()
+    core.read_namespaced_pod("p1", "default")
+    assert time.monotonic() - start >= 0.2
+    kube_api.set_latency(0.0)

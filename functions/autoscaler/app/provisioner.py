@@ -51,9 +51,12 @@ log = logging.getLogger(__name__)
 # Karpenter's batching window: plan once no new pending pod arrived for IDLE seconds, or MAX after the first.
 BATCH_IDLE_SECONDS = 1.0
 BATCH_MAX_SECONDS = 10.0
-# CreateFleet calls in flight at once: a 50k-pod burst has dozens of node groups, ~1.5 s each on EC2;
-# eight at a time stays well inside EC2's request rate for mutating calls (adaptive retries absorb a throttle).
-LAUNCH_THREADS = 8
+# CreateFleet calls in flight at once: a 50k-pod burst has dozens of node groups at ~1.5 s each on EC2, and
+# a pass must launch them all in one or two waves. Bursts this size fit EC2's per-API request buckets;
+# a throttle beyond them is absorbed by the clients' adaptive retries (``client_config``).
+LAUNCH_THREADS = 32
+# CreateTags calls at once when the instances of a grouped launch get their own claim id and pods.
+TAG_THREADS = 32
 # A CreateFleet not started this close to the invocation's end is left to the next pass.
 LAUNCH_RESERVE_SECONDS = 8.0
 
@@ -312,18 +315,23 @@ class Provisioner:
         """Give each instance of a grouped launch its own claim id, Name and pod keys (the planned node it
         stands for). An instance whose tagging fails keeps the group's tags: it still counts as capacity,
         only without its pods pinned, and the failure is logged."""
-        out = []
-        for instance, launch, claim in zip(launched, group, claims, strict=False):
+        def identify(item: tuple[LaunchedInstance, Launch, str]) -> LaunchedInstance:
+            instance, launch, claim = item
             tags = {NODECLAIM_TAG: claim, NAME_TAG: f"{self.settings.cluster_name}/{claim}",
                     **self._pod_tags(launch, claim)}
             try:
                 self.cloud.tag_instance(instance.instance_id, tags)
             except CloudError as exc:
                 log.warning("could not tag %s with its node claim %s: %s", instance.instance_id, claim, exc)
-                out.append(instance)
-                continue
-            out.append(replace(instance, claim_id=claim))
-        return out
+                return instance
+            return replace(instance, claim_id=claim)
+
+        todo = list(zip(launched, group, claims, strict=False))
+        if len(todo) <= 1:
+            return [identify(item) for item in todo]
+        # One CreateTags per instance (each has its own tags): a 200-node group tags in a few waves.
+        with ThreadPoolExecutor(max_workers=min(TAG_THREADS, len(todo))) as workers:
+            return list(workers.map(identify, todo))
 
     # ----- events ------------------------------------------------------------------------------
     def _nominate(self, result: PassResult, pods: Mapping[str, Pod]) -> None:

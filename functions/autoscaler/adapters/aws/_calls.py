@@ -46,6 +46,8 @@ def client_config(*, max_attempts: int = 5, read_timeout: float = 10.0) -> Confi
         retries={"mode": "adaptive", "max_attempts": max_attempts},
         connect_timeout=5,
         read_timeout=read_timeout,
+        # Launch groups and their tagging run up to 32 calls at once on one client: keep their connections.
+        max_pool_connections=32,
     )
 
 
