@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import base64
 import email
+import time
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 import yaml
 
+from autoscaler.adapters.aws._calls import TtlCache
 from autoscaler.adapters.aws.ami import Ami
 from autoscaler.adapters.aws.launch_template import InstanceProfiles, LaunchTemplates, launch_template_data
 from autoscaler.adapters.aws.userdata import NODECONFIG_CONTENT_TYPE, NodeJoin
+from autoscaler.adapters.clock import SystemClock
 from autoscaler.domain.models import UNREGISTERED_TAINT, Taint
 from autoscaler.domain.nodeclass import KubeletConfiguration
 from autoscaler.domain.ownership import is_owned
@@ -151,3 +155,37 @@ def test_instance_profile_created_for_a_role_once(iam: Any, given: str) -> None:
     assert [r["RoleName"] for r in roles] == ["KarpenterNodeRole"]
     assert InstanceProfiles(iam, cluster_name="prod").for_node_class(nc) == name  # found, not re-created
     assert profiles.for_node_class(node_class()) == "KarpenterNodeInstanceProfile"
+
+
+def test_parallel_launches_with_one_content_find_or_create_its_template_once(ec2: Any) -> None:
+    # GIVEN a cold container and 12 launch groups that need the same template at the same moment
+    # (EC2 is slowed so that every thread is inside ensure() together)
+    ec2.meta.events.register("before-send.ec2.DescribeLaunchTemplates", lambda **_: time.sleep(0.05))
+    nc = node_class()
+    templates = LaunchTemplates(ec2, cluster=CLUSTER)
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        refs = list(pool.map(lambda _: templates.ensure(_data(), node_class=nc, architecture="amd64"), range(12)))
+    # THEN one describe and one create, and every group launches with that template
+    assert len({r.template_id for r in refs}) == 1 and sum(r.created for r in refs) == 1
+    assert templates.calls.get("create_launch_template") == 1 and templates.calls.get("describe_launch_templates") == 1
+
+
+def test_a_cache_loads_once_for_threads_asking_together_and_not_after_a_failure() -> None:
+    cache: TtlCache[int] = TtlCache(clock=SystemClock(), ttl=60)
+    loads: list[int] = []
+
+    def load() -> int:
+        time.sleep(0.05)
+        loads.append(1)
+        return 7
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert set(pool.map(lambda _: cache.get_or_load("k", load), range(8))) == {7}
+    assert len(loads) == 1
+
+    def fail() -> int:
+        raise RuntimeError("EC2 unavailable")
+
+    with pytest.raises(RuntimeError):
+        cache.get_or_load("other", fail)
+    assert cache.get_or_load("other", load) == 7 and len(loads) == 2

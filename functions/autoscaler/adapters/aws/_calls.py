@@ -4,8 +4,9 @@ API call is counted and every failure is logged with its request id, and a keyed
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from botocore.config import Config
@@ -24,6 +25,21 @@ class TtlCache(Generic[V]):
         self._clock = clock
         self._ttl = ttl
         self._entries: dict[str, tuple[float, V]] = {}
+        self._guard = threading.Lock()
+        self._loading: dict[str, threading.Lock] = {}
+
+    def get_or_load(self, key: str, load: Callable[[], V]) -> V:
+        """The cached value, or what ``load()`` returns, loaded once when threads ask together (a pass's
+        parallel launches would otherwise each make the same cold-cache calls). A failed load caches
+        nothing: the next caller tries again."""
+        value = self.get(key)
+        if value is not None:
+            return value
+        with self._guard:
+            lock = self._loading.setdefault(key, threading.Lock())
+        with lock:
+            value = self.get(key)
+            return value if value is not None else self.put(key, load())
 
     def get(self, key: str) -> V | None:
         entry = self._entries.get(key)

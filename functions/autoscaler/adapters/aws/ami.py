@@ -125,9 +125,9 @@ class AmiResolver:
         ``variants``). Raises ConfigError naming the node class when nothing matches."""
         wanted = tuple(sorted(set(variants)))
         key = "|".join(t.model_dump_json() for t in node_class.ami_selector_terms) + f"|{wanted}"
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
+        return self._cache.get_or_load(key, lambda: self._load(node_class, wanted))
+
+    def _load(self, node_class: NodeClass, wanted: tuple[Variant, ...]) -> dict[str, Ami]:
         found: dict[str, Ami] = {}
         for term in node_class.ami_selector_terms:
             for ami in self._resolve_term(term, wanted):
@@ -139,7 +139,7 @@ class AmiResolver:
                 f"EC2NodeClass {node_class.name}: spec.amiSelectorTerms match no available image "
                 f"(Kubernetes {self._k8s})"
             )
-        return self._cache.put(key, found)
+        return found
 
     def _resolve_term(self, term: AmiSelectorTerm, variants: tuple[Variant, ...]) -> list[Ami]:
         if term.alias:

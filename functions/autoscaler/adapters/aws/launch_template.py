@@ -119,6 +119,9 @@ class LaunchTemplates:
         self._clock: Clock = clock or SystemClock()
         self._known: dict[str, str] = {}
         self._used: dict[str, float] = {}  # name -> epoch seconds of the last ensure() in this container
+        # Parallel launches with the same content: one finds or creates the template, the others wait.
+        self._guard = threading.Lock()
+        self._creating: dict[str, threading.Lock] = {}
 
     @property
     def calls(self) -> dict[str, int]:
@@ -132,6 +135,15 @@ class LaunchTemplates:
         self._used[name] = self._clock.now()
         if name in self._known:
             return LaunchTemplateRef(name=name, template_id=self._known[name], architecture=architecture)
+        with self._guard:
+            lock = self._creating.setdefault(name, threading.Lock())
+        with lock:
+            if name in self._known:
+                return LaunchTemplateRef(name=name, template_id=self._known[name], architecture=architecture)
+            return self._find_or_create(name, data, node_class=node_class, architecture=architecture)
+
+    def _find_or_create(self, name: str, data: Mapping[str, Any], *, node_class: NodeClass,
+                        architecture: str) -> LaunchTemplateRef:
         existing = self._find(name)
         if existing:
             self._known[name] = existing

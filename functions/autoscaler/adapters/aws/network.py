@@ -56,10 +56,9 @@ class NetworkResolver:
     def subnets(self, terms: Iterable[SelectorTerm], *, node_class: str = "") -> list[Subnet]:
         """Every subnet matching any term, most free addresses first."""
         terms = tuple(terms)
-        key = _key(terms)
-        cached = self._subnets.get(key)
-        if cached is not None:
-            return cached
+        return self._subnets.get_or_load(_key(terms), lambda: self._load_subnets(terms, node_class))
+
+    def _load_subnets(self, terms: tuple[SelectorTerm, ...], node_class: str) -> list[Subnet]:
         found: dict[str, Subnet] = {}
         for term in terms:
             filters = _filters(term, id_filter="subnet-id", name_filter="tag:Name")
@@ -71,7 +70,7 @@ class NetworkResolver:
                     )
         if not found:
             raise ConfigError(f"EC2NodeClass {node_class}: spec.subnetSelectorTerms match no subnet")
-        return self._subnets.put(key, sorted(found.values(), key=lambda s: (-s.available_ips, s.subnet_id)))
+        return sorted(found.values(), key=lambda s: (-s.available_ips, s.subnet_id))
 
     def subnets_by_zone(self, terms: Iterable[SelectorTerm], *, node_class: str = "") -> dict[str, Subnet]:
         """One subnet per zone: the one with the most free addresses."""
@@ -82,10 +81,9 @@ class NetworkResolver:
 
     def security_groups(self, terms: Iterable[SelectorTerm], *, node_class: str = "") -> list[str]:
         terms = tuple(terms)
-        key = _key(terms)
-        cached = self._groups.get(key)
-        if cached is not None:
-            return cached
+        return self._groups.get_or_load(_key(terms), lambda: self._load_groups(terms, node_class))
+
+    def _load_groups(self, terms: tuple[SelectorTerm, ...], node_class: str) -> list[str]:
         found: set[str] = set()
         for term in terms:
             filters = _filters(term, id_filter="group-id", name_filter="group-name")
@@ -93,4 +91,4 @@ class NetworkResolver:
                 found.update(g["GroupId"] for g in page.get("SecurityGroups", ()))
         if not found:
             raise ConfigError(f"EC2NodeClass {node_class}: spec.securityGroupSelectorTerms match no security group")
-        return self._groups.put(key, sorted(found))
+        return sorted(found)
