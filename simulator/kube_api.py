@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from http import HTTPStatus
@@ -111,8 +110,6 @@ class _Handler(BaseHTTPRequestHandler):
         self._body_read = False  # one handler serves every request of a kept-alive connection
         if not url.path.startswith("/_emulator/"):
             self.server.count(method, url.path)
-            if self.server.latency:
-                time.sleep(self.server.latency)  # a real API server's round trip (benchmarks)
         try:
             injected = self.server.store.take_injected(method, url.path, url.query)
             if injected == 0:
@@ -318,10 +315,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], store: Store, *, verbose: bool = False,
-                 latency: float = 0.0) -> None:
+    def __init__(self, address: tuple[str, int], store: Store, *, verbose: bool = False) -> None:
         super().__init__(address, _Handler)
-        self.store, self.verbose, self.latency = store, verbose, latency
+        self.store, self.verbose = store, verbose
         self.stopping = threading.Event()
         self._requests: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -344,10 +340,9 @@ class _Server(ThreadingHTTPServer):
 class KubeApiServer:
     """The emulator running in a background thread: ``url``, ``store``, ``inject_error``, ``stop``."""
 
-    def __init__(self, *, port: int = 0, store: Store | None = None, verbose: bool = False,
-                 latency: float = 0.0) -> None:
+    def __init__(self, *, port: int = 0, store: Store | None = None, verbose: bool = False) -> None:
         self.store = store or Store()
-        self._server = _Server(("127.0.0.1", port), self.store, verbose=verbose, latency=latency)
+        self._server = _Server(("127.0.0.1", port), self.store, verbose=verbose)
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="kube-api", daemon=True)
@@ -359,10 +354,6 @@ class KubeApiServer:
     def inject_error(self, path_substring: str, status: int, count: int = 1, *, method: str | None = None,
                      query_substring: str | None = None) -> None:
         self.store.inject_error(path_substring, status, count, method=method, query_substring=query_substring)
-
-    def set_latency(self, seconds: float) -> None:
-        """Sleep this long in every request from now on (a real API server's round trip, for benchmarks)."""
-        self._server.latency = seconds
 
     def requests(self) -> dict[str, int]:
         """Requests served so far by verb and resource (``GET pods``: 3)."""

@@ -72,7 +72,7 @@ class KubeCluster:
     """The cluster adapter. One instance per Lambda container; thread-safe as the ApiClient is."""
 
     def __init__(self, api: ApiClient, *, clock: Clock | None = None,
-                 sleep: Callable[[float], None] | None = None, page_size: int = 500,
+                 sleep: Callable[[float], None] | None = None, page_size: int = 2000,
                  read_attempts: int = 5, backoff_base: float = 0.2, backoff_max: float = 5.0,
                  request_timeout: float = 30.0, component: str = "eks-serverless-autoscaler") -> None:
         self._api = api
