@@ -138,8 +138,8 @@ class KubeCluster:
                 self._sleep(self._backoff(attempt))
         raise AssertionError("unreachable")
 
-    def _list_all(self, path: str, *, field_selector: str | None = None,
-                  label_selector: str | None = None) -> tuple[list[Raw], str]:
+    def _list_all(self, path: str, *, field_selector: str | None = None, label_selector: str | None = None,
+                  parse: Callable[[Raw], Any] | None = None) -> tuple[list[Any], str]:
         """Every item of a collection, page by page, and the list's resourceVersion (the first page's:
         every page of a paginated list is served from that one snapshot). An expired continue token
         (410 Gone) throws the pages read so far away and lists again from scratch, as client-go's
@@ -150,14 +150,16 @@ class KubeCluster:
         if label_selector:
             base.append(("labelSelector", label_selector))
         for _ in range(self._read_attempts):
-            items: list[Raw] = []
+            items: list[Any] = []
             version = ""
             token: str | None = None
             try:
                 while True:
                     query = [*base, ("continue", token)] if token else base
                     page = self._call("GET", path, retry=True, query=query)
-                    items.extend(page.get("items") or ())
+                    # Parsed page by page: a 70k-pod list never holds all its raw JSON at once.
+                    raw = page.get("items") or ()
+                    items.extend(map(parse, raw) if parse is not None else raw)
                     meta = page.get("metadata") or {}
                     version = version or str(meta.get("resourceVersion") or "")
                     token = meta.get("continue") or None
@@ -172,8 +174,9 @@ class KubeCluster:
     def _parse_all(self, parse: Callable[[Raw], T], path: str, *, field_selector: str | None = None,
                    label_selector: str | None = None) -> list[T]:
         with _gc_paused():
-            items, _ = self._list_all(path, field_selector=field_selector, label_selector=label_selector)
-            return [parse(item) for item in items]
+            items, _ = self._list_all(path, field_selector=field_selector, label_selector=label_selector,
+                                      parse=parse)
+            return items
 
     def _get(self, path: str) -> Raw | None:
         try:
