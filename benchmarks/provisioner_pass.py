@@ -332,7 +332,14 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, build_runtime, set_runtime  # noqa: PLC0415
     from autoscaler.metrics_catalog import RecordingSink  # noqa: PLC0415
     from simulator.ec2_tokens import ClientTokens  # noqa: PLC0415
-    from simulator.local import CLAIMS_TABLE, LambdaContext, demo_config, install_price_data, moto_catalog  # noqa: PLC0415
+    from simulator.local import (  # noqa: PLC0415
+        CLAIMS_TABLE,
+        LambdaContext,
+        demo_config,
+        install_price_data,
+        moto_catalog,
+        serialize_transactions,
+    )
 
     # moto answers a page of 1,000 instances in seconds (EC2 in well under one): give it the time, or the
     # benchmark would measure moto's read timeouts instead of the pass.
@@ -341,6 +348,7 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     config = demo_config(_config_path())
     session = boto3.Session(region_name=config.region)
     install_price_data(session, region=config.region)
+    serialize_transactions(session)
     ClientTokens().install(session.events)
     aws_calls: Counter[str] = Counter()
     latency = _Latency()

@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -145,6 +146,24 @@ def install_price_data(session: boto3.Session, *, region: str = REGION,
 
     session.events.register("before-call.pricing.GetProducts", get_products)
     session.events.register("before-call.ec2.DescribeSpotPriceHistory", spot_history)
+
+
+def serialize_transactions(session: boto3.Session) -> None:
+    """Send DynamoDB TransactWriteItems one at a time. moto's server applies concurrent transactions
+    without isolation and answers some with HTTP 500; DynamoDB isolates transactions on different items,
+    so a parallel launch's claim records would never fail there. Serialising them here makes the harness
+    as reliable as the service, no more: each transaction still checks its own conditions."""
+    lock = threading.Lock()
+
+    def before(**_: Any) -> None:
+        lock.acquire()
+
+    def after(**_: Any) -> None:
+        lock.release()
+
+    session.events.register("before-call.dynamodb.TransactWriteItems", before)
+    session.events.register("after-call.dynamodb.TransactWriteItems", after)
+    session.events.register("after-call-error.dynamodb.TransactWriteItems", after)
 
 
 def put_public_parameter(name: str, value: str, *, region: str = REGION) -> None:
@@ -282,6 +301,7 @@ class LocalCluster:
         try:
             session = boto3.Session(region_name=config.region)
             install_price_data(session, region=config.region)
+            serialize_transactions(session)
             tokens = ClientTokens().install(session.events)
             network = make_account(session, config, region=config.region,
                                    k8s_version=config.kubernetes_version or "1.31")
