@@ -1,0 +1,103 @@
+"""Virtual time: a clock implementing the autoscaler's ``Clock`` port and a heap of timed events.
+
+The handlers run on the clock unchanged. When they ``sleep`` (a drain polling for evicted pods to go),
+the world keeps moving: the sleep runs every due event that is not itself a Lambda invocation (kubelet,
+scheduler, controllers), so a drain sees its pods terminate and their replacements start. Lambda
+invocations that fall due meanwhile wait until the running one returns (one handler at a time).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+Action = Callable[[], None]
+
+
+@dataclass(order=True)
+class Event:
+    at: float
+    seq: int
+    label: str = field(compare=False)
+    action: Action = field(compare=False)
+    lambda_call: bool = field(compare=False, default=False)
+
+
+class EventLoop:
+    """Events ordered by (virtual time, insertion order); ``now`` is seconds since the simulation start."""
+
+    def __init__(self, *, epoch: float) -> None:
+        self.epoch = epoch
+        self.now = 0.0
+        self._heap: list[Event] = []
+        self._seq = itertools.count()
+        self._in_lambda = False
+        self.processed = 0
+
+    def at(self, when: float, label: str, action: Action, *, lambda_call: bool = False) -> Event:
+        event = Event(max(when, self.now), next(self._seq), label, action, lambda_call)
+        heapq.heappush(self._heap, event)
+        return event
+
+    def after(self, delay: float, label: str, action: Action, *, lambda_call: bool = False) -> Event:
+        return self.at(self.now + delay, label, action, lambda_call=lambda_call)
+
+    def every(self, period: float, label: str, action: Action, *, start: float = 0.0,
+              lambda_call: bool = False) -> None:
+        """Run ``action`` at ``start`` and every ``period`` seconds after (a schedule such as rate(1 minute))."""
+        def tick() -> None:
+            self.after(period, label, tick, lambda_call=lambda_call)
+            action()
+
+        self.at(start, label, tick, lambda_call=lambda_call)
+
+    def run_until(self, until: float) -> None:
+        """Process every event due at or before ``until``, then stand the clock there."""
+        while self._heap and self._heap[0].at <= until:
+            self._run(heapq.heappop(self._heap))
+        self.now = max(self.now, until)
+
+    def _run(self, event: Event) -> None:
+        self.now = max(self.now, event.at)
+        self.processed += 1
+        if event.lambda_call:
+            self._in_lambda = True
+            try:
+                event.action()
+            finally:
+                self._in_lambda = False
+        else:
+            event.action()
+
+    def sleep(self, seconds: float) -> None:
+        """Advance virtual time by ``seconds`` from inside a running event, running the world's events on
+        the way; Lambda invocations that fall due are postponed until the caller returns."""
+        target = self.now + max(0.0, seconds)
+        deferred: list[Event] = []
+        while self._heap and self._heap[0].at <= target:
+            event = heapq.heappop(self._heap)
+            if event.lambda_call and self._in_lambda:
+                deferred.append(event)
+                continue
+            self._run(event)
+        self.now = max(self.now, target)
+        for event in deferred:
+            heapq.heappush(self._heap, event)
+
+
+class VirtualClock:
+    """The ``Clock`` port on the loop's virtual time: ``now()`` is ``epoch + loop.now``."""
+
+    def __init__(self, loop: EventLoop) -> None:
+        self.loop = loop
+
+    def now(self) -> float:
+        return self.loop.epoch + self.loop.now
+
+    def monotonic(self) -> float:
+        return self.loop.now
+
+    def sleep(self, seconds: float) -> None:
+        self.loop.sleep(seconds)
