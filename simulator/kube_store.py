@@ -237,6 +237,15 @@ class Store:
             self._log_rvs.clear()
 
     # ----- basics ----------------------------------------------------------------------------
+    def changes_since(self, rv: int) -> list[WatchEvent]:
+        """The watch log after resourceVersion ``rv``, oldest first, without copying the objects (an
+        informer for in-process controllers: the simulator's kubelet, scheduler and controllers).
+        Raises ApiError 410 when the log was compacted past ``rv``, as a watch would."""
+        with self._lock:
+            if rv < self._compacted_rv:
+                raise ApiError(410, "Expired", f"too old resource version: {rv} ({self._compacted_rv})")
+            return self._log[bisect.bisect_right(self._log_rvs, rv):]
+
     @property
     def resource_version(self) -> int:
         return self._rv

@@ -35,6 +35,8 @@ class EventLoop:
         self._seq = itertools.count()
         self._in_lambda = False
         self.processed = 0
+        # Called after every event (the simulation's informer: it turns API writes into reactions).
+        self.observer: Action | None = None
 
     def at(self, when: float, label: str, action: Action, *, lambda_call: bool = False) -> Event:
         event = Event(max(when, self.now), next(self._seq), label, action, lambda_call)
@@ -70,6 +72,8 @@ class EventLoop:
                 self._in_lambda = False
         else:
             event.action()
+        if self.observer is not None:
+            self.observer()
 
     def sleep(self, seconds: float) -> None:
         """Advance virtual time by ``seconds`` from inside a running event, running the world's events on

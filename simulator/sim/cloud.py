@@ -1,0 +1,156 @@
+"""What EC2 calls do to the simulated world, observed at the boto3 boundary of the harness's session
+(the session the handlers' runtime uses too, so every CreateFleet and TerminateInstances is seen).
+
+- CreateFleet: each new instance is recorded with its virtual launch time, price, node claim and the
+  pods it was launched for; the kubelet is told to boot it. A launch for a pod another live instance
+  was already launched for, or under a node claim another live instance holds, is a duplicate launch.
+- TerminateInstances: the instance stops costing money and the kubelet is told it is gone.
+- DescribeInstances / DescribeLaunchTemplates: moto stamps ``LaunchTime`` / ``CreateTime`` with the
+  wall clock; they are rewritten to virtual time so the autoscaler's registration timeouts and
+  launch-template TTLs run on the simulation's clock like everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from autoscaler.domain.fleet import CloudInstance, instance_from_ec2
+from autoscaler.domain.ownership import pods_from_tags
+from simulator.local import on_demand_prices, spot_price
+from simulator.sim.engine import EventLoop
+
+
+@dataclass
+class InstanceRecord:
+    instance_id: str
+    launched_at: float  # virtual seconds since the start
+    instance: CloudInstance | None = None  # described right after the launch
+    terminated_at: float | None = None
+    hourly_price: float = 0.0
+    node_name: str | None = None
+    duplicate_of: str | None = None  # the live instance this launch duplicated
+    interrupted: bool = False
+
+    @property
+    def alive(self) -> bool:
+        return self.terminated_at is None
+
+    def cost(self, until: float) -> float:
+        """Dollars spent on this instance up to virtual second ``until`` (per-second billing)."""
+        end = self.terminated_at if self.terminated_at is not None else until
+        return max(0.0, end - self.launched_at) / 3600.0 * self.hourly_price
+
+
+@dataclass
+class CloudWorld:
+    loop: EventLoop
+    region: str
+    ec2: Any = None  # the simulation's own EC2 client (set by ``install``)
+    instances: dict[str, InstanceRecord] = field(default_factory=dict)
+    templates: dict[str, float] = field(default_factory=dict)  # launch template id -> virtual creation
+    on_launch: list[Callable[[InstanceRecord], None]] = field(default_factory=list)
+    on_terminate: list[Callable[[InstanceRecord], None]] = field(default_factory=list)
+    duplicates: list[InstanceRecord] = field(default_factory=list)
+    _prices: dict[str, float] = field(default_factory=dict)
+
+    def install(self, session: Any) -> CloudWorld:
+        self._prices = on_demand_prices(self.region)
+        events = session.events
+        events.register("after-call.ec2.CreateFleet", self._created)
+        events.register("after-call.ec2.RunInstances", self._ran)
+        events.register("after-call.ec2.TerminateInstances", self._terminated)
+        events.register("after-call.ec2.DescribeInstances", self._described)
+        events.register("after-call.ec2.DescribeLaunchTemplates", self._templates)
+        self.ec2 = session.client("ec2", region_name=self.region)
+        return self
+
+    def epoch_time(self, virtual: float) -> datetime:
+        return datetime.fromtimestamp(self.loop.epoch + virtual, UTC)
+
+    # ----- hooks ---------------------------------------------------------------------------------
+    def _created(self, parsed: dict[str, Any], **_: Any) -> None:
+        ids = [i for group in parsed.get("Instances") or () for i in group.get("InstanceIds") or ()]
+        self._launched(ids)
+
+    def _ran(self, parsed: dict[str, Any], **_: Any) -> None:
+        self._launched([i["InstanceId"] for i in parsed.get("Instances") or ()])
+
+    def _launched(self, ids: list[str]) -> None:
+        fresh = [i for i in ids if i not in self.instances]
+        for iid in fresh:
+            self.instances[iid] = InstanceRecord(iid, self.loop.now)
+        if fresh:
+            # Described once the launching call has returned (moto is not re-entrant per request).
+            self.loop.after(0.0, f"observe launch of {len(fresh)}", lambda: self._observe(fresh))
+
+    def _observe(self, ids: list[str]) -> None:
+        described = self.ec2.describe_instances(InstanceIds=ids)
+        for reservation in described.get("Reservations") or ():
+            for raw in reservation.get("Instances") or ():
+                record = self.instances[raw["InstanceId"]]
+                inst = instance_from_ec2(raw)
+                record.instance = inst
+                od = self._prices.get(inst.instance_type, 0.0)
+                record.hourly_price = spot_price(inst.instance_type, inst.zone, od) if inst.capacity_type == "spot" \
+                    else od
+                record.duplicate_of = self._duplicated(record)
+                if record.duplicate_of:
+                    self.duplicates.append(record)
+                for callback in self.on_launch:
+                    callback(record)
+
+    def _duplicated(self, record: InstanceRecord) -> str | None:
+        assert record.instance is not None
+        pods = set(pods_from_tags(record.instance.tags))
+        claim = record.instance.claim_id
+        for other in self.instances.values():
+            if other is record or not other.alive or other.instance is None:
+                continue
+            if claim and other.instance.claim_id == claim:
+                return other.instance_id
+            if pods & set(pods_from_tags(other.instance.tags)):
+                return other.instance_id
+        return None
+
+    def _terminated(self, parsed: dict[str, Any], **_: Any) -> None:
+        for item in parsed.get("TerminatingInstances") or ():
+            record = self.instances.get(item["InstanceId"])
+            if record is None or not record.alive:
+                continue
+            record.terminated_at = self.loop.now
+            for callback in self.on_terminate:
+                callback(record)
+
+    def _described(self, parsed: dict[str, Any], **_: Any) -> None:
+        for reservation in parsed.get("Reservations") or ():
+            for raw in reservation.get("Instances") or ():
+                record = self.instances.get(raw.get("InstanceId", ""))
+                if record is not None:
+                    raw["LaunchTime"] = self.epoch_time(record.launched_at)
+
+    def _templates(self, parsed: dict[str, Any], **_: Any) -> None:
+        for lt in parsed.get("LaunchTemplates") or ():
+            first = self.templates.setdefault(lt["LaunchTemplateId"], self.loop.now)
+            lt["CreateTime"] = self.epoch_time(first)
+
+    # ----- faults the scenarios inject -----------------------------------------------------------
+    def terminate(self, instance_ids: list[str], *, interrupted: bool = False) -> None:
+        """Terminate as EC2 would on its own (a spot reclaim, a scale-in of a managed node group)."""
+        if not instance_ids:
+            return
+        for iid in instance_ids:
+            if iid in self.instances:
+                self.instances[iid].interrupted = interrupted
+        self.ec2.terminate_instances(InstanceIds=instance_ids)
+
+    def live(self) -> list[InstanceRecord]:
+        return [r for r in self.instances.values() if r.alive]
+
+    def hourly_cost(self) -> float:
+        return sum(r.hourly_price for r in self.instances.values() if r.alive)
+
+    def dollars(self, until: float) -> float:
+        return sum(r.cost(until) for r in self.instances.values())

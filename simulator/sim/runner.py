@@ -1,0 +1,340 @@
+"""A scenario run: the local account and cluster (``simulator.local.LocalCluster``) in virtual time,
+with the real provisioner and disruption handlers on their schedules, kube-scheduler, kubelets and
+controllers around them, the scenario's timeline, and a record of what happened.
+
+Everything runs in one thread: an event's API writes are turned into reactions by an informer that
+reads the emulator's change log after every event (kubelet starts and stops pods, controllers replace
+pods, kube-scheduler is scheduled to run a moment later).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.server import ThreadedMotoServer
+
+from autoscaler.handlers.disruption import handler as disruption_handler
+from autoscaler.handlers.observability import logger as handler_logger
+from autoscaler.metrics_catalog import RecordingSink
+from simulator.kube_store import ApiError, WatchEvent
+from simulator.local import Catalog, LocalCluster
+from simulator.sim.cloud import CloudWorld, InstanceRecord
+from simulator.sim.controllers import Controllers, Deployment
+from simulator.sim.engine import EventLoop, VirtualClock
+from simulator.sim.kubelet import Kubelets, KubeletSettings
+from simulator.sim.scenario import Scenario, Step
+from simulator.sim.scheduler import KubeScheduler
+
+PLURALS = {"Pod": "pods", "Node": "nodes", "DaemonSet": "daemonsets", "PodDisruptionBudget": "poddisruptionbudgets",
+           "PersistentVolume": "persistentvolumes", "PersistentVolumeClaim": "persistentvolumeclaims",
+           "StorageClass": "storageclasses", "Namespace": "namespaces"}
+
+
+@dataclass
+class Sample:
+    t: float
+    pending_pods: int
+    running_pods: int
+    nodes: int
+    ready_nodes: int
+    instances: int
+    dollars_per_hour: float
+    nodes_by_pool: dict[str, int]
+    nodes_by_capacity: dict[str, int]
+
+
+@dataclass
+class Record:
+    """What a run produced: the timeline, the samples and the raw facts the summary is computed from."""
+
+    scenario: Scenario
+    until: float
+    timeline: list[tuple[float, str, str]] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    instances: list[InstanceRecord] = field(default_factory=list)
+    time_to_running: list[float] = field(default_factory=list)
+    never_ran: int = 0
+    evictions: int = 0
+    pdb_violations: int = 0
+    handler_errors: list[str] = field(default_factory=list)
+    invocations: dict[str, int] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+    events_processed: int = 0
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario, env: LocalCluster, *, until: float | None = None) -> None:
+        self.scenario, self.env = scenario, env
+        s = scenario.settings
+        self.until = scenario.until if until is None else until
+        self.loop = EventLoop(epoch=float(int(time.time())))
+        self.clock = VirtualClock(self.loop)
+        store = self.store = env.kube.store
+        store.clock = self.clock.now
+        store.graceful_deletion = True
+        self.record = Record(scenario, self.until)
+        # Hooks go on the session before the runtime creates its clients (clients copy the session's hooks).
+        self.cloud = CloudWorld(self.loop, env.config.region).install(env.session)
+        self.runtime = env.runtime(clock=self.clock, sink=RecordingSink())
+        self.kubelets = Kubelets(
+            self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools},
+            self.runtime.cloud.instance_types, env.config.region,
+            KubeletSettings(boot_seconds=s.boot_seconds, ready_seconds=s.ready_seconds,
+                            startup_taint_seconds=s.startup_taint_seconds, pod_start_seconds=s.pod_start_seconds,
+                            pod_stop_seconds=s.pod_stop_seconds, node_monitor_grace_seconds=s.node_monitor_grace_seconds,
+                            node_delete_seconds=s.node_delete_seconds, pod_gc_seconds=s.pod_gc_seconds))
+        self.controllers = Controllers(self.loop, store)
+        self.scheduler = KubeScheduler(store, strategy=s.scoring)
+        self.cloud.on_launch.append(self._launched)
+        self.cloud.on_terminate.append(self._terminated)
+        self._rv = store.resource_version
+        self._scheduler_due = False
+        self._pdb_ok: dict[str, bool] = {}
+        self._wrap_evictions()
+
+    # ----- the informer ----------------------------------------------------------------------------
+    def _observe(self) -> None:
+        try:
+            changes = self.store.changes_since(self._rv)
+        except ApiError:  # the change log was compacted: nothing incremental to do but carry on
+            changes = []
+        self._rv = self.store.resource_version
+        if not changes:
+            return
+        reschedule, pods_changed = False, False
+        for event in changes:
+            self.kubelets.observe(event)
+            self.controllers.observe(event)
+            if event.plural in ("pods", "nodes", "persistentvolumeclaims"):
+                reschedule = True
+            pods_changed = pods_changed or event.plural == "pods"
+            if event.plural == "nodes":
+                self._note_node(event)
+        if reschedule and not self._scheduler_due:
+            self._scheduler_due = True
+            self.loop.after(self.scenario.settings.scheduler_delay_seconds, "kube-scheduler", self._schedule)
+        if pods_changed:
+            self._check_pdbs()
+
+    def _note_node(self, event: WatchEvent) -> None:
+        name = event.obj["metadata"]["name"]
+        if event.type == "ADDED":
+            self.log("kubelet", f"node {name} registered (taints: {_taint_keys(event.obj)})")
+        elif event.type == "DELETED":
+            self.log("node", f"node {name} deleted")
+        elif event.old is not None:
+            was, now = _ready(event.old), _ready(event.obj)
+            if was != now:
+                self.log("kubelet", f"node {name} {'Ready' if now == 'True' else 'NotReady'}")
+            gone = set(_taint_keys(event.old).split(", ")) - set(_taint_keys(event.obj).split(", "))
+            for key in sorted(gone - {"node.kubernetes.io/not-ready", "none"}):
+                self.log("node", f"node {name}: taint {key} removed")
+            if not (event.old.get("spec") or {}).get("unschedulable") and (event.obj.get("spec") or {}).get(
+                    "unschedulable"):
+                self.log("node", f"node {name} cordoned")
+
+    def _schedule(self) -> None:
+        self._scheduler_due = False
+        before = len(self.scheduler.bound)
+        decisions = self.scheduler.run()
+        bound = len(self.scheduler.bound) - before
+        if bound:
+            self.log("kube-scheduler", f"bound {bound} pod(s)")
+        waiting = sum(1 for d in decisions if d.node is None)
+        if waiting and bound:
+            self.log("kube-scheduler", f"{waiting} pod(s) unschedulable")
+
+    def _check_pdbs(self) -> None:
+        for pdb in self.store.list("poddisruptionbudgets"):
+            key = f"{pdb['metadata'].get('namespace')}/{pdb['metadata']['name']}"
+            st = pdb.get("status") or {}
+            ok = st.get("currentHealthy", 0) >= st.get("desiredHealthy", 0)
+            if self._pdb_ok.get(key) and not ok:
+                self.record.pdb_violations += 1
+                self.log("pdb", f"PodDisruptionBudget {key} violated: {st.get('currentHealthy')} healthy, "
+                                f"{st.get('desiredHealthy')} required")
+            if ok or key in self._pdb_ok:
+                self._pdb_ok[key] = ok
+
+    def _wrap_evictions(self) -> None:
+        evict = self.store.evict
+
+        def counted(namespace: str, name: str, body: Any = None) -> Any:
+            result = evict(namespace, name, body)
+            self.record.evictions += 1
+            return result
+
+        self.store.evict = counted  # type: ignore[method-assign]
+
+    # ----- cloud -----------------------------------------------------------------------------------
+    def _launched(self, r: InstanceRecord) -> None:
+        inst = r.instance
+        assert inst is not None
+        dup = f" DUPLICATE of {r.duplicate_of}" if r.duplicate_of else ""
+        self.log("ec2", f"launched {r.instance_id} {inst.instance_type} {inst.capacity_type} {inst.zone} "
+                        f"${r.hourly_price:.4f}/h pool {inst.node_pool}{dup}")
+
+    def _terminated(self, r: InstanceRecord) -> None:
+        why = " (interrupted)" if r.interrupted else ""
+        self.log("ec2", f"terminated {r.instance_id}{why} after {_clock(self.loop.now - r.launched_at)}")
+
+    # ----- the Lambda functions --------------------------------------------------------------------
+    def _invoke(self, name: str) -> None:
+        self.record.invocations[name] = self.record.invocations.get(name, 0) + 1
+        timeout_ms = int(self.scenario.settings.lambda_timeout_seconds * 1000)
+        try:
+            if name == "provisioner":
+                result = self.env.invoke_provisioner(remaining_ms=timeout_ms)
+                for p in result.get("passes") or ():
+                    if p.get("planned") or p.get("failures") or (p.get("unschedulable") and p.get("pendingPods")):
+                        self.log("provisioner", p.get("summary", ""))
+            else:
+                report = self.env.invoke(disruption_handler, {"source": "schedule", "kind": "disruption"},
+                                         remaining_ms=timeout_ms, function_name="disruption")
+                for d in report.get("decisions") or ():
+                    self.log("disruption", f"{d['reason']}: {d['action']} {', '.join(d['nodes'])} "
+                                           f"({d['pods']} pod(s), saving ${d['savingPerHour']:.4f}/h)")
+                for b in report.get("blocked") or ():
+                    if b.get("guard") not in (None, "", "empty"):
+                        pass
+        except Exception as exc:  # a failed invocation is a finding, not the end of the run
+            self.record.handler_errors.append(f"{_clock(self.loop.now)} {name}: {type(exc).__name__}: {exc}")
+            self.log(name, f"invocation failed: {type(exc).__name__}: {exc}")
+
+    # ----- the scenario ----------------------------------------------------------------------------
+    def _apply(self, manifest: dict[str, Any]) -> None:
+        kind = manifest.get("kind", "")
+        if kind == "Deployment":
+            spec = manifest.get("spec") or {}
+            meta = manifest.get("metadata") or {}
+            self.controllers.apply_deployment(Deployment(meta["name"], meta.get("namespace", "default"),
+                                                         int(spec.get("replicas", 1)), spec.get("template") or {}))
+            return
+        plural = PLURALS.get(kind)
+        if plural is None:
+            raise ValueError(f"apply: kind {kind!r} is not simulated (use one of {', '.join(sorted(PLURALS))}, "
+                             "Deployment)")
+        meta = manifest.get("metadata") or {}
+        if self.store.exists(plural, meta.get("namespace"), meta.get("name", "")):
+            self.store.replace(plural, meta.get("namespace"), meta["name"], manifest)
+        else:
+            self.store.create(plural, manifest)
+
+    def _step(self, step: Step) -> None:
+        if step.scale is not None:
+            self.log("scenario", f"scale deployment {step.scale.deployment} to {step.scale.replicas}")
+            self.controllers.scale(step.scale.namespace, step.scale.deployment, step.scale.replicas)
+        elif step.deployment is not None:
+            d = step.deployment
+            self.log("scenario", f"apply deployment {d.name} ({d.replicas} replicas)")
+            self.controllers.apply_deployment(Deployment(d.name, d.namespace, d.replicas, d.pod_template()))
+        elif step.apply is not None:
+            self.log("scenario", f"apply {step.apply.get('kind')} {(step.apply.get('metadata') or {}).get('name')}")
+            self._apply(step.apply)
+        elif step.delete is not None:
+            self.log("scenario", f"delete {step.delete.kind} {step.delete.name}")
+            if step.delete.kind == "Deployment":
+                self.controllers.scale(step.delete.namespace, step.delete.name, 0)
+            else:
+                self.store.delete(PLURALS[step.delete.kind], step.delete.namespace, step.delete.name)
+
+    def sample(self) -> None:
+        pods = self.store.objects("pods")
+        nodes = self.store.objects("nodes")
+        by_pool: dict[str, int] = {}
+        by_capacity: dict[str, int] = {}
+        for n in nodes:
+            labels = n["metadata"].get("labels") or {}
+            pool = labels.get("karpenter.sh/nodepool") or labels.get("eks.amazonaws.com/nodegroup") or "other"
+            by_pool[pool] = by_pool.get(pool, 0) + 1
+            cap = labels.get("karpenter.sh/capacity-type", "unknown")
+            by_capacity[cap] = by_capacity.get(cap, 0) + 1
+        self.record.samples.append(Sample(
+            t=self.loop.now,
+            pending_pods=sum(1 for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get(
+                "deletionTimestamp")),
+            running_pods=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"),
+            nodes=len(nodes), ready_nodes=sum(1 for n in nodes if _ready(n) == "True"),
+            instances=len(self.cloud.live()), dollars_per_hour=round(self.cloud.hourly_cost(), 6),
+            nodes_by_pool=by_pool, nodes_by_capacity=by_capacity))
+
+    def log(self, source: str, text: str) -> None:
+        self.record.timeline.append((self.loop.now, source, text))
+
+    def run(self) -> Record:
+        started = time.monotonic()
+        s = self.scenario.settings
+        self.loop.observer = self._observe
+        for d in self.scenario.initial.deployments:
+            self.controllers.apply_deployment(Deployment(d.name, d.namespace, d.replicas, d.pod_template()))
+        for manifest in self.scenario.initial.objects:
+            self._apply(manifest)
+        for step in self.scenario.timeline:
+            self.loop.at(step.at, f"scenario step at {step.at:g}s", lambda st=step: self._step(st))  # type: ignore[misc]
+        self.loop.every(s.provisioner_period_seconds, "provisioner", lambda: self._invoke("provisioner"),
+                        start=s.provisioner_offset_seconds, lambda_call=True)
+        self.loop.every(s.disruption_period_seconds, "disruption", lambda: self._invoke("disruption"),
+                        start=s.disruption_offset_seconds, lambda_call=True)
+        self.loop.every(s.sample_seconds, "sample", self.sample)
+        self._observe()
+        self.loop.run_until(self.until)
+        self.sample()
+        self._finish(started)
+        return self.record
+
+    def _finish(self, started: float) -> None:
+        rec = self.record
+        rec.instances = list(self.cloud.instances.values())
+        created, running = self.controllers.created, self.kubelets.running
+        rec.time_to_running = sorted(running[uid] - t for uid, t in created.items() if uid in running)
+        rec.never_ran = sum(1 for uid in created if uid not in running)
+        rec.wall_seconds = time.monotonic() - started
+        rec.events_processed = self.loop.processed
+
+
+def _ready(node: dict[str, Any]) -> str:
+    return next((str(c.get("status")) for c in (node.get("status") or {}).get("conditions") or ()
+                 if c.get("type") == "Ready"), "Unknown")
+
+
+def _taint_keys(node: dict[str, Any]) -> str:
+    return ", ".join(sorted(t.get("key", "") for t in (node.get("spec") or {}).get("taints") or ())) or "none"
+
+
+def _clock(seconds: float) -> str:
+    if math.isinf(seconds):
+        return "end"
+    s = int(round(seconds))
+    return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+@contextlib.contextmanager
+def quiet_handlers() -> Iterator[None]:
+    """The handlers' JSON logs are for CloudWatch; the simulation tells the story in its timeline."""
+    level = handler_logger.log_level
+    handler_logger.setLevel("ERROR")
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "EKSServerlessAutoscaler")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        handler_logger.setLevel(level)
+
+
+def run_scenario(scenario: Scenario, *, until: float | None = None, moto_server: ThreadedMotoServer | None = None,
+                 catalog: Catalog | None = None) -> Record:
+    """Run ``scenario`` from a fresh account and cluster and return its record."""
+    with quiet_handlers(), LocalCluster.start(scenario.cluster_config(), catalog=catalog,
+                                              moto_server=moto_server) as env:
+        return Simulation(scenario, env, until=until).run()
