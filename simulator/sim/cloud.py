@@ -19,8 +19,30 @@ from typing import Any
 
 from autoscaler.domain.fleet import CloudInstance, instance_from_ec2
 from autoscaler.domain.ownership import pods_from_tags
-from simulator.local import on_demand_prices, spot_price
+from simulator.local import Catalog, on_demand_prices, spot_price
 from simulator.sim.engine import EventLoop
+
+
+class _Http:
+    status_code = 200
+    headers: dict[str, str] = {}
+    content = b""
+
+
+def serve_catalog(session: Any, catalog: Catalog) -> None:
+    """Answer DescribeInstanceTypes and DescribeInstanceTypeOfferings from moto's own data in memory:
+    over HTTP the ~1,400 types take seconds, and the catalog's 5-minute cache expires every few virtual
+    minutes. Must run before clients are created from ``session``."""
+    infos, offerings = catalog
+
+    def types(**_: Any) -> tuple[Any, dict[str, Any]]:
+        return _Http(), {"InstanceTypes": infos}
+
+    def offered(**_: Any) -> tuple[Any, dict[str, Any]]:
+        return _Http(), {"InstanceTypeOfferings": offerings}
+
+    session.events.register("before-call.ec2.DescribeInstanceTypes", types)
+    session.events.register("before-call.ec2.DescribeInstanceTypeOfferings", offered)
 
 
 @dataclass
@@ -56,9 +78,11 @@ class CloudWorld:
     duplicates: list[InstanceRecord] = field(default_factory=list)
     _prices: dict[str, float] = field(default_factory=dict)
 
-    def install(self, session: Any) -> CloudWorld:
+    def install(self, session: Any, *, catalog: Catalog | None = None) -> CloudWorld:
         self._prices = on_demand_prices(self.region)
         events = session.events
+        if catalog is not None:
+            serve_catalog(session, catalog)
         events.register("after-call.ec2.CreateFleet", self._created)
         events.register("after-call.ec2.RunInstances", self._ran)
         events.register("after-call.ec2.TerminateInstances", self._terminated)

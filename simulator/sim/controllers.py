@@ -15,6 +15,7 @@ PodDisruptionBudget status is computed by the emulator from the pods it selects 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 from dataclasses import dataclass, field
@@ -139,10 +140,8 @@ class Controllers:
         self.created[created["metadata"]["uid"]] = self.loop.now
 
     def _delete(self, pod: Obj) -> None:
-        try:
+        with contextlib.suppress(ApiError):
             self.store.delete("pods", pod["metadata"].get("namespace", "default"), pod["metadata"]["name"])
-        except ApiError:
-            pass
 
     # ----- DaemonSets ----------------------------------------------------------------------------
     def _reconcile_daemonsets(self, owned: dict[str, list[Obj]]) -> None:

@@ -19,6 +19,7 @@ bound to a Node that no longer exists are removed by pod garbage collection ``po
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -173,10 +174,8 @@ class Kubelets:
         self.running[uid] = self.loop.now
 
     def _remove(self, ns: str, name: str, uid: str) -> None:
-        try:
+        with contextlib.suppress(ApiError):
             self.store.delete("pods", ns, name, grace_period_seconds=0, precondition_uid=uid)
-        except ApiError:
-            pass
 
     def _collect(self, node_name: str) -> None:
         if self.store.exists("nodes", None, node_name):

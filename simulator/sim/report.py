@@ -4,6 +4,7 @@ against it, and the output as text, JSON or a PNG plot (when matplotlib is insta
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict
 from typing import Any
@@ -25,7 +26,7 @@ def percentile(values: list[float], q: float) -> float:
 def summary(rec: Record) -> dict[str, Any]:
     samples = rec.samples
     end = samples[-1] if samples else None
-    pending_seconds = sum(a.pending_pods * (b.t - a.t) for a, b in zip(samples, samples[1:], strict=False))
+    pending_seconds = sum(a.pending_pods * (b.t - a.t) for a, b in itertools.pairwise(samples))
     return {
         "virtual_seconds": rec.until,
         "wall_seconds": round(rec.wall_seconds, 2),

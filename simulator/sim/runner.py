@@ -82,15 +82,12 @@ class Simulation:
         store.graceful_deletion = True
         self.record = Record(scenario, self.until)
         # Hooks go on the session before the runtime creates its clients (clients copy the session's hooks).
-        self.cloud = CloudWorld(self.loop, env.config.region).install(env.session)
+        self.cloud = CloudWorld(self.loop, env.config.region).install(env.session, catalog=env.catalog)
         self.runtime = env.runtime(clock=self.clock, sink=RecordingSink())
         self.kubelets = Kubelets(
             self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools},
             self.runtime.cloud.instance_types, env.config.region,
-            KubeletSettings(boot_seconds=s.boot_seconds, ready_seconds=s.ready_seconds,
-                            startup_taint_seconds=s.startup_taint_seconds, pod_start_seconds=s.pod_start_seconds,
-                            pod_stop_seconds=s.pod_stop_seconds, node_monitor_grace_seconds=s.node_monitor_grace_seconds,
-                            node_delete_seconds=s.node_delete_seconds, pod_gc_seconds=s.pod_gc_seconds))
+            KubeletSettings(**{f: getattr(s, f) for f in KubeletSettings.__dataclass_fields__}))
         self.controllers = Controllers(self.loop, store)
         self.scheduler = KubeScheduler(store, strategy=s.scoring)
         self.cloud.on_launch.append(self._launched)
@@ -312,7 +309,7 @@ def _taint_keys(node: dict[str, Any]) -> str:
 def _clock(seconds: float) -> str:
     if math.isinf(seconds):
         return "end"
-    s = int(round(seconds))
+    s = round(seconds)
     return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 

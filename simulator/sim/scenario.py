@@ -145,7 +145,8 @@ class Assertion(_Model):
                 and (self.equal is None or value == self.equal))
 
     def describe(self) -> str:
-        bounds = [f"<= {self.max:g}" if self.max is not None else "", f">= {self.min:g}" if self.min is not None else "",
+        bounds = [f"<= {self.max:g}" if self.max is not None else "",
+                  f">= {self.min:g}" if self.min is not None else "",
                   f"== {self.equal:g}" if self.equal is not None else ""]
         where = "" if self.at is None else (" at end" if self.at == float("inf") else f" at {self.at:g}s")
         return f"{self.metric}{where} {' and '.join(b for b in bounds if b)}"
