@@ -49,6 +49,7 @@ def summary(rec: Record) -> dict[str, Any]:
         "handler_errors": len(rec.handler_errors),
         "invocations": dict(rec.invocations),
         "events_processed": rec.events_processed,
+        "placement": rec.placement,
     }
 
 
@@ -72,12 +73,24 @@ def check(rec: Record, assertions: list[Assertion]) -> list[dict[str, Any]]:
                 raise ValueError(f"assertion on {a.metric!r} with 'at': use a sampled series ({', '.join(SERIES)})")
             value = series_value(rec, a.metric, a.at)
         else:
-            if a.metric not in facts or not isinstance(facts[a.metric], int | float):
-                numeric = ", ".join(k for k, v in facts.items() if isinstance(v, int | float))
-                raise ValueError(f"assertion on unknown metric {a.metric!r}: use one of {numeric}")
-            value = float(facts[a.metric])
+            value = _fact(facts, a.metric)
         out.append({"assertion": a.describe(), "value": value, "ok": a.check(value)})
     return out
+
+
+def _fact(facts: dict[str, Any], metric: str) -> float:
+    """A summary number by name; dotted names reach into mappings (``placement.inflate.default``), and a
+    missing leaf of a present mapping is 0 (no pod of that owner in that pool)."""
+    head, *rest = metric.split(".")
+    if head not in facts:
+        numeric = ", ".join(k for k, v in facts.items() if isinstance(v, int | float | dict))
+        raise ValueError(f"assertion on unknown metric {metric!r}: use one of {numeric}")
+    value: Any = facts[head]
+    for part in rest:
+        value = value.get(part, 0) if isinstance(value, dict) else None
+    if not isinstance(value, int | float):
+        raise ValueError(f"assertion on {metric!r}: not a number (give the full path, e.g. placement.<owner>.total)")
+    return float(value)
 
 
 def as_json(rec: Record, results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -107,6 +120,9 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
               f"  evictions {facts['evictions']}, PDB violations {facts['pdb_violations']}, "
               f"dollars spent ${facts['dollars']:.4f}",
               f"  invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
+    for owner, where in sorted(rec.placement.items()):
+        spread = ", ".join(f"{pool} {n}" for pool, n in sorted(where.items()) if pool != "total")
+        lines.append(f"  running at end: {owner} {where['total']} ({spread})")
     for err in rec.handler_errors[:5]:
         lines.append(f"    {err}")
     if results:

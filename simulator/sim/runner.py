@@ -68,6 +68,8 @@ class Record:
     invocations: dict[str, int] = field(default_factory=dict)
     wall_seconds: float = 0.0
     events_processed: int = 0
+    # Running pods at the end by owner (Deployment or DaemonSet) and NodePool (or node group), with "total".
+    placement: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class Simulation:
@@ -249,10 +251,9 @@ class Simulation:
         by_pool: dict[str, int] = {}
         by_capacity: dict[str, int] = {}
         for n in nodes:
-            labels = n["metadata"].get("labels") or {}
-            pool = labels.get("karpenter.sh/nodepool") or labels.get("eks.amazonaws.com/nodegroup") or "other"
+            pool = _pool_of(n)
             by_pool[pool] = by_pool.get(pool, 0) + 1
-            cap = labels.get("karpenter.sh/capacity-type", "unknown")
+            cap = (n["metadata"].get("labels") or {}).get("karpenter.sh/capacity-type", "unknown")
             by_capacity[cap] = by_capacity.get(cap, 0) + 1
         self.record.samples.append(Sample(
             t=self.loop.now,
@@ -294,12 +295,29 @@ class Simulation:
         rec.time_to_running = sorted(running[uid] - t for uid, t in created.items() if uid in running)
         rec.never_ran = sum(1 for uid in created if uid not in running)
         rec.wall_seconds = time.monotonic() - started
+        pools = {n["metadata"]["name"]: _pool_of(n) for n in self.store.objects("nodes")}
+        for pod in self.store.objects("pods"):
+            if (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            owner = next(iter(pod["metadata"].get("ownerReferences") or ()), {})
+            name = owner.get("name", "(bare)")
+            if owner.get("kind") == "ReplicaSet":
+                name = name.rsplit("-", 1)[0]
+            where = rec.placement.setdefault(name, {"total": 0})
+            pool = pools.get(pod["spec"].get("nodeName", ""), "(gone)")
+            where[pool] = where.get(pool, 0) + 1
+            where["total"] += 1
         rec.events_processed = self.loop.processed
 
 
 def _ready(node: dict[str, Any]) -> str:
     return next((str(c.get("status")) for c in (node.get("status") or {}).get("conditions") or ()
                  if c.get("type") == "Ready"), "Unknown")
+
+
+def _pool_of(node: dict[str, Any]) -> str:
+    labels = node["metadata"].get("labels") or {}
+    return str(labels.get("karpenter.sh/nodepool") or labels.get("eks.amazonaws.com/nodegroup") or "other")
 
 
 def _taint_keys(node: dict[str, Any]) -> str:
