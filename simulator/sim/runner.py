@@ -25,11 +25,12 @@ from autoscaler.handlers.disruption import handler as disruption_handler
 from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_store import ApiError, WatchEvent
-from simulator.local import Catalog, LocalCluster
+from simulator.local import Catalog, LocalCluster, _builtin_images
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment
 from simulator.sim.engine import EventLoop, VirtualClock
 from simulator.sim.kubelet import Kubelets, KubeletSettings
+from simulator.sim.nodegroups import ManagedNodeGroups, NodeGroup
 from simulator.sim.scenario import Scenario, Step
 from simulator.sim.scheduler import KubeScheduler
 
@@ -91,6 +92,9 @@ class Simulation:
             self.runtime.cloud.instance_types, env.config.region,
             KubeletSettings(**{f: getattr(s, f) for f in KubeletSettings.__dataclass_fields__}))
         self.controllers = Controllers(self.loop, store)
+        self.node_groups = ManagedNodeGroups(
+            self.loop, store, self.cloud, self.runtime.cloud.instance_types, env.config.region,
+            env.network.subnets, _builtin_images(self.cloud.ec2, env.config.region)["x86_64"], log=self.log)
         self.scheduler = KubeScheduler(store, strategy=s.scoring)
         self.cloud.on_launch.append(self._launched)
         self.cloud.on_terminate.append(self._terminated)
@@ -179,7 +183,7 @@ class Simulation:
         assert inst is not None
         dup = f" DUPLICATE of {r.duplicate_of}" if r.duplicate_of else ""
         self.log("ec2", f"launched {r.instance_id} {inst.instance_type} {inst.capacity_type} {inst.zone} "
-                        f"${r.hourly_price:.4f}/h pool {inst.node_pool}{dup}")
+                        f"${r.hourly_price:.4f}/h {_group(inst)}{dup}")
 
     def _terminated(self, r: InstanceRecord) -> None:
         why = " (interrupted)" if r.interrupted else ""
@@ -238,6 +242,10 @@ class Simulation:
         elif step.apply is not None:
             self.log("scenario", f"apply {step.apply.get('kind')} {(step.apply.get('metadata') or {}).get('name')}")
             self._apply(step.apply)
+        elif step.shrink_node_group is not None:
+            g = step.shrink_node_group
+            self.log("scenario", f"shrink node group {g.name} to {g.size}")
+            self.node_groups.shrink(g.name, g.size)
         elif step.delete is not None:
             self.log("scenario", f"delete {step.delete.kind} {step.delete.name}")
             if step.delete.kind == "Deployment":
@@ -271,6 +279,8 @@ class Simulation:
         started = time.monotonic()
         s = self.scenario.settings
         self.loop.observer = self._observe
+        for g in self.scenario.initial.node_groups:
+            self.node_groups.create(NodeGroup(g.name, g.instance_type, g.size, g.capacity_type, dict(g.labels)))
         for d in self.scenario.initial.deployments:
             self.controllers.apply_deployment(Deployment(d.name, d.namespace, d.replicas, d.pod_template()))
         for manifest in self.scenario.initial.objects:
@@ -313,6 +323,11 @@ class Simulation:
 def _ready(node: dict[str, Any]) -> str:
     return next((str(c.get("status")) for c in (node.get("status") or {}).get("conditions") or ()
                  if c.get("type") == "Ready"), "Unknown")
+
+
+def _group(inst: Any) -> str:
+    group = inst.tags.get("eks:nodegroup-name")
+    return f"node group {group}" if group else f"pool {inst.node_pool}"
 
 
 def _pool_of(node: dict[str, Any]) -> str:

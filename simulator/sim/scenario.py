@@ -14,6 +14,7 @@ assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped one
       - {at: 1m, scale: {deployment: inflate, replicas: 5}}
       - {at: 2m, apply: <manifest>}
       - {at: 3m, delete: {kind: Deployment, name: inflate}}
+      - {at: 4m, shrinkNodeGroup: {name: mng, size: 2}}   # initial.nodeGroups: [{name: mng, size: 3}]
     assertions:
       - {metric: duplicate_launches, max: 0}
       - {metric: pending_pods, at: 5m, max: 0}     # a sampled series: its value at that time
@@ -91,9 +92,25 @@ class DeploymentSpec(_Model):
                          "terminationGracePeriodSeconds": 0}}
 
 
+class NodeGroupSpec(_Model):
+    """An EKS managed node group present from the start (capacity that is not the autoscaler's)."""
+
+    name: str
+    instance_type: str = "m5.large"
+    size: int = 3
+    capacity_type: Literal["on-demand", "spot"] = "on-demand"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
 class Initial(_Model):
+    node_groups: list[NodeGroupSpec] = Field(default_factory=list)
     deployments: list[DeploymentSpec] = Field(default_factory=list)
     objects: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ShrinkNodeGroup(_Model):
+    name: str
+    size: int
 
 
 class Scale(_Model):
@@ -114,6 +131,7 @@ class Step(_Model):
     apply: dict[str, Any] | None = None
     deployment: DeploymentSpec | None = None  # create or replace a Deployment
     delete: Delete | None = None
+    shrink_node_group: ShrinkNodeGroup | None = None
 
     @field_validator("at", mode="before")
     @classmethod
@@ -122,9 +140,11 @@ class Step(_Model):
 
     @model_validator(mode="after")
     def _one_action(self) -> Step:
-        actions = [a for a in (self.scale, self.apply, self.deployment, self.delete) if a is not None]
+        actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group)
+                   if a is not None]
         if len(actions) != 1:
-            raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete")
+            raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
+                             "shrinkNodeGroup")
         return self
 
 
