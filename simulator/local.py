@@ -303,10 +303,12 @@ class LocalCluster:
 
     # ----- the autoscaler ----------------------------------------------------------------------
     def runtime(self, *, clock: Clock | None = None, sink: MetricsSink | None = None,
-                config: ClusterConfig | None = None) -> Runtime:
-        """A runtime wired to this cluster, installed for the handlers (``set_runtime``)."""
+                config: ClusterConfig | None = None, environ: Mapping[str, str] | None = None) -> Runtime:
+        """A runtime wired to this cluster, installed for the handlers (``set_runtime``); ``environ`` adds
+        deployment variables (the simulator names a provisioner function for replacement requests)."""
         rt = build_runtime(config=config or self.config,
-                           environ={ENV_KUBE_ENDPOINT: self.kube.url, ENV_CLAIMS_TABLE: CLAIMS_TABLE},
+                           environ={ENV_KUBE_ENDPOINT: self.kube.url, ENV_CLAIMS_TABLE: CLAIMS_TABLE,
+                                    **(environ or {})},
                            session=self.session, clock=clock or SystemClock(), sink=sink or RecordingSink())
         if self.catalog is not None:
             rt.cloud.catalog.load(*self.catalog)

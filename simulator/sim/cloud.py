@@ -54,7 +54,7 @@ class InstanceRecord:
     hourly_price: float = 0.0
     node_name: str | None = None
     duplicate_of: str | None = None  # the live instance this launch duplicated
-    interrupted: bool = False
+    interrupted: bool = False  # EC2 sent it a spot interruption warning (or reclaimed it)
 
     @property
     def alive(self) -> bool:
@@ -76,6 +76,9 @@ class CloudWorld:
     on_launch: list[Callable[[InstanceRecord], None]] = field(default_factory=list)
     on_terminate: list[Callable[[InstanceRecord], None]] = field(default_factory=list)
     duplicates: list[InstanceRecord] = field(default_factory=list)
+    # Whether an instance is on its way out (interrupted, its node cordoned): capacity launched for its
+    # pods then is a replacement, not a duplicate. The runner answers from the cluster.
+    leaving: Callable[[InstanceRecord], bool] = lambda record: record.interrupted
     _prices: dict[str, float] = field(default_factory=dict)
 
     def install(self, session: Any, *, catalog: Catalog | None = None) -> CloudWorld:
@@ -131,7 +134,7 @@ class CloudWorld:
         pods = set(pods_from_tags(record.instance.tags))
         claim = record.instance.claim_id
         for other in self.instances.values():
-            if other is record or not other.alive or other.instance is None:
+            if other is record or not other.alive or other.instance is None or self.leaving(other):
                 continue
             if claim and other.instance.claim_id == claim:
                 return other.instance_id

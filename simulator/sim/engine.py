@@ -1,15 +1,19 @@
 """Virtual time: a clock implementing the autoscaler's ``Clock`` port and a heap of timed events.
 
 The handlers run on the clock unchanged. When they ``sleep`` (a drain polling for evicted pods to go),
-the world keeps moving: the sleep runs every due event that is not itself a Lambda invocation (kubelet,
-scheduler, controllers), so a drain sees its pods terminate and their replacements start. Lambda
-invocations that fall due meanwhile wait until the running one returns (one handler at a time).
+the world keeps moving: the sleep runs every due event (kubelet, scheduler, controllers), so a drain
+sees its pods terminate and their replacements start. Invocations of other Lambda functions that fall
+due meanwhile run inside the sleep, as they would run concurrently in AWS (the provisioner's scheduled
+pass during the interruption function's drain); an invocation of a function that is already running
+waits until it returns (each function runs one invocation at a time here, as with reserved
+concurrency 1).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,7 +37,7 @@ class EventLoop:
         self.now = 0.0
         self._heap: list[Event] = []
         self._seq = itertools.count()
-        self._in_lambda = False
+        self._running: list[str] = []  # labels of the Lambda invocations under way, outermost first
         self.processed = 0
         # Called after every event (the simulation's informer: it turns API writes into reactions).
         self.observer: Action | None = None
@@ -69,7 +73,7 @@ class EventLoop:
             try:
                 event.action()
             finally:
-                self._in_lambda = False
+                self._running: list[str] = []  # labels of the Lambda invocations under way, outermost first
         else:
             event.action()
         if self.observer is not None:
@@ -77,12 +81,12 @@ class EventLoop:
 
     def sleep(self, seconds: float) -> None:
         """Advance virtual time by ``seconds`` from inside a running event, running the world's events on
-        the way; Lambda invocations that fall due are postponed until the caller returns."""
+        the way; invocations of a Lambda function already running are postponed until it returns."""
         target = self.now + max(0.0, seconds)
         deferred: list[Event] = []
         while self._heap and self._heap[0].at <= target:
             event = heapq.heappop(self._heap)
-            if event.lambda_call and self._in_lambda:
+            if event.lambda_call and event.label in self._running:
                 deferred.append(event)
                 continue
             self._run(event)
@@ -92,10 +96,15 @@ class EventLoop:
 
 
 class VirtualClock:
-    """The ``Clock`` port on the loop's virtual time: ``now()`` is ``epoch + loop.now``."""
+    """The ``Clock`` port on the loop's virtual time: ``now()`` is ``epoch + loop.now``.
+
+    The interruption handler drains nodes on worker threads; their sleeps take turns on a lock, each
+    advancing the one virtual clock (so several concurrent drains make time pass a little faster than
+    it would: an approximation the single-threaded world needs)."""
 
     def __init__(self, loop: EventLoop) -> None:
         self.loop = loop
+        self._lock = threading.RLock()
 
     def now(self) -> float:
         return self.loop.epoch + self.loop.now
@@ -104,4 +113,5 @@ class VirtualClock:
         return self.loop.now
 
     def sleep(self, seconds: float) -> None:
-        self.loop.sleep(seconds)
+        with self._lock:
+            self.loop.sleep(seconds)

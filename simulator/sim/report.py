@@ -47,6 +47,8 @@ def summary(rec: Record) -> dict[str, Any]:
         "nodes_at_end": end.nodes if end else 0,
         "pending_pods_at_end": end.pending_pods if end else 0,
         "handler_errors": len(rec.handler_errors),
+        "interrupted_instances": rec.interrupted,
+        "dead_letters": rec.dead_letters,
         "invocations": dict(rec.invocations),
         "events_processed": rec.events_processed,
         "placement": rec.placement,
@@ -118,7 +120,8 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
               f"  nodes: max {facts['max_nodes']}, at end {facts['nodes_at_end']}; launches {facts['launches']}, "
               f"terminations {facts['terminations']}, duplicate launches {facts['duplicate_launches']}",
               f"  evictions {facts['evictions']}, PDB violations {facts['pdb_violations']}, "
-              f"dollars spent ${facts['dollars']:.4f}",
+              f"dollars spent ${facts['dollars']:.4f}; spot instances interrupted {facts['interrupted_instances']}, "
+              f"messages dead-lettered {facts['dead_letters']}",
               f"  invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
     for owner, where in sorted(rec.placement.items()):
         spread = ", ".join(f"{pool} {n}" for pool, n in sorted(where.items()) if pool != "total")

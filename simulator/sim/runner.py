@@ -10,6 +10,7 @@ pods, kube-scheduler is scheduled to run a moment later).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -21,14 +22,17 @@ from typing import Any
 
 from moto.server import ThreadedMotoServer
 
+from autoscaler.config import ENV_PROVISIONER_FUNCTION
 from autoscaler.handlers.disruption import handler as disruption_handler
+from autoscaler.handlers.interruption import handler as interruption_handler
 from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.metrics_catalog import RecordingSink
-from simulator.kube_store import ApiError, WatchEvent
+from simulator.kube_store import ApiError, WatchEvent, _scaled, pod_ready, selector_matches
 from simulator.local import Catalog, LocalCluster, _builtin_images
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment
 from simulator.sim.engine import EventLoop, VirtualClock
+from simulator.sim.interruption import InterruptionQueue
 from simulator.sim.kubelet import Kubelets, KubeletSettings
 from simulator.sim.nodegroups import ManagedNodeGroups, NodeGroup
 from simulator.sim.scenario import Scenario, Step
@@ -37,6 +41,16 @@ from simulator.sim.scheduler import KubeScheduler
 PLURALS = {"Pod": "pods", "Node": "nodes", "DaemonSet": "daemonsets", "PodDisruptionBudget": "poddisruptionbudgets",
            "PersistentVolume": "persistentvolumes", "PersistentVolumeClaim": "persistentvolumeclaims",
            "StorageClass": "storageclasses", "Namespace": "namespaces"}
+
+
+PROVISIONER_FUNCTION = "autoscaler-provisioner"
+ASYNC_INVOKE_DELAY = 0.2  # Lambda's async queue hands an event to the function within a fraction of a second
+
+
+class _Accepted:
+    status_code = 202
+    headers: dict[str, str] = {}
+    content = b""
 
 
 @dataclass
@@ -71,6 +85,8 @@ class Record:
     events_processed: int = 0
     # Running pods at the end by owner (Deployment or DaemonSet) and NodePool (or node group), with "total".
     placement: dict[str, dict[str, int]] = field(default_factory=dict)
+    dead_letters: int = 0
+    interrupted: int = 0
 
 
 class Simulation:
@@ -86,16 +102,23 @@ class Simulation:
         self.record = Record(scenario, self.until)
         # Hooks go on the session before the runtime creates its clients (clients copy the session's hooks).
         self.cloud = CloudWorld(self.loop, env.config.region).install(env.session, catalog=env.catalog)
-        self.runtime = env.runtime(clock=self.clock, sink=RecordingSink())
+        env.session.events.register("before-call.lambda.Invoke", self._async_invoke)
+        self.runtime = env.runtime(clock=self.clock, sink=RecordingSink(),
+                                   environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION})
         self.kubelets = Kubelets(
             self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools},
             self.runtime.cloud.instance_types, env.config.region,
             KubeletSettings(**{f: getattr(s, f) for f in KubeletSettings.__dataclass_fields__}))
         self.controllers = Controllers(self.loop, store)
+        icfg = env.config.interruption
+        self.queue = InterruptionQueue(
+            self.loop, self.cloud, self._invoke_interruption, env.config.region, batch_size=icfg.batch_size,
+            visibility_timeout_seconds=icfg.timeout_seconds + 10, log=self.log)
         self.node_groups = ManagedNodeGroups(
             self.loop, store, self.cloud, self.runtime.cloud.instance_types, env.config.region,
             env.network.subnets, _builtin_images(self.cloud.ec2, env.config.region)["x86_64"], log=self.log)
         self.scheduler = KubeScheduler(store, strategy=s.scoring)
+        self.cloud.leaving = self._leaving
         self.cloud.on_launch.append(self._launched)
         self.cloud.on_terminate.append(self._terminated)
         self._rv = store.resource_version
@@ -156,14 +179,20 @@ class Simulation:
             self.log("kube-scheduler", f"{waiting} pod(s) unschedulable")
 
     def _check_pdbs(self) -> None:
-        for pdb in self.store.list("poddisruptionbudgets"):
+        """Count each time a budget goes from met to broken, with the disruption controller's arithmetic:
+        expected pods are the owning controller's scale (the emulator's own status counts the pods)."""
+        pdbs = self.store.objects("poddisruptionbudgets")
+        if not pdbs:
+            return
+        pods = self.store.objects("pods")
+        scale = {d.rs_uid: d.replicas for d in self.controllers.deployments.values()}
+        for pdb in pdbs:
             key = f"{pdb['metadata'].get('namespace')}/{pdb['metadata']['name']}"
-            st = pdb.get("status") or {}
-            ok = st.get("currentHealthy", 0) >= st.get("desiredHealthy", 0)
+            healthy, desired = budget(pdb, pods, scale)
+            ok = healthy >= desired
             if self._pdb_ok.get(key) and not ok:
                 self.record.pdb_violations += 1
-                self.log("pdb", f"PodDisruptionBudget {key} violated: {st.get('currentHealthy')} healthy, "
-                                f"{st.get('desiredHealthy')} required")
+                self.log("pdb", f"PodDisruptionBudget {key} broken: {healthy} healthy, {desired} required")
             if ok or key in self._pdb_ok:
                 self._pdb_ok[key] = ok
 
@@ -185,17 +214,35 @@ class Simulation:
         self.log("ec2", f"launched {r.instance_id} {inst.instance_type} {inst.capacity_type} {inst.zone} "
                         f"${r.hourly_price:.4f}/h {_group(inst)}{dup}")
 
+    def _leaving(self, r: InstanceRecord) -> bool:
+        if r.interrupted:
+            return True
+        if r.node_name is None or not self.store.exists("nodes", None, r.node_name):
+            return False
+        node = self.store.get("nodes", None, r.node_name)
+        return bool((node.get("spec") or {}).get("unschedulable"))
+
     def _terminated(self, r: InstanceRecord) -> None:
         why = " (interrupted)" if r.interrupted else ""
         self.log("ec2", f"terminated {r.instance_id}{why} after {_clock(self.loop.now - r.launched_at)}")
 
     # ----- the Lambda functions --------------------------------------------------------------------
-    def _invoke(self, name: str) -> None:
+    def _async_invoke(self, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
+        """lambda:Invoke with InvocationType=Event (a replacement request): Lambda queues it (HTTP 202)
+        and runs the provisioner with the payload a moment later."""
+        payload = json.loads(params.get("body") or b"{}")
+        self.log("lambda", f"async invoke of the provisioner: {payload.get('kind')} for "
+                           f"{', '.join(payload.get('nodes') or ()) or 'no node'} ({payload.get('source')})")
+        self.loop.after(ASYNC_INVOKE_DELAY, "provisioner", lambda: self._invoke("provisioner", payload),
+                        lambda_call=True)
+        return _Accepted(), {"StatusCode": 202, "Payload": b""}
+
+    def _invoke(self, name: str, payload: dict[str, Any] | None = None) -> None:
         self.record.invocations[name] = self.record.invocations.get(name, 0) + 1
         timeout_ms = int(self.scenario.settings.lambda_timeout_seconds * 1000)
         try:
             if name == "provisioner":
-                result = self.env.invoke_provisioner(remaining_ms=timeout_ms)
+                result = self.env.invoke_provisioner(payload, remaining_ms=timeout_ms)
                 for p in result.get("passes") or ():
                     if p.get("planned") or p.get("failures") or (p.get("unschedulable") and p.get("pendingPods")):
                         self.log("provisioner", p.get("summary", ""))
@@ -211,6 +258,17 @@ class Simulation:
         except Exception as exc:  # a failed invocation is a finding, not the end of the run
             self.record.handler_errors.append(f"{_clock(self.loop.now)} {name}: {type(exc).__name__}: {exc}")
             self.log(name, f"invocation failed: {type(exc).__name__}: {exc}")
+
+    def _invoke_interruption(self, event: dict[str, Any]) -> dict[str, Any]:
+        self.record.invocations["interruption"] = self.record.invocations.get("interruption", 0) + 1
+        timeout_ms = int(self.env.config.interruption.timeout_seconds * 1000)
+        try:
+            result: dict[str, Any] = self.env.invoke(interruption_handler, event, remaining_ms=timeout_ms,
+                                                     function_name="interruption")
+        except Exception as exc:
+            self.record.handler_errors.append(f"{_clock(self.loop.now)} interruption: {type(exc).__name__}: {exc}")
+            raise
+        return result
 
     # ----- the scenario ----------------------------------------------------------------------------
     def _apply(self, manifest: dict[str, Any]) -> None:
@@ -242,6 +300,9 @@ class Simulation:
         elif step.apply is not None:
             self.log("scenario", f"apply {step.apply.get('kind')} {(step.apply.get('metadata') or {}).get('name')}")
             self._apply(step.apply)
+        elif step.interrupt is not None:
+            ids = self.queue.interrupt(count=step.interrupt.count, node_pool=step.interrupt.node_pool)
+            self.log("scenario", f"FIS: interrupt {step.interrupt.count} spot instance(s): {', '.join(ids) or 'none'}")
         elif step.shrink_node_group is not None:
             g = step.shrink_node_group
             self.log("scenario", f"shrink node group {g.name} to {g.size}")
@@ -318,6 +379,30 @@ class Simulation:
             where[pool] = where.get(pool, 0) + 1
             where["total"] += 1
         rec.events_processed = self.loop.processed
+        rec.dead_letters = len(self.queue.dead_letters)
+        rec.interrupted = sum(1 for r in self.cloud.instances.values() if r.interrupted)
+
+
+def budget(pdb: dict[str, Any], pods: list[dict[str, Any]], scale: dict[str, int]) -> tuple[int, int]:
+    """(healthy pods, pods the budget requires) for ``pdb``; ``scale`` maps a controller uid to its replicas."""
+    ns, spec = pdb["metadata"].get("namespace"), pdb.get("spec") or {}
+    chosen = [p for p in pods if p["metadata"].get("namespace") == ns
+              and selector_matches(spec.get("selector"), p["metadata"].get("labels") or {})]
+    expected, owners = 0, set()
+    for p in chosen:
+        owner = next((o for o in p["metadata"].get("ownerReferences") or () if o.get("controller")), None)
+        if owner is not None and owner.get("uid") in scale:
+            if owner["uid"] not in owners:
+                owners.add(owner["uid"])
+                expected += scale[owner["uid"]]
+        elif (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            expected += 1
+    healthy = sum(1 for p in chosen if pod_ready(p))
+    if spec.get("maxUnavailable") is not None:
+        desired = expected - _scaled(spec["maxUnavailable"], expected, where="maxUnavailable")
+    else:
+        desired = _scaled(spec.get("minAvailable", 1), expected, where="minAvailable")
+    return healthy, max(0, desired)
 
 
 def _ready(node: dict[str, Any]) -> str:

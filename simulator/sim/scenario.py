@@ -15,6 +15,7 @@ assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped one
       - {at: 2m, apply: <manifest>}
       - {at: 3m, delete: {kind: Deployment, name: inflate}}
       - {at: 4m, shrinkNodeGroup: {name: mng, size: 2}}   # initial.nodeGroups: [{name: mng, size: 3}]
+      - {at: 5m, interrupt: {count: 2, nodePool: default}}  # FIS: warning now, reclaimed 2 min later
     assertions:
       - {metric: duplicate_launches, max: 0}
       - {metric: pending_pods, at: 5m, max: 0}     # a sampled series: its value at that time
@@ -108,6 +109,13 @@ class Initial(_Model):
     objects: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class Interrupt(_Model):
+    """An AWS FIS spot interruption: the warning now, the reclaim two minutes later."""
+
+    count: int = 1
+    node_pool: str | None = None
+
+
 class ShrinkNodeGroup(_Model):
     name: str
     size: int
@@ -132,6 +140,7 @@ class Step(_Model):
     deployment: DeploymentSpec | None = None  # create or replace a Deployment
     delete: Delete | None = None
     shrink_node_group: ShrinkNodeGroup | None = None
+    interrupt: Interrupt | None = None
 
     @field_validator("at", mode="before")
     @classmethod
@@ -140,11 +149,11 @@ class Step(_Model):
 
     @model_validator(mode="after")
     def _one_action(self) -> Step:
-        actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group)
-                   if a is not None]
+        actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group,
+                               self.interrupt) if a is not None]
         if len(actions) != 1:
             raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
-                             "shrinkNodeGroup")
+                             "shrinkNodeGroup, interrupt")
         return self
 
 
