@@ -79,6 +79,8 @@ class CloudWorld:
     # Whether an instance is on its way out (interrupted, its node cordoned): capacity launched for its
     # pods then is a replacement, not a duplicate. The runner answers from the cluster.
     leaving: Callable[[InstanceRecord], bool] = lambda record: record.interrupted
+    # Whether a pod (``namespace/name``) sits on a node that is going away: launching for it is replacing it.
+    displaced: Callable[[str], bool] = lambda pod: False
     _prices: dict[str, float] = field(default_factory=dict)
 
     def install(self, session: Any, *, catalog: Catalog | None = None) -> CloudWorld:
@@ -131,7 +133,7 @@ class CloudWorld:
 
     def _duplicated(self, record: InstanceRecord) -> str | None:
         assert record.instance is not None
-        pods = set(pods_from_tags(record.instance.tags))
+        pods = {p for p in pods_from_tags(record.instance.tags) if not self.displaced(p)}
         claim = record.instance.claim_id
         for other in self.instances.values():
             if other is record or not other.alive or other.instance is None or self.leaving(other):

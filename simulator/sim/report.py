@@ -158,7 +158,8 @@ def plot(rec: Record, path: str) -> bool:
         if source == "scenario":
             for ax in (top, bottom):
                 ax.axvline(when / 60, color="grey", linestyle=":", linewidth=1)
-            top.annotate(text, (when / 60, top.get_ylim()[1]), rotation=90, fontsize=7, va="top", ha="right")
+            top.text(when / 60, 0.97, text[:40], transform=top.get_xaxis_transform(), rotation=90, fontsize=7,
+                     va="top", ha="right", color="dimgrey")
     top.set_title(f"Scenario {rec.scenario.name}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

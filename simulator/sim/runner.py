@@ -119,6 +119,7 @@ class Simulation:
             env.network.subnets, _builtin_images(self.cloud.ec2, env.config.region)["x86_64"], log=self.log)
         self.scheduler = KubeScheduler(store, strategy=s.scoring)
         self.cloud.leaving = self._leaving
+        self.cloud.displaced = self._displaced
         self.cloud.on_launch.append(self._launched)
         self.cloud.on_terminate.append(self._terminated)
         self._rv = store.resource_version
@@ -221,6 +222,21 @@ class Simulation:
             return False
         node = self.store.get("nodes", None, r.node_name)
         return bool((node.get("spec") or {}).get("unschedulable"))
+
+    def _displaced(self, pod_key: str) -> bool:
+        ns, _, name = pod_key.partition("/")
+        try:
+            pod = self.store.get("pods", ns, name)
+        except ApiError:
+            return False
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return False
+        record = next((r for r in self.cloud.instances.values() if r.node_name == node), None)
+        if record is not None:
+            return self._leaving(record)
+        return self.store.exists("nodes", None, node) and \
+            bool((self.store.get("nodes", None, node).get("spec") or {}).get("unschedulable"))
 
     def _terminated(self, r: InstanceRecord) -> None:
         why = " (interrupted)" if r.interrupted else ""
