@@ -90,6 +90,12 @@ class Controllers:
             raise KeyError(f"scale: no Deployment {namespace}/{name} in the scenario") from None
         self.poke()
 
+    def ready_pods(self, deployment: Deployment) -> int:
+        """The Deployment's Ready pods that are not terminating (what an HPA's metrics come from)."""
+        return sum(1 for p in self.store.list("pods", namespace=deployment.namespace)
+                   if _counts(p) and _ready(p)
+                   and any(o.get("uid") == deployment.rs_uid for o in p["metadata"].get("ownerReferences") or ()))
+
     def poke(self) -> None:
         """Reconcile soon (coalesced): the controllers' reaction to a watch event."""
         if not self._pending:

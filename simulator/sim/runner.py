@@ -32,6 +32,7 @@ from simulator.local import Catalog, LocalCluster, _builtin_images
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment
 from simulator.sim.engine import EventLoop, VirtualClock
+from simulator.sim.hpa import Autoscalers, Hpa
 from simulator.sim.interruption import InterruptionQueue
 from simulator.sim.kubelet import Kubelets, KubeletSettings
 from simulator.sim.nodegroups import ManagedNodeGroups, NodeGroup
@@ -114,6 +115,7 @@ class Simulation:
         self.queue = InterruptionQueue(
             self.loop, self.cloud, self._invoke_interruption, env.config.region, batch_size=icfg.batch_size,
             visibility_timeout_seconds=icfg.timeout_seconds + 10, log=self.log)
+        self.hpas = Autoscalers(self.loop, self.controllers, log=self.log)
         self.node_groups = ManagedNodeGroups(
             self.loop, store, self.cloud, self.runtime.cloud.instance_types, env.config.region,
             env.network.subnets, _builtin_images(self.cloud.ec2, env.config.region)["x86_64"], log=self.log)
@@ -124,7 +126,7 @@ class Simulation:
         self.cloud.on_terminate.append(self._terminated)
         self._rv = store.resource_version
         self._scheduler_due = False
-        self._pdb_ok: dict[str, bool] = {}
+        self._pdb_healthy: dict[str, int] = {}
         self._wrap_evictions()
 
     # ----- the informer ----------------------------------------------------------------------------
@@ -180,8 +182,10 @@ class Simulation:
             self.log("kube-scheduler", f"{waiting} pod(s) unschedulable")
 
     def _check_pdbs(self) -> None:
-        """Count each time a budget goes from met to broken, with the disruption controller's arithmetic:
-        expected pods are the owning controller's scale (the emulator's own status counts the pods)."""
+        """Count each disruption a budget did not allow: a pod going unhealthy (evicted, deleted, lost
+        with its node) that leaves fewer healthy pods than the budget requires, with the disruption
+        controller's arithmetic (expected pods = the controller's replicas; the emulator's own status
+        counts the pods). A budget unmet because its Deployment grew is no violation."""
         pdbs = self.store.objects("poddisruptionbudgets")
         if not pdbs:
             return
@@ -190,12 +194,11 @@ class Simulation:
         for pdb in pdbs:
             key = f"{pdb['metadata'].get('namespace')}/{pdb['metadata']['name']}"
             healthy, desired = budget(pdb, pods, scale)
-            ok = healthy >= desired
-            if self._pdb_ok.get(key) and not ok:
+            before = self._pdb_healthy.get(key)
+            if before is not None and healthy < before and healthy < desired:
                 self.record.pdb_violations += 1
                 self.log("pdb", f"PodDisruptionBudget {key} broken: {healthy} healthy, {desired} required")
-            if ok or key in self._pdb_ok:
-                self._pdb_ok[key] = ok
+            self._pdb_healthy[key] = healthy
 
     def _wrap_evictions(self) -> None:
         evict = self.store.evict
@@ -316,6 +319,9 @@ class Simulation:
         elif step.apply is not None:
             self.log("scenario", f"apply {step.apply.get('kind')} {(step.apply.get('metadata') or {}).get('name')}")
             self._apply(step.apply)
+        elif step.load is not None:
+            self.log("scenario", f"load on {step.load.deployment}: {step.load.cpu:g} CPU")
+            self.hpas.set_load(step.load.namespace, step.load.deployment, step.load.cpu)
         elif step.interrupt is not None:
             ids = self.queue.interrupt(count=step.interrupt.count, node_pool=step.interrupt.node_pool)
             self.log("scenario", f"FIS: interrupt {step.interrupt.count} spot instance(s): {', '.join(ids) or 'none'}")
@@ -360,6 +366,8 @@ class Simulation:
             self.node_groups.create(NodeGroup(g.name, g.instance_type, g.size, g.capacity_type, dict(g.labels)))
         for d in self.scenario.initial.deployments:
             self.controllers.apply_deployment(Deployment(d.name, d.namespace, d.replicas, d.pod_template()))
+        for h in self.scenario.initial.hpas:
+            self.hpas.add(Hpa(h.deployment, h.namespace, h.min_replicas, h.max_replicas, h.target_cpu_utilization))
         for manifest in self.scenario.initial.objects:
             self._apply(manifest)
         for step in self.scenario.timeline:

@@ -16,6 +16,7 @@ assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped one
       - {at: 3m, delete: {kind: Deployment, name: inflate}}
       - {at: 4m, shrinkNodeGroup: {name: mng, size: 2}}   # initial.nodeGroups: [{name: mng, size: 3}]
       - {at: 5m, interrupt: {count: 2, nodePool: default}}  # FIS: warning now, reclaimed 2 min later
+      - {at: 6m, load: {deployment: web, cpu: 4}}   # cores burnt by clients (initial.hpas scale on it)
     assertions:
       - {metric: duplicate_launches, max: 0}
       - {metric: pending_pods, at: 5m, max: 0}     # a sampled series: its value at that time
@@ -105,6 +106,7 @@ class NodeGroupSpec(_Model):
 
 class Initial(_Model):
     node_groups: list[NodeGroupSpec] = Field(default_factory=list)
+    hpas: list[HpaSpec] = Field(default_factory=list)
     deployments: list[DeploymentSpec] = Field(default_factory=list)
     objects: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -114,6 +116,30 @@ class Interrupt(_Model):
 
     count: int = 1
     node_pool: str | None = None
+
+
+class HpaSpec(_Model):
+    """A HorizontalPodAutoscaler on CPU utilisation (autoscaling/v2's Resource metric, the common case)."""
+
+    deployment: str
+    namespace: str = "default"
+    min_replicas: int = 1
+    max_replicas: int = 10
+    target_cpu_utilization: int = 50
+
+
+class Load(_Model):
+    """The CPU (cores) a Deployment's clients make it burn from now on."""
+
+    deployment: str
+    cpu: float
+    namespace: str = "default"
+
+    @field_validator("cpu", mode="before")
+    @classmethod
+    def _cpu(cls, value: Any) -> float:
+        text = str(value)
+        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
 class ShrinkNodeGroup(_Model):
@@ -141,6 +167,7 @@ class Step(_Model):
     delete: Delete | None = None
     shrink_node_group: ShrinkNodeGroup | None = None
     interrupt: Interrupt | None = None
+    load: Load | None = None
 
     @field_validator("at", mode="before")
     @classmethod
@@ -150,10 +177,10 @@ class Step(_Model):
     @model_validator(mode="after")
     def _one_action(self) -> Step:
         actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group,
-                               self.interrupt) if a is not None]
+                               self.interrupt, self.load) if a is not None]
         if len(actions) != 1:
             raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
-                             "shrinkNodeGroup, interrupt")
+                             "shrinkNodeGroup, interrupt, load")
         return self
 
 
