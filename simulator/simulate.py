@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from autoscaler.domain.errors import ConfigError
-from simulator.sim.report import as_json, as_text, check, plot
+from simulator.sim.report import as_json, as_text, baseline_text, check, plot, ratios, summary
 from simulator.sim.runner import run_scenario
 from simulator.sim.scenario import ScenarioError, load_scenario, seconds
 
@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", choices=("text", "json"), default="text")
     parser.add_argument("--plot", metavar="FILE.png", help="write nodes, pending pods and $/hour over time "
                         "(needs matplotlib: pip install -e '.[dev]')")
+    parser.add_argument("--baseline", action="store_true", help="also run the scenario under a Cluster-Autoscaler-"
+                        "like policy (one instance type, 10 s scan, 10 min scale-down) and print the ratios")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,13 +35,21 @@ def run(args: argparse.Namespace) -> int:
         until = seconds(args.until) if args.until else None
         record = run_scenario(scenario, until=until)
         results = check(record, scenario.assertions)
+        base = run_scenario(scenario, until=until, policy="cluster-autoscaler") if getattr(args, "baseline", False) \
+            else None
     except (ScenarioError, ConfigError, ValueError) as exc:
         print(f"autoscaler simulate: {exc}", file=sys.stderr)
         return 2
     if args.output == "json":
-        print(json.dumps(as_json(record, results), indent=2))
+        out = as_json(record, results)
+        if base is not None:
+            out["baseline"] = {"summary": summary(base), "ratios": ratios(record, base),
+                               "timeline": as_json(base, [])["timeline"]}
+        print(json.dumps(out, indent=2))
     else:
         print(as_text(record, results))
+        if base is not None:
+            print("\n" + baseline_text(record, base))
     if args.plot:
         if plot(record, args.plot):
             print(f"plot written to {args.plot}", file=sys.stderr)

@@ -32,6 +32,7 @@ from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.engine import EventLoop
 
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+BASELINE_GROUP_TAG = "simulator/baseline-group"  # instances of the Cluster-Autoscaler baseline's group
 
 
 @dataclass
@@ -80,6 +81,13 @@ class Kubelets:
         # kubelet registers with the NodePool's labels (--node-labels in the user data).
         manifest["metadata"]["labels"].update(pool.labels if pool else {})
         manifest["metadata"]["labels"].setdefault(CAPACITY_TYPE_LABEL, inst.capacity_type)
+        group = inst.tags.get(BASELINE_GROUP_TAG)
+        if group:
+            # A Cluster Autoscaler node group's node: no Karpenter registration taint or labels.
+            manifest["spec"]["taints"] = [t for t in manifest["spec"]["taints"] if t["key"] == NOT_READY_TAINT]
+            labels = manifest["metadata"]["labels"]
+            labels.pop("karpenter.sh/nodepool", None)
+            labels["eks.amazonaws.com/nodegroup"] = group
         try:
             self.store.create("nodes", manifest)
         except ApiError:

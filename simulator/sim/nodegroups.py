@@ -84,9 +84,11 @@ class ManagedNodeGroups:
         if name not in self.members:
             raise KeyError(f"shrinkNodeGroup: no node group {name!r} in the scenario's initial nodeGroups")
         for record in members[size:][::-1]:
-            self._scale_in(record)
+            self.drain_and_terminate(record)
 
-    def _scale_in(self, record: InstanceRecord) -> None:
+    def drain_and_terminate(self, record: InstanceRecord) -> None:
+        """Cordon the instance's node, evict its pods (PDBs honoured, retried) and terminate it once they
+        are gone or the drain timed out: an Auto Scaling scale-in with EKS's drain."""
         node = record.node_name
         if node is None:
             self.cloud.terminate([record.instance_id])

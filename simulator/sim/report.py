@@ -134,6 +134,29 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def ratios(ours: Record, base: Record) -> dict[str, float | None]:
+    """Ours over the baseline's: below 1 is better for us (None when the baseline's is 0)."""
+    a, b = summary(ours), summary(base)
+    out: dict[str, float | None] = {}
+    for key in ("dollars", "pending_pod_seconds", "time_to_running_p95", "max_nodes"):
+        out[key] = round(a[key] / b[key], 3) if b[key] else None
+    return out
+
+
+def baseline_text(ours: Record, base: Record) -> str:
+    a, b, r = summary(ours), summary(base), ratios(ours, base)
+    lines = [f"Baseline (Cluster-Autoscaler-like: {base.scenario.baseline.instance_type} "
+             f"{base.scenario.baseline.capacity_type}, 10 s scan, scale-down after 10 min below 50 %):"]
+    lines += [f"  {_clock(t)}  {src:<18} {text}" for t, src, text in base.timeline if src == "cluster-autoscaler"]
+    for key, label in (("dollars", "dollars spent"), ("pending_pod_seconds", "pending pod-seconds"),
+                       ("time_to_running_p95", "time to Running p95 (s)"), ("max_nodes", "max nodes")):
+        ratio = "n/a" if r[key] is None else f"{r[key]:.2f}"
+        lines.append(f"  {label:<26} ours {a[key]:>10g}   baseline {b[key]:>10g}   ratio {ratio}")
+    lines.append(f"  baseline PDB violations {b['pdb_violations']}, pods never Running {b['pods_never_running']}, "
+                 f"pending at end {b['pending_pods_at_end']}")
+    return "\n".join(lines)
+
+
 def plot(rec: Record, path: str) -> bool:
     """Nodes, pending pods and $/hour over time with the scenario's actions marked; False without
     matplotlib (a dev extra, never needed to run a scenario)."""

@@ -29,6 +29,7 @@ from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_store import ApiError, WatchEvent, _scaled, pod_ready, selector_matches
 from simulator.local import Catalog, LocalCluster, _builtin_images
+from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment
 from simulator.sim.engine import EventLoop, VirtualClock
@@ -73,6 +74,7 @@ class Record:
 
     scenario: Scenario
     until: float
+    policy: str = "autoscaler"
     timeline: list[tuple[float, str, str]] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     instances: list[InstanceRecord] = field(default_factory=list)
@@ -91,8 +93,12 @@ class Record:
 
 
 class Simulation:
-    def __init__(self, scenario: Scenario, env: LocalCluster, *, until: float | None = None) -> None:
-        self.scenario, self.env = scenario, env
+    """One run. ``policy`` is ``autoscaler`` (the product's functions) or ``cluster-autoscaler`` (the
+    baseline of ``sim/baseline.py`` on the same scenario, none of the product's functions running)."""
+
+    def __init__(self, scenario: Scenario, env: LocalCluster, *, until: float | None = None,
+                 policy: str = "autoscaler", baseline: BaselineSettings | None = None) -> None:
+        self.scenario, self.env, self.policy = scenario, env, policy
         s = scenario.settings
         self.until = scenario.until if until is None else until
         self.loop = EventLoop(epoch=float(int(time.time())))
@@ -100,7 +106,7 @@ class Simulation:
         store = self.store = env.kube.store
         store.clock = self.clock.now
         store.graceful_deletion = True
-        self.record = Record(scenario, self.until)
+        self.record = Record(scenario, self.until, policy)
         # Hooks go on the session before the runtime creates its clients (clients copy the session's hooks).
         self.cloud = CloudWorld(self.loop, env.config.region).install(env.session, catalog=env.catalog)
         env.session.events.register("before-call.lambda.Invoke", self._async_invoke)
@@ -116,9 +122,13 @@ class Simulation:
             self.loop, self.cloud, self._invoke_interruption, env.config.region, batch_size=icfg.batch_size,
             visibility_timeout_seconds=icfg.timeout_seconds + 10, log=self.log)
         self.hpas = Autoscalers(self.loop, self.controllers, log=self.log)
+        image = _builtin_images(self.cloud.ec2, env.config.region)["x86_64"]
         self.node_groups = ManagedNodeGroups(
             self.loop, store, self.cloud, self.runtime.cloud.instance_types, env.config.region,
-            env.network.subnets, _builtin_images(self.cloud.ec2, env.config.region)["x86_64"], log=self.log)
+            env.network.subnets, image, log=self.log)
+        self.baseline = ClusterAutoscaler(self.loop, store, self.cloud, self.node_groups,
+                                          self.runtime.cloud.instance_types, env.config.region, env.network.subnets,
+                                          image, settings=baseline or BaselineSettings(), log=self.log)
         self.scheduler = KubeScheduler(store, strategy=s.scoring)
         self.cloud.leaving = self._leaving
         self.cloud.displaced = self._displaced
@@ -238,6 +248,8 @@ class Simulation:
         record = next((r for r in self.cloud.instances.values() if r.node_name == node), None)
         if record is not None:
             return self._leaving(record)
+        if not self.store.exists("nodes", None, node):
+            return False
         return self.store.exists("nodes", None, node) and \
             bool((self.store.get("nodes", None, node).get("spec") or {}).get("unschedulable"))
 
@@ -372,10 +384,13 @@ class Simulation:
             self._apply(manifest)
         for step in self.scenario.timeline:
             self.loop.at(step.at, f"scenario step at {step.at:g}s", lambda st=step: self._step(st))  # type: ignore[misc]
-        self.loop.every(s.provisioner_period_seconds, "provisioner", lambda: self._invoke("provisioner"),
-                        start=s.provisioner_offset_seconds, lambda_call=True)
-        self.loop.every(s.disruption_period_seconds, "disruption", lambda: self._invoke("disruption"),
-                        start=s.disruption_offset_seconds, lambda_call=True)
+        if self.policy == "cluster-autoscaler":
+            self.baseline.start()
+        else:
+            self.loop.every(s.provisioner_period_seconds, "provisioner", lambda: self._invoke("provisioner"),
+                            start=s.provisioner_offset_seconds, lambda_call=True)
+            self.loop.every(s.disruption_period_seconds, "disruption", lambda: self._invoke("disruption"),
+                            start=s.disruption_offset_seconds, lambda_call=True)
         self.loop.every(s.sample_seconds, "sample", self.sample)
         self._observe()
         self.loop.run_until(self.until)
@@ -472,8 +487,9 @@ def quiet_handlers() -> Iterator[None]:
 
 
 def run_scenario(scenario: Scenario, *, until: float | None = None, moto_server: ThreadedMotoServer | None = None,
-                 catalog: Catalog | None = None) -> Record:
-    """Run ``scenario`` from a fresh account and cluster and return its record."""
+                 catalog: Catalog | None = None, policy: str = "autoscaler") -> Record:
+    """Run ``scenario`` from a fresh account and cluster and return its record (``policy``: see Simulation)."""
     with quiet_handlers(), LocalCluster.start(scenario.cluster_config(), catalog=catalog,
                                               moto_server=moto_server) as env:
-        return Simulation(scenario, env, until=until).run()
+        baseline = BaselineSettings(**scenario.baseline.model_dump())
+        return Simulation(scenario, env, until=until, policy=policy, baseline=baseline).run()

@@ -208,6 +208,18 @@ class Assertion(_Model):
         return f"{self.metric}{where} {' and '.join(b for b in bounds if b)}"
 
 
+class Baseline(_Model):
+    """The Cluster-Autoscaler-like baseline's node group (``--baseline``; see simulator/sim/baseline.py)."""
+
+    instance_type: str = "m5.xlarge"
+    capacity_type: Literal["on-demand", "spot"] = "on-demand"
+    max_size: int = 100
+    scan_seconds: float = 10.0
+    utilization: float = 0.5
+    unneeded_seconds: float = 600.0
+    delay_after_add_seconds: float = 600.0
+
+
 class Scenario(_Model):
     name: str
     description: str = ""
@@ -218,6 +230,7 @@ class Scenario(_Model):
     initial: Initial = Field(default_factory=Initial)
     timeline: list[Step] = Field(default_factory=list)
     assertions: list[Assertion] = Field(default_factory=list)
+    baseline: Baseline = Field(default_factory=Baseline)
     source: str = ""
 
     @field_validator("until", mode="before")
