@@ -69,11 +69,11 @@ class EventLoop:
         self.now = max(self.now, event.at)
         self.processed += 1
         if event.lambda_call:
-            self._in_lambda = True
+            self._running.append(event.label)
             try:
                 event.action()
             finally:
-                self._running: list[str] = []  # labels of the Lambda invocations under way, outermost first
+                self._running.pop()
         else:
             event.action()
         if self.observer is not None:

@@ -47,3 +47,21 @@ def test_registration_race_is_caught(moto_server: ThreadedMotoServer, local_cata
     facts = summary(record)
     assert facts["duplicate_launches"] >= 1
     assert any("DUPLICATE" in text for _, _, text in record.timeline)
+
+
+def test_baseline_runs_the_same_scenario_without_our_functions(moto_server: ThreadedMotoServer,
+                                                               local_catalog: Catalog) -> None:
+    # Given the inflate scenario under the Cluster-Autoscaler-like baseline (one m5.xlarge group)
+    scenario = load_scenario(SCENARIOS / "inflate.yaml")
+    # When it runs
+    record = run_scenario(scenario, until=170, moto_server=moto_server, catalog=local_catalog,
+                          policy="cluster-autoscaler")
+    facts = summary(record)
+    # Then none of the product's functions ran, the group grew by the m5.xlarge nodes the pods need, and
+    # every pod runs
+    assert record.invocations == {}
+    assert {r.instance.instance_type for r in record.instances if r.instance} == {"m5.xlarge"}
+    assert facts["launches"] == 2
+    assert facts["pods_started"] == 5
+    assert facts["pending_pods_at_end"] == 0
+    assert any(src == "cluster-autoscaler" for _, src, _ in record.timeline)
