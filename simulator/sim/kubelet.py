@@ -106,7 +106,7 @@ class Kubelets:
                                                 "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
         pool = self.node_pools.get(record.instance.node_pool if record.instance else "")
         if pool and pool.startup_taints:
-            keys = {(t.key, t.effect) for t in pool.startup_taints}
+            keys: set[tuple[str, str]] = {(t.key, str(t.effect)) for t in pool.startup_taints}
             self.loop.after(self.settings.startup_taint_seconds, f"startup taints off {name}",
                             lambda: self._drop_taints(name, keys))
 

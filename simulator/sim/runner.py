@@ -409,7 +409,7 @@ class Simulation:
         for pod in self.store.objects("pods"):
             if (pod.get("status") or {}).get("phase") != "Running":
                 continue
-            owner = next(iter(pod["metadata"].get("ownerReferences") or ()), {})
+            owner: dict[str, Any] = next(iter(pod["metadata"].get("ownerReferences") or ()), {})
             name = owner.get("name", "(bare)")
             if owner.get("kind") == "ReplicaSet":
                 name = name.rsplit("-", 1)[0]
