@@ -54,27 +54,34 @@ class InterruptionQueue:
     _ids: Any = field(default_factory=itertools.count)
     _poll_due: bool = False
 
-    def interrupt(self, *, count: int, node_pool: str | None = None) -> list[str]:
+    def interrupt(self, *, count: int, node_pool: str | None = None, rebalance: bool = False) -> list[str]:
         """Send interruption warnings to ``count`` live spot instances (of ``node_pool`` when given) and
-        reclaim them after the notice; returns the instance ids."""
+        reclaim them after the notice, or with ``rebalance`` only send EC2 Instance Rebalance
+        Recommendations (no reclaim follows); returns the instance ids."""
         chosen = [r for r in sorted(self.cloud.live(), key=lambda r: r.instance_id)
-                  if r.instance is not None and r.instance.capacity_type == "spot"
+                  if r.instance is not None and r.instance.capacity_type == "spot" and not r.interrupted
                   and (node_pool is None or r.instance.node_pool == node_pool)][:count]
         for record in chosen:
-            record.interrupted = True
-            self._send(self._warning(record))
-            self.loop.after(self.notice_seconds, f"EC2 reclaims {record.instance_id}",
-                            lambda r=record: self._reclaim(r))  # type: ignore[misc]
+            self._send(self._event(record, rebalance=rebalance))
+            if not rebalance:
+                record.interrupted = True
+                self.loop.after(self.notice_seconds, f"EC2 reclaims {record.instance_id}",
+                                lambda r=record: self._reclaim(r))  # type: ignore[misc]
         return [r.instance_id for r in chosen]
 
-    def _warning(self, record: InstanceRecord) -> dict[str, Any]:
+    def _event(self, record: InstanceRecord, *, rebalance: bool) -> dict[str, Any]:
         zone = record.instance.zone if record.instance else self.region + "a"
+        detail: dict[str, str] = {"instance-id": record.instance_id}
+        if not rebalance:
+            detail["instance-action"] = "terminate"
         return {
-            "version": "0", "id": f"sim-{next(self._ids)}", "detail-type": "EC2 Spot Instance Interruption Warning",
+            "version": "0", "id": f"sim-{next(self._ids)}",
+            "detail-type": "EC2 Instance Rebalance Recommendation" if rebalance
+            else "EC2 Spot Instance Interruption Warning",
             "source": "aws.ec2", "account": ACCOUNT,
             "time": self.cloud.epoch_time(self.loop.now).strftime("%Y-%m-%dT%H:%M:%SZ"), "region": self.region,
             "resources": [f"arn:aws:ec2:{zone}:instance/{record.instance_id}"],
-            "detail": {"instance-id": record.instance_id, "instance-action": "terminate"},
+            "detail": detail,
         }
 
     def _reclaim(self, record: InstanceRecord) -> None:

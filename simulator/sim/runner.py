@@ -23,6 +23,7 @@ from typing import Any
 from moto.server import ThreadedMotoServer
 
 from autoscaler.config import ENV_PROVISIONER_FUNCTION
+from autoscaler.domain.keys import DISRUPTED_TAINT_KEY
 from autoscaler.handlers.disruption import handler as disruption_handler
 from autoscaler.handlers.interruption import handler as interruption_handler
 from autoscaler.handlers.observability import logger as handler_logger
@@ -229,12 +230,12 @@ class Simulation:
                         f"${r.hourly_price:.4f}/h {_group(inst)}{dup}")
 
     def _leaving(self, r: InstanceRecord) -> bool:
+        """Interrupted, or its node cordoned or tainted ``karpenter.sh/disrupted`` (a rebalance, a disruption)."""
         if r.interrupted:
             return True
         if r.node_name is None or not self.store.exists("nodes", None, r.node_name):
             return False
-        node = self.store.get("nodes", None, r.node_name)
-        return bool((node.get("spec") or {}).get("unschedulable"))
+        return _node_leaving(self.store.get("nodes", None, r.node_name))
 
     def _displaced(self, pod_key: str) -> bool:
         ns, _, name = pod_key.partition("/")
@@ -250,8 +251,7 @@ class Simulation:
             return self._leaving(record)
         if not self.store.exists("nodes", None, node):
             return False
-        return self.store.exists("nodes", None, node) and \
-            bool((self.store.get("nodes", None, node).get("spec") or {}).get("unschedulable"))
+        return _node_leaving(self.store.get("nodes", None, node))
 
     def _terminated(self, r: InstanceRecord) -> None:
         why = " (interrupted)" if r.interrupted else ""
@@ -335,8 +335,10 @@ class Simulation:
             self.log("scenario", f"load on {step.load.deployment}: {step.load.cpu:g} CPU")
             self.hpas.set_load(step.load.namespace, step.load.deployment, step.load.cpu)
         elif step.interrupt is not None:
-            ids = self.queue.interrupt(count=step.interrupt.count, node_pool=step.interrupt.node_pool)
-            self.log("scenario", f"FIS: interrupt {step.interrupt.count} spot instance(s): {', '.join(ids) or 'none'}")
+            i = step.interrupt
+            ids = self.queue.interrupt(count=i.count, node_pool=i.node_pool, rebalance=i.rebalance)
+            what = "rebalance recommendation for" if i.rebalance else "FIS: interrupt"
+            self.log("scenario", f"{what} {i.count} spot instance(s): {', '.join(ids) or 'none'}")
         elif step.shrink_node_group is not None:
             g = step.shrink_node_group
             self.log("scenario", f"shrink node group {g.name} to {g.size}")
@@ -447,6 +449,11 @@ def budget(pdb: dict[str, Any], pods: list[dict[str, Any]], scale: dict[str, int
 def _ready(node: dict[str, Any]) -> str:
     return next((str(c.get("status")) for c in (node.get("status") or {}).get("conditions") or ()
                  if c.get("type") == "Ready"), "Unknown")
+
+
+def _node_leaving(node: dict[str, Any]) -> bool:
+    spec = node.get("spec") or {}
+    return bool(spec.get("unschedulable")) or any(t.get("key") == DISRUPTED_TAINT_KEY for t in spec.get("taints") or ())
 
 
 def _group(inst: Any) -> str:

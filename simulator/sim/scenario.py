@@ -16,6 +16,7 @@ assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped one
       - {at: 3m, delete: {kind: Deployment, name: inflate}}
       - {at: 4m, shrinkNodeGroup: {name: mng, size: 2}}   # initial.nodeGroups: [{name: mng, size: 3}]
       - {at: 5m, interrupt: {count: 2, nodePool: default}}  # FIS: warning now, reclaimed 2 min later
+  - {at: 6m, interrupt: {count: 1, rebalance: true}}     # a rebalance recommendation (no reclaim)
       - {at: 6m, load: {deployment: web, cpu: 4}}   # cores burnt by clients (initial.hpas scale on it)
     assertions:
       - {metric: duplicate_launches, max: 0}
@@ -112,10 +113,12 @@ class Initial(_Model):
 
 
 class Interrupt(_Model):
-    """An AWS FIS spot interruption: the warning now, the reclaim two minutes later."""
+    """An AWS FIS spot interruption: the warning now, the reclaim two minutes later (``rebalance``: an
+    EC2 Instance Rebalance Recommendation instead, and no reclaim)."""
 
     count: int = 1
     node_pool: str | None = None
+    rebalance: bool = False
 
 
 class HpaSpec(_Model):
