@@ -78,8 +78,8 @@ class ClusterAutoscaler:
         return node
 
     def scan(self) -> None:
-        pods = self.store.objects("pods")
-        nodes = self.store.objects("nodes")
+        pods = self.store.view("pods")
+        nodes = self.store.view("nodes")
         self._scale_up(pods, nodes)
         self._scale_down(pods, nodes)
 

@@ -112,7 +112,7 @@ class Controllers:
 
     def reconcile(self) -> None:
         self._pending = False
-        pods = self.store.objects("pods")
+        pods = self.store.view("pods")
         owned: dict[str, list[Obj]] = {}
         for pod in pods:
             for ref in pod["metadata"].get("ownerReferences") or ():
@@ -151,8 +151,8 @@ class Controllers:
 
     # ----- DaemonSets ----------------------------------------------------------------------------
     def _reconcile_daemonsets(self, owned: dict[str, list[Obj]]) -> None:
-        nodes = self.store.objects("nodes")
-        for ds in self.store.objects("daemonsets"):
+        nodes = self.store.view("nodes")
+        for ds in self.store.view("daemonsets"):
             template = ((ds.get("spec") or {}).get("template")) or {}
             spec = copy.deepcopy(template.get("spec") or {})
             spec["tolerations"] = [*(spec.get("tolerations") or ()), *DAEMON_TOLERATIONS]

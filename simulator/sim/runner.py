@@ -197,10 +197,10 @@ class Simulation:
         with its node) that leaves fewer healthy pods than the budget requires, with the disruption
         controller's arithmetic (expected pods = the controller's replicas; the emulator's own status
         counts the pods). A budget unmet because its Deployment grew is no violation."""
-        pdbs = self.store.objects("poddisruptionbudgets")
+        pdbs = self.store.view("poddisruptionbudgets")
         if not pdbs:
             return
-        pods = self.store.objects("pods")
+        pods = self.store.view("pods")
         scale = {d.rs_uid: d.replicas for d in self.controllers.deployments.values()}
         for pdb in pdbs:
             key = f"{pdb['metadata'].get('namespace')}/{pdb['metadata']['name']}"
@@ -351,8 +351,8 @@ class Simulation:
                 self.store.delete(PLURALS[step.delete.kind], step.delete.namespace, step.delete.name)
 
     def sample(self) -> None:
-        pods = self.store.objects("pods")
-        nodes = self.store.objects("nodes")
+        pods = self.store.view("pods")
+        nodes = self.store.view("nodes")
         by_pool: dict[str, int] = {}
         by_capacity: dict[str, int] = {}
         for n in nodes:
@@ -407,8 +407,8 @@ class Simulation:
         rec.time_to_running = sorted(running[uid] - t for uid, t in created.items() if uid in running)
         rec.never_ran = sum(1 for uid in created if uid not in running)
         rec.wall_seconds = time.monotonic() - started
-        pools = {n["metadata"]["name"]: _pool_of(n) for n in self.store.objects("nodes")}
-        for pod in self.store.objects("pods"):
+        pools = {n["metadata"]["name"]: _pool_of(n) for n in self.store.view("nodes")}
+        for pod in self.store.view("pods"):
             if (pod.get("status") or {}).get("phase") != "Running":
                 continue
             owner: dict[str, Any] = next(iter(pod["metadata"].get("ownerReferences") or ()), {})

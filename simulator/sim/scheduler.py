@@ -475,13 +475,13 @@ class KubeScheduler:
         self.bound: list[tuple[str, str]] = []  # (pod key, node) in binding order, for the report
 
     def run(self) -> list[Decision]:
-        pods = self.store.objects("pods")
+        pods = self.store.view("pods")
         pending = [p for p in pods if wants_scheduling(p)]
         if not pending:
             return []
-        snapshot = Snapshot(self.store.objects("nodes"), pods,
-                            Volumes.of(self.store.objects("persistentvolumeclaims"),
-                                       self.store.objects("persistentvolumes")))
+        snapshot = Snapshot(self.store.view("nodes"), pods,
+                            Volumes.of(self.store.view("persistentvolumeclaims"),
+                                       self.store.view("persistentvolumes")))
         by_key = {pod_key(p): p for p in pending}
         decisions = schedule(pending, snapshot, strategy=self.strategy)
         for d in decisions:
