@@ -5,6 +5,9 @@
   pods it was launched for; the kubelet is told to boot it. A launch for a pod another live instance
   was already launched for, or under a node claim another live instance holds, is a duplicate launch.
 - TerminateInstances: the instance stops costing money and the kubelet is told it is gone.
+- Capacity errors: offerings the scenario marks unavailable are taken out of a CreateFleet request and
+  answered as EC2 does, ``InsufficientInstanceCapacity`` errors naming each (the whole answer when none is
+  left), so the autoscaler's capacity-error cache and fallback are exercised.
 - DescribeInstances / DescribeLaunchTemplates: moto stamps ``LaunchTime`` / ``CreateTime`` with the
   wall clock; they are rewritten to virtual time so the autoscaler's registration timeouts and
   launch-template TTLs run on the simulation's clock like everything else.
@@ -12,6 +15,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -76,6 +80,10 @@ class CloudWorld:
     on_launch: list[Callable[[InstanceRecord], None]] = field(default_factory=list)
     on_terminate: list[Callable[[InstanceRecord], None]] = field(default_factory=list)
     duplicates: list[InstanceRecord] = field(default_factory=list)
+    # Offerings EC2 has no capacity for: (instance type, zone or "*", capacity type or "*").
+    unavailable: set[tuple[str, str, str]] = field(default_factory=set)
+    capacity_errors: int = 0  # CreateFleet overrides answered InsufficientInstanceCapacity
+    _call: threading.local = field(default_factory=threading.local)
     # Whether an instance is on its way out (interrupted, its node cordoned): capacity launched for its
     # pods then is a replacement, not a duplicate. The runner answers from the cluster.
     leaving: Callable[[InstanceRecord], bool] = lambda record: record.interrupted
@@ -88,6 +96,9 @@ class CloudWorld:
         events = session.events
         if catalog is not None:
             serve_catalog(session, catalog)
+        events.register("provide-client-params.ec2.CreateFleet", self._withhold)
+        events.register("before-call.ec2.CreateFleet", self._nothing_left)
+        events.register("after-call.ec2.CreateFleet", self._report_withheld)
         events.register("after-call.ec2.CreateFleet", self._created)
         events.register("after-call.ec2.RunInstances", self._ran)
         events.register("after-call.ec2.TerminateInstances", self._terminated)
@@ -100,6 +111,46 @@ class CloudWorld:
         return datetime.fromtimestamp(self.loop.epoch + virtual, UTC)
 
     # ----- hooks ---------------------------------------------------------------------------------
+    # ----- capacity errors: CreateFleet answers InsufficientInstanceCapacity for unavailable offerings ----
+    def _blocked(self, override: dict[str, Any], capacity_type: str) -> bool:
+        itype, zone = override.get("InstanceType", ""), override.get("AvailabilityZone", "")
+        return any(t == itype and z in ("*", zone) and c in ("*", capacity_type) for t, z, c in self.unavailable)
+
+    def _withhold(self, params: dict[str, Any], **_: Any) -> None:
+        """Take the unavailable offerings out of the request (EC2 would not launch them) and remember them
+        for the answer's ``Errors``; runs on the calling thread (the adapter launches groups in parallel)."""
+        ct = (params.get("TargetCapacitySpecification") or {}).get("DefaultTargetCapacityType", "on-demand")
+        withheld: list[dict[str, Any]] = []
+        for config in params.get("LaunchTemplateConfigs") or ():
+            keep = []
+            for ov in config.get("Overrides") or ():
+                (withheld if self._blocked(ov, ct) else keep).append(ov)
+            config["Overrides"] = keep
+        params["LaunchTemplateConfigs"] = [c for c in params.get("LaunchTemplateConfigs") or () if c["Overrides"]]
+        self._call.withheld, self._call.capacity_type = withheld, ct
+        self._call.all_gone = not params["LaunchTemplateConfigs"]
+
+    def _errors(self) -> list[dict[str, Any]]:
+        withheld: list[dict[str, Any]] = getattr(self._call, "withheld", [])
+        self.capacity_errors += len(withheld)
+        return [{"LaunchTemplateAndOverrides": {"Overrides": {"InstanceType": ov.get("InstanceType"),
+                                                              "AvailabilityZone": ov.get("AvailabilityZone")}},
+                 "Lifecycle": self._call.capacity_type, "ErrorCode": "InsufficientInstanceCapacity",
+                 "ErrorMessage": "We currently do not have sufficient capacity in the Availability Zone you "
+                                 "requested (simulated)."} for ov in withheld]
+
+    def _nothing_left(self, **_: Any) -> tuple[Any, dict[str, Any]] | None:
+        if not getattr(self._call, "withheld", None) or self._call.all_gone is False:
+            return None
+        errors = self._errors()
+        self._call.withheld = []
+        return _Http(), {"FleetId": "fleet-ice", "Errors": errors, "Instances": []}
+
+    def _report_withheld(self, parsed: dict[str, Any], **_: Any) -> None:
+        if getattr(self._call, "withheld", None):
+            parsed.setdefault("Errors", []).extend(self._errors())
+            self._call.withheld = []
+
     def _created(self, parsed: dict[str, Any], **_: Any) -> None:
         ids = [i for group in parsed.get("Instances") or () for i in group.get("InstanceIds") or ()]
         self._launched(ids)

@@ -49,10 +49,20 @@ def summary(rec: Record) -> dict[str, Any]:
         "handler_errors": len(rec.handler_errors),
         "interrupted_instances": rec.interrupted,
         "dead_letters": rec.dead_letters,
+        "capacity_errors": rec.capacity_errors,
+        "launched_types": _count(f"{r.instance.instance_type}" for r in rec.instances if r.instance),
+        "launched_capacity_types": _count(r.instance.capacity_type for r in rec.instances if r.instance),
         "invocations": dict(rec.invocations),
         "events_processed": rec.events_processed,
         "placement": rec.placement,
     }
+
+
+def _count(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
 
 
 def series_value(rec: Record, metric: str, at: float) -> float:
@@ -88,8 +98,16 @@ def _fact(facts: dict[str, Any], metric: str) -> float:
         numeric = ", ".join(k for k, v in facts.items() if isinstance(v, int | float | dict))
         raise ValueError(f"assertion on unknown metric {metric!r}: use one of {numeric}")
     value: Any = facts[head]
-    for part in rest:
-        value = value.get(part, 0) if isinstance(value, dict) else None
+    while rest:
+        if not isinstance(value, dict):
+            value = None
+            break
+        # Keys may hold dots themselves (instance types: launched_types.c5.xlarge): the longest match wins.
+        n = next((i for i in range(len(rest), 0, -1) if ".".join(rest[:i]) in value), None)
+        if n is None:
+            value = 0  # a missing leaf of a present mapping: none of those
+            break
+        value, rest = value[".".join(rest[:n])], rest[n:]
     if not isinstance(value, int | float):
         raise ValueError(f"assertion on {metric!r}: not a number (give the full path, e.g. placement.<owner>.total)")
     return float(value)
@@ -121,7 +139,8 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
               f"terminations {facts['terminations']}, duplicate launches {facts['duplicate_launches']}",
               f"  evictions {facts['evictions']}, PDB violations {facts['pdb_violations']}, "
               f"dollars spent ${facts['dollars']:.4f}; spot instances interrupted {facts['interrupted_instances']}, "
-              f"messages dead-lettered {facts['dead_letters']}",
+              f"messages dead-lettered {facts['dead_letters']}, capacity errors {facts['capacity_errors']}",
+              f"  launched: {', '.join(f'{n} x {t}' for t, n in sorted(facts['launched_types'].items())) or 'nothing'}",
               f"  invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
     for owner, where in sorted(rec.placement.items()):
         spread = ", ".join(f"{pool} {n}" for pool, n in sorted(where.items()) if pool != "total")

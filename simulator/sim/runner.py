@@ -91,6 +91,7 @@ class Record:
     placement: dict[str, dict[str, int]] = field(default_factory=dict)
     dead_letters: int = 0
     interrupted: int = 0
+    capacity_errors: int = 0
 
 
 class Simulation:
@@ -331,6 +332,10 @@ class Simulation:
         elif step.apply is not None:
             self.log("scenario", f"apply {step.apply.get('kind')} {(step.apply.get('metadata') or {}).get('name')}")
             self._apply(step.apply)
+        elif step.capacity is not None:
+            self.cloud.unavailable = {o.key() for o in step.capacity.unavailable}
+            self.log("scenario", "unavailable offerings now: "
+                     + (", ".join("/".join(k) for k in sorted(self.cloud.unavailable)) or "none"))
         elif step.load is not None:
             self.log("scenario", f"load on {step.load.deployment}: {step.load.cpu:g} CPU")
             self.hpas.set_load(step.load.namespace, step.load.deployment, step.load.cpu)
@@ -376,6 +381,7 @@ class Simulation:
         started = time.monotonic()
         s = self.scenario.settings
         self.loop.observer = self._observe
+        self.cloud.unavailable = {o.key() for o in self.scenario.initial.unavailable}
         for g in self.scenario.initial.node_groups:
             self.node_groups.create(NodeGroup(g.name, g.instance_type, g.size, g.capacity_type, dict(g.labels)))
         for d in self.scenario.initial.deployments:
@@ -421,6 +427,7 @@ class Simulation:
             where["total"] += 1
         rec.events_processed = self.loop.processed
         rec.dead_letters = len(self.queue.dead_letters)
+        rec.capacity_errors = self.cloud.capacity_errors
         rec.interrupted = sum(1 for r in self.cloud.instances.values() if r.interrupted)
 
 

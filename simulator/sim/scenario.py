@@ -107,6 +107,7 @@ class NodeGroupSpec(_Model):
 
 class Initial(_Model):
     node_groups: list[NodeGroupSpec] = Field(default_factory=list)
+    unavailable: list[Offering] = Field(default_factory=list)  # capacity errors from the start
     hpas: list[HpaSpec] = Field(default_factory=list)
     deployments: list[DeploymentSpec] = Field(default_factory=list)
     objects: list[dict[str, Any]] = Field(default_factory=list)
@@ -145,6 +146,23 @@ class Load(_Model):
         return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
+class Offering(_Model):
+    """An offering EC2 has no capacity for (CreateFleet answers InsufficientInstanceCapacity)."""
+
+    instance_type: str
+    zone: str = "*"
+    capacity_type: Literal["spot", "on-demand", "*"] = "*"
+
+    def key(self) -> tuple[str, str, str]:
+        return (self.instance_type, self.zone, self.capacity_type)
+
+
+class Capacity(_Model):
+    """From now on, exactly these offerings are unavailable (an empty list: capacity is back)."""
+
+    unavailable: list[Offering] = Field(default_factory=list)
+
+
 class ShrinkNodeGroup(_Model):
     name: str
     size: int
@@ -171,6 +189,7 @@ class Step(_Model):
     shrink_node_group: ShrinkNodeGroup | None = None
     interrupt: Interrupt | None = None
     load: Load | None = None
+    capacity: Capacity | None = None
 
     @field_validator("at", mode="before")
     @classmethod
@@ -180,10 +199,10 @@ class Step(_Model):
     @model_validator(mode="after")
     def _one_action(self) -> Step:
         actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group,
-                               self.interrupt, self.load) if a is not None]
+                               self.interrupt, self.load, self.capacity) if a is not None]
         if len(actions) != 1:
             raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
-                             "shrinkNodeGroup, interrupt, load")
+                             "shrinkNodeGroup, interrupt, load, capacity")
         return self
 
 
