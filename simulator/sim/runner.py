@@ -92,6 +92,7 @@ class Record:
     dead_letters: int = 0
     interrupted: int = 0
     capacity_errors: int = 0
+    interruption_messages: dict[str, int] = field(default_factory=dict)  # handled, retried, deadLettered, pending
 
 
 class Simulation:
@@ -428,6 +429,8 @@ class Simulation:
         rec.events_processed = self.loop.processed
         rec.dead_letters = len(self.queue.dead_letters)
         rec.capacity_errors = self.cloud.capacity_errors
+        rec.interruption_messages = {**self.queue.outcomes, "deadLettered": len(self.queue.dead_letters),
+                                     "pending": len(self.queue.messages)}
         rec.interrupted = sum(1 for r in self.cloud.instances.values() if r.interrupted)
 
 
