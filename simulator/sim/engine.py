@@ -36,6 +36,8 @@ class EventLoop:
         self.epoch = epoch
         self.now = 0.0
         self._heap: list[Event] = []
+        # Events may be added from the interruption handler's drain threads (boto3 hooks fire there).
+        self._heap_lock = threading.RLock()
         self._seq = itertools.count()
         self._running: list[str] = []  # labels of the Lambda invocations under way, outermost first
         self.processed = 0
@@ -43,8 +45,9 @@ class EventLoop:
         self.observer: Action | None = None
 
     def at(self, when: float, label: str, action: Action, *, lambda_call: bool = False) -> Event:
-        event = Event(max(when, self.now), next(self._seq), label, action, lambda_call)
-        heapq.heappush(self._heap, event)
+        with self._heap_lock:
+            event = Event(max(when, self.now), next(self._seq), label, action, lambda_call)
+            heapq.heappush(self._heap, event)
         return event
 
     def after(self, delay: float, label: str, action: Action, *, lambda_call: bool = False) -> Event:
@@ -61,9 +64,15 @@ class EventLoop:
 
     def run_until(self, until: float) -> None:
         """Process every event due at or before ``until``, then stand the clock there."""
-        while self._heap and self._heap[0].at <= until:
-            self._run(heapq.heappop(self._heap))
+        while (event := self._pop(until)) is not None:
+            self._run(event)
         self.now = max(self.now, until)
+
+    def _pop(self, until: float) -> Event | None:
+        with self._heap_lock:
+            if self._heap and self._heap[0].at <= until:
+                return heapq.heappop(self._heap)
+            return None
 
     def _run(self, event: Event) -> None:
         self.now = max(self.now, event.at)
@@ -84,15 +93,15 @@ class EventLoop:
         the way; invocations of a Lambda function already running are postponed until it returns."""
         target = self.now + max(0.0, seconds)
         deferred: list[Event] = []
-        while self._heap and self._heap[0].at <= target:
-            event = heapq.heappop(self._heap)
+        while (event := self._pop(target)) is not None:
             if event.lambda_call and event.label in self._running:
                 deferred.append(event)
                 continue
             self._run(event)
         self.now = max(self.now, target)
-        for event in deferred:
-            heapq.heappush(self._heap, event)
+        with self._heap_lock:
+            for event in deferred:
+                heapq.heappush(self._heap, event)
 
 
 class VirtualClock:
