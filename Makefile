@@ -10,10 +10,11 @@ PY := $(BIN)/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: help install test lint typecheck layers unit demo synth package deploy bench clean
+.PHONY: help install test lint typecheck layers unit demo simulate synth package deploy bench clean
 
 help:
-	@echo "make demo   - run the autoscaler locally on the 'inflate' example (no AWS account needed)"
+	@echo "make demo   - run the autoscaler locally on the 'inflate' example, then replay it in virtual time (no AWS account needed)"
+	@echo "make simulate SCENARIO=hpa-burst - replay simulator/scenarios/<name>.yaml: timeline, summary, simulation.png"
 	@echo "make test   - install everything, then lint, type-check, check layers and run the tests"
 	@echo "make synth  - synthesise and lint the CloudFormation template into cdk.out/ (no AWS credentials, no Docker)"
 	@echo "make package - synth with the real Lambda asset (pip-installs the arm64 dependencies)"
@@ -50,6 +51,11 @@ test: install lint typecheck layers unit
 
 demo: $(PY_STAMP)
 	$(PY) -m simulator.demo
+	$(PY) -m simulator.simulate simulator/scenarios/inflate.yaml --plot simulation.png
+
+SCENARIO ?= inflate
+simulate: $(PY_STAMP)
+	$(PY) -m simulator.simulate simulator/scenarios/$(SCENARIO).yaml --plot simulation.png $(ARGS)
 
 # synth skips the dependency bundling (fast, offline after install); package and deploy bundle for real.
 CLUSTER ?= demo

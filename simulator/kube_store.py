@@ -21,7 +21,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -85,8 +85,10 @@ def _not_found(res: Resource, name: str) -> ApiError:
                     details={"name": name, "group": res.group, "kind": res.plural})
 
 
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now_rfc3339(at: float | None = None) -> str:
+    """RFC 3339 at one-second resolution, as the API server writes timestamps: ``at`` (epoch seconds) or now."""
+    moment = datetime.now(UTC) if at is None else datetime.fromtimestamp(at, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -197,6 +199,8 @@ class Store:
     _lock: threading.RLock = field(default_factory=threading.RLock)
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path) served, for tests
     watches: list[str] = field(default_factory=list)  # paths served as watch streams, for tests
+    # Where timestamps come from: the wall clock, or the simulator's virtual clock (simulator/sim).
+    clock: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
         self._cond = threading.Condition(self._lock)
@@ -233,6 +237,15 @@ class Store:
             self._log_rvs.clear()
 
     # ----- basics ----------------------------------------------------------------------------
+    def changes_since(self, rv: int) -> list[WatchEvent]:
+        """The watch log after resourceVersion ``rv``, oldest first, without copying the objects (an
+        informer for in-process controllers: the simulator's kubelet, scheduler and controllers).
+        Raises ApiError 410 when the log was compacted past ``rv``, as a watch would."""
+        with self._lock:
+            if rv < self._compacted_rv:
+                raise ApiError(410, "Expired", f"too old resource version: {rv} ({self._compacted_rv})")
+            return self._log[bisect.bisect_right(self._log_rvs, rv):]
+
     @property
     def resource_version(self) -> int:
         return self._rv
@@ -292,6 +305,13 @@ class Store:
         with self._lock:
             return self._key(res, namespace, name) in self._objs[plural]
 
+    def view(self, plural: str) -> list[Obj]:
+        """Every object of a kind as stored, not copied: for in-process readers that never mutate what they
+        get (the simulator's scheduler, controllers and sampler, where copying thousands of pods per
+        event dominated the run)."""
+        with self._lock:
+            return list(self._objs[plural].values())
+
     def objects(self, plural: str) -> list[Obj]:
         """A deep copy of every object of a kind, for tests to inspect."""
         with self._lock:
@@ -301,7 +321,7 @@ class Store:
     def _defaults(self, res: Resource, obj: Obj) -> None:
         meta = obj["metadata"]
         meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", now_rfc3339())
+        meta.setdefault("creationTimestamp", now_rfc3339(self.clock()))
         meta.setdefault("generation", 1)
         if res.plural == "pods":
             obj.setdefault("spec", {})
@@ -435,7 +455,7 @@ class Store:
                 new = copy.deepcopy(old)
                 grace = grace_period_seconds if grace_period_seconds is not None else \
                     int((old.get("spec") or {}).get("terminationGracePeriodSeconds") or 30)
-                new["metadata"]["deletionTimestamp"] = now_rfc3339()
+                new["metadata"]["deletionTimestamp"] = now_rfc3339(self.clock())
                 new["metadata"]["deletionGracePeriodSeconds"] = grace
                 new["metadata"]["resourceVersion"] = self._bump()
                 self._store(res, key, new, event="MODIFIED", old=old)
@@ -462,7 +482,7 @@ class Store:
         status = "True" if ready else "False"
         pod = self.get("pods", namespace, name)
         conds = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
-        conds.append({"type": "Ready", "status": status, "lastTransitionTime": now_rfc3339()})
+        conds.append({"type": "Ready", "status": status, "lastTransitionTime": now_rfc3339(self.clock())})
         return self.patch("pods", namespace, name, {"status": {"phase": "Running", "conditions": conds}})
 
     def bind(self, namespace: str, name: str, node_name: str) -> Obj:
@@ -473,7 +493,7 @@ class Store:
                 raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": '
                                f"pod {name} is already assigned to node \"{pod['spec']['nodeName']}\"")
             conds = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "PodScheduled"]
-            conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
+            conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339(self.clock())})
             return self.patch("pods", namespace, name, {"spec": {"nodeName": node_name},
                                                         "status": {"conditions": conds}})
 

@@ -52,13 +52,15 @@ from autoscaler.domain.claims import Claim
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.labels import instance_type_labels
-from autoscaler.domain.models import UNREGISTERED_TAINT
+from autoscaler.domain.models import UNREGISTERED_TAINT, InstanceType
+from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.quantity import cpu_millis
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import MetricsSink, RecordingSink
 from simulator.ec2_tokens import ClientTokens
 from simulator.kube_api import KubeApiServer
 
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 REGION = "us-east-1"  # the region the bundled price data covers
 CLAIMS_TABLE = "autoscaler-node-claims"
 REPO = Path(__file__).resolve().parents[1]
@@ -321,10 +323,12 @@ class LocalCluster:
 
     # ----- the autoscaler ----------------------------------------------------------------------
     def runtime(self, *, clock: Clock | None = None, sink: MetricsSink | None = None,
-                config: ClusterConfig | None = None) -> Runtime:
-        """A runtime wired to this cluster, installed for the handlers (``set_runtime``)."""
+                config: ClusterConfig | None = None, environ: Mapping[str, str] | None = None) -> Runtime:
+        """A runtime wired to this cluster, installed for the handlers (``set_runtime``); ``environ`` adds
+        deployment variables (the simulator names a provisioner function for replacement requests)."""
         rt = build_runtime(config=config or self.config,
-                           environ={ENV_KUBE_ENDPOINT: self.kube.url, ENV_CLAIMS_TABLE: CLAIMS_TABLE},
+                           environ={ENV_KUBE_ENDPOINT: self.kube.url, ENV_CLAIMS_TABLE: CLAIMS_TABLE,
+                                    **(environ or {})},
                            session=self.session, clock=clock or SystemClock(), sink=sink or RecordingSink())
         if self.catalog is not None:
             rt.cloud.catalog.load(*self.catalog)
@@ -396,27 +400,10 @@ class LocalCluster:
         for inst in rt.cloud.owned_instances() if instances is None else instances:
             if inst.instance_id in known:
                 continue
-            it = types[inst.instance_type]
-            name = inst.private_dns_name or f"ip-{inst.instance_id}.ec2.internal"
-            labels = {**instance_type_labels(it), "kubernetes.io/hostname": name,
-                      "topology.kubernetes.io/zone": inst.zone, "topology.kubernetes.io/region": self.config.region,
-                      NODEPOOL_LABEL: inst.node_pool, CAPACITY_TYPE_LABEL: inst.capacity_type}
-            # A kubelet reports the machine's whole capacity and, below it, what pods may use.
-            alloc, cap = allocatable(it), capacity(it)
-            quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"]),
-                          "ephemeral-storage": str(alloc["ephemeral-storage"])}
-            capacities = {"cpu": f"{cap['cpu']}m", "memory": str(cap["memory"]), "pods": str(cap["pods"]),
-                          "ephemeral-storage": str(cap["ephemeral-storage"])}
-            pool = pools.get(inst.node_pool)
-            taints = [{"key": UNREGISTERED_TAINT.key, "effect": UNREGISTERED_TAINT.effect}]
-            startup = pool.startup_taints if pool else ()
-            taints += [{"key": t.key, "value": t.value, "effect": t.effect} for t in startup]
-            store.create("nodes", {
-                "metadata": {"name": name, "labels": labels},
-                "spec": {"providerID": inst.provider_id, "taints": taints},
-                "status": {"allocatable": quantities, "capacity": capacities,
-                           "conditions": [{"type": "Ready", "status": "True"}]},
-            })
+            manifest = node_manifest(inst, types[inst.instance_type], pool=pools.get(inst.node_pool),
+                                     region=self.config.region)
+            store.create("nodes", manifest)
+            name = manifest["metadata"]["name"]
             made.append(name)
         if bind:
             self.schedule_pods()
@@ -449,6 +436,34 @@ class LocalCluster:
                     bound.append(f"{p['metadata']['namespace']}/{p['metadata']['name']}")
                     break
         return bound
+
+
+def node_manifest(inst: CloudInstance, it: InstanceType, *, pool: NodePool | None, region: str,
+                  ready: bool = True) -> dict[str, Any]:
+    """The Node a kubelet registers for ``inst``: the labels kubelet and the node's user data set, the
+    registration taint ``karpenter.sh/unregistered:NoExecute`` and the NodePool's startupTaints, the
+    machine's capacity and, below it, what pods may use. Not ``ready``: condition Ready=False and the
+    node lifecycle controller's ``node.kubernetes.io/not-ready:NoSchedule`` taint."""
+    name = inst.private_dns_name or f"ip-{inst.instance_id}.ec2.internal"
+    labels = {**instance_type_labels(it), "kubernetes.io/hostname": name,
+              "topology.kubernetes.io/zone": inst.zone, "topology.kubernetes.io/region": region,
+              NODEPOOL_LABEL: inst.node_pool, CAPACITY_TYPE_LABEL: inst.capacity_type}
+    alloc, cap = allocatable(it), capacity(it)
+    quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"]),
+                  "ephemeral-storage": str(alloc["ephemeral-storage"])}
+    capacities = {"cpu": f"{cap['cpu']}m", "memory": str(cap["memory"]), "pods": str(cap["pods"]),
+                  "ephemeral-storage": str(cap["ephemeral-storage"])}
+    taints: list[dict[str, str]] = [{"key": UNREGISTERED_TAINT.key, "effect": UNREGISTERED_TAINT.effect}]
+    if not ready:
+        taints.append({"key": NOT_READY_TAINT, "effect": "NoSchedule"})
+    startup = pool.startup_taints if pool else ()
+    taints += [{"key": t.key, "value": t.value, "effect": t.effect} for t in startup]
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"providerID": inst.provider_id, "taints": taints},
+        "status": {"allocatable": quantities, "capacity": capacities,
+                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
 
 
 def _cpu_request(pod: Mapping[str, Any]) -> int:

@@ -6,6 +6,7 @@ Sub-commands are registered in ``COMMANDS``; each gets its own argparse sub-pars
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -56,6 +57,38 @@ def _register_plan(sub: argparse.ArgumentParser) -> Command:
 
 COMMANDS["plan"] = ("Plan node launches for a cluster snapshot, offline (no AWS or Kubernetes calls).",
                     _register_plan)
+
+
+SIMULATOR_MISSING = ("autoscaler simulate: the simulator is not installed here (it lives in the repository's "
+                     "simulator/ package and is never part of the Lambda bundle): run it from a clone, "
+                     "e.g. `python -m simulator.simulate simulator/scenarios/inflate.yaml`")
+
+
+def _register_simulate(sub: argparse.ArgumentParser) -> Command:
+    # The same arguments as `python -m simulator.simulate`; the simulator (development tooling outside
+    # the shipped package, never in the Lambda bundle) is imported by name only when the command runs.
+    sub.add_argument("scenario", metavar="SCENARIO", help="a scenario file (simulator/scenarios/*.yaml)")
+    sub.add_argument("--until", metavar="DURATION", help="virtual time to simulate (90s, 15m, 2h); "
+                     "default: the scenario's own 'until'")
+    sub.add_argument("--output", choices=("text", "json"), default="text")
+    sub.add_argument("--plot", metavar="FILE.png", help="write nodes, pending pods and $/hour over time "
+                     "(needs matplotlib)")
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            simulate = importlib.import_module("simulator.simulate")
+        except ImportError as exc:
+            print(f"{SIMULATOR_MISSING} ({exc})", file=sys.stderr)
+            return 2
+        code: int = simulate.run(args)
+        return code
+
+    return run
+
+
+COMMANDS["simulate"] = ("Replay a scenario (simulator/scenarios/*.yaml) in virtual time against moto and an "
+                        "emulated cluster: timeline, summary, assertions, plot. Needs a repository clone.",
+                        _register_simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,236 @@
+"""What EC2 calls do to the simulated world, observed at the boto3 boundary of the harness's session
+(the session the handlers' runtime uses too, so every CreateFleet and TerminateInstances is seen).
+
+- CreateFleet: each new instance is recorded with its virtual launch time, price, node claim and the
+  pods it was launched for; the kubelet is told to boot it. A launch for a pod another live instance
+  was already launched for, or under a node claim another live instance holds, is a duplicate launch.
+- TerminateInstances: the instance stops costing money and the kubelet is told it is gone.
+- Capacity errors: offerings the scenario marks unavailable are taken out of a CreateFleet request and
+  answered as EC2 does, ``InsufficientInstanceCapacity`` errors naming each (the whole answer when none is
+  left), so the autoscaler's capacity-error cache and fallback are exercised.
+- DescribeInstances / DescribeLaunchTemplates: moto stamps ``LaunchTime`` / ``CreateTime`` with the
+  wall clock; they are rewritten to virtual time so the autoscaler's registration timeouts and
+  launch-template TTLs run on the simulation's clock like everything else.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from autoscaler.domain.fleet import CloudInstance, instance_from_ec2
+from autoscaler.domain.ownership import pods_from_tags
+from simulator.local import Catalog, on_demand_prices, spot_price
+from simulator.sim.engine import EventLoop
+
+
+class _Http:
+    status_code = 200
+    headers: dict[str, str] = {}
+    content = b""
+
+
+def serve_catalog(session: Any, catalog: Catalog) -> None:
+    """Answer DescribeInstanceTypes and DescribeInstanceTypeOfferings from moto's own data in memory:
+    over HTTP the ~1,400 types take seconds, and the catalog's 5-minute cache expires every few virtual
+    minutes. Must run before clients are created from ``session``."""
+    infos, offerings = catalog
+
+    def types(**_: Any) -> tuple[Any, dict[str, Any]]:
+        return _Http(), {"InstanceTypes": infos}
+
+    def offered(**_: Any) -> tuple[Any, dict[str, Any]]:
+        return _Http(), {"InstanceTypeOfferings": offerings}
+
+    session.events.register("before-call.ec2.DescribeInstanceTypes", types)
+    session.events.register("before-call.ec2.DescribeInstanceTypeOfferings", offered)
+
+
+@dataclass
+class InstanceRecord:
+    instance_id: str
+    launched_at: float  # virtual seconds since the start
+    instance: CloudInstance | None = None  # described right after the launch
+    terminated_at: float | None = None
+    hourly_price: float = 0.0
+    node_name: str | None = None
+    duplicate_of: str | None = None  # the live instance this launch duplicated
+    interrupted: bool = False  # EC2 sent it a spot interruption warning (or reclaimed it)
+
+    @property
+    def alive(self) -> bool:
+        return self.terminated_at is None
+
+    def cost(self, until: float) -> float:
+        """Dollars spent on this instance up to virtual second ``until`` (per-second billing)."""
+        end = self.terminated_at if self.terminated_at is not None else until
+        return max(0.0, end - self.launched_at) / 3600.0 * self.hourly_price
+
+
+@dataclass
+class CloudWorld:
+    loop: EventLoop
+    region: str
+    ec2: Any = None  # the simulation's own EC2 client (set by ``install``)
+    instances: dict[str, InstanceRecord] = field(default_factory=dict)
+    templates: dict[str, float] = field(default_factory=dict)  # launch template id -> virtual creation
+    on_launch: list[Callable[[InstanceRecord], None]] = field(default_factory=list)
+    on_terminate: list[Callable[[InstanceRecord], None]] = field(default_factory=list)
+    duplicates: list[InstanceRecord] = field(default_factory=list)
+    # Offerings EC2 has no capacity for: (instance type, zone or "*", capacity type or "*").
+    unavailable: set[tuple[str, str, str]] = field(default_factory=set)
+    capacity_errors: int = 0  # CreateFleet overrides answered InsufficientInstanceCapacity
+    _call: threading.local = field(default_factory=threading.local)
+    # Whether an instance is on its way out (interrupted, its node cordoned): capacity launched for its
+    # pods then is a replacement, not a duplicate. The runner answers from the cluster.
+    leaving: Callable[[InstanceRecord], bool] = lambda record: record.interrupted
+    # Whether a pod (``namespace/name``) sits on a node that is going away: launching for it is replacing it.
+    displaced: Callable[[str], bool] = lambda pod: False
+    _prices: dict[str, float] = field(default_factory=dict)
+
+    def install(self, session: Any, *, catalog: Catalog | None = None) -> CloudWorld:
+        self._prices = on_demand_prices(self.region)
+        events = session.events
+        if catalog is not None:
+            serve_catalog(session, catalog)
+        events.register("provide-client-params.ec2.CreateFleet", self._withhold)
+        events.register("before-call.ec2.CreateFleet", self._nothing_left)
+        events.register("after-call.ec2.CreateFleet", self._report_withheld)
+        events.register("after-call.ec2.CreateFleet", self._created)
+        events.register("after-call.ec2.RunInstances", self._ran)
+        events.register("after-call.ec2.TerminateInstances", self._terminated)
+        events.register("after-call.ec2.DescribeInstances", self._described)
+        events.register("after-call.ec2.DescribeLaunchTemplates", self._templates)
+        self.ec2 = session.client("ec2", region_name=self.region)
+        return self
+
+    def epoch_time(self, virtual: float) -> datetime:
+        return datetime.fromtimestamp(self.loop.epoch + virtual, UTC)
+
+    # ----- hooks ---------------------------------------------------------------------------------
+    # ----- capacity errors: CreateFleet answers InsufficientInstanceCapacity for unavailable offerings ----
+    def _blocked(self, override: dict[str, Any], capacity_type: str) -> bool:
+        itype, zone = override.get("InstanceType", ""), override.get("AvailabilityZone", "")
+        return any(t == itype and z in ("*", zone) and c in ("*", capacity_type) for t, z, c in self.unavailable)
+
+    def _withhold(self, params: dict[str, Any], **_: Any) -> None:
+        """Take the unavailable offerings out of the request (EC2 would not launch them) and remember them
+        for the answer's ``Errors``; runs on the calling thread (the adapter launches groups in parallel)."""
+        ct = (params.get("TargetCapacitySpecification") or {}).get("DefaultTargetCapacityType", "on-demand")
+        withheld: list[dict[str, Any]] = []
+        for config in params.get("LaunchTemplateConfigs") or ():
+            keep = []
+            for ov in config.get("Overrides") or ():
+                (withheld if self._blocked(ov, ct) else keep).append(ov)
+            config["Overrides"] = keep
+        params["LaunchTemplateConfigs"] = [c for c in params.get("LaunchTemplateConfigs") or () if c["Overrides"]]
+        self._call.withheld, self._call.capacity_type = withheld, ct
+        self._call.all_gone = not params["LaunchTemplateConfigs"]
+
+    def _errors(self) -> list[dict[str, Any]]:
+        withheld: list[dict[str, Any]] = getattr(self._call, "withheld", [])
+        self.capacity_errors += len(withheld)
+        return [{"LaunchTemplateAndOverrides": {"Overrides": {"InstanceType": ov.get("InstanceType"),
+                                                              "AvailabilityZone": ov.get("AvailabilityZone")}},
+                 "Lifecycle": self._call.capacity_type, "ErrorCode": "InsufficientInstanceCapacity",
+                 "ErrorMessage": "We currently do not have sufficient capacity in the Availability Zone you "
+                                 "requested (simulated)."} for ov in withheld]
+
+    def _nothing_left(self, **_: Any) -> tuple[Any, dict[str, Any]] | None:
+        if not getattr(self._call, "withheld", None) or self._call.all_gone is False:
+            return None
+        errors = self._errors()
+        self._call.withheld = []
+        return _Http(), {"FleetId": "fleet-ice", "Errors": errors, "Instances": []}
+
+    def _report_withheld(self, parsed: dict[str, Any], **_: Any) -> None:
+        if getattr(self._call, "withheld", None):
+            parsed.setdefault("Errors", []).extend(self._errors())
+            self._call.withheld = []
+
+    def _created(self, parsed: dict[str, Any], **_: Any) -> None:
+        ids = [i for group in parsed.get("Instances") or () for i in group.get("InstanceIds") or ()]
+        self._launched(ids)
+
+    def _ran(self, parsed: dict[str, Any], **_: Any) -> None:
+        self._launched([i["InstanceId"] for i in parsed.get("Instances") or ()])
+
+    def _launched(self, ids: list[str]) -> None:
+        fresh = [i for i in ids if i not in self.instances]
+        for iid in fresh:
+            self.instances[iid] = InstanceRecord(iid, self.loop.now)
+        if fresh:
+            # Described once the launching call has returned (moto is not re-entrant per request).
+            self.loop.after(0.0, f"observe launch of {len(fresh)}", lambda: self._observe(fresh))
+
+    def _observe(self, ids: list[str]) -> None:
+        described = self.ec2.describe_instances(InstanceIds=ids)
+        for reservation in described.get("Reservations") or ():
+            for raw in reservation.get("Instances") or ():
+                record = self.instances[raw["InstanceId"]]
+                inst = instance_from_ec2(raw)
+                record.instance = inst
+                od = self._prices.get(inst.instance_type, 0.0)
+                record.hourly_price = spot_price(inst.instance_type, inst.zone, od) if inst.capacity_type == "spot" \
+                    else od
+                record.duplicate_of = self._duplicated(record)
+                if record.duplicate_of:
+                    self.duplicates.append(record)
+                for callback in self.on_launch:
+                    callback(record)
+
+    def _duplicated(self, record: InstanceRecord) -> str | None:
+        assert record.instance is not None
+        pods = {p for p in pods_from_tags(record.instance.tags) if not self.displaced(p)}
+        claim = record.instance.claim_id
+        for other in self.instances.values():
+            if other is record or not other.alive or other.instance is None or self.leaving(other):
+                continue
+            if claim and other.instance.claim_id == claim:
+                return other.instance_id
+            if pods & set(pods_from_tags(other.instance.tags)):
+                return other.instance_id
+        return None
+
+    def _terminated(self, parsed: dict[str, Any], **_: Any) -> None:
+        for item in parsed.get("TerminatingInstances") or ():
+            record = self.instances.get(item["InstanceId"])
+            if record is None or not record.alive:
+                continue
+            record.terminated_at = self.loop.now
+            for callback in self.on_terminate:
+                callback(record)
+
+    def _described(self, parsed: dict[str, Any], **_: Any) -> None:
+        for reservation in parsed.get("Reservations") or ():
+            for raw in reservation.get("Instances") or ():
+                record = self.instances.get(raw.get("InstanceId", ""))
+                if record is not None:
+                    raw["LaunchTime"] = self.epoch_time(record.launched_at)
+
+    def _templates(self, parsed: dict[str, Any], **_: Any) -> None:
+        for lt in parsed.get("LaunchTemplates") or ():
+            first = self.templates.setdefault(lt["LaunchTemplateId"], self.loop.now)
+            lt["CreateTime"] = self.epoch_time(first)
+
+    # ----- faults the scenarios inject -----------------------------------------------------------
+    def terminate(self, instance_ids: list[str], *, interrupted: bool = False) -> None:
+        """Terminate as EC2 would on its own (a spot reclaim, a scale-in of a managed node group)."""
+        if not instance_ids:
+            return
+        for iid in instance_ids:
+            if iid in self.instances:
+                self.instances[iid].interrupted = interrupted
+        self.ec2.terminate_instances(InstanceIds=instance_ids)
+
+    def live(self) -> list[InstanceRecord]:
+        return [r for r in self.instances.values() if r.alive]
+
+    def hourly_cost(self) -> float:
+        return sum(r.hourly_price for r in self.instances.values() if r.alive)
+
+    def dollars(self, until: float) -> float:
+        return sum(r.cost(until) for r in self.instances.values())

@@ -1,0 +1,194 @@
+"""Workload controllers for the simulation: Deployments (with the ReplicaSet folded in) and DaemonSets.
+
+The emulator serves no Deployment or ReplicaSet objects (the autoscaler reads neither), so a
+Deployment lives here: its pods carry an ownerReference to its ReplicaSet, as the real controller's
+do. Reconciling follows the ReplicaSet controller: pods that are terminating, Succeeded or Failed do
+not count, so an evicted pod is replaced at once; on scale-down the pods deleted first are the
+unscheduled, then pending, then not-ready, then the newest ones.
+
+DaemonSets are emulator objects (the autoscaler reads them for per-node overhead). Their controller
+keeps one pod per node whose labels and taints the pod template accepts, pinned with the node-name
+affinity term the real controller writes, and scheduled by kube-scheduler like any pod.
+
+PodDisruptionBudget status is computed by the emulator from the pods it selects (``kube_store``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.kube_store import ApiError, Store, WatchEvent
+from simulator.sim.engine import EventLoop
+from simulator.sim.scheduler import required_node_affinity, untolerated_taint
+
+Obj = dict[str, Any]
+RECONCILE_DELAY = 0.5  # controllers act on the watch within a fraction of a second
+# What the DaemonSet controller adds to every DaemonSet pod (pkg/controller/daemon/util).
+DAEMON_TOLERATIONS = [
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+]
+
+
+@dataclass
+class Deployment:
+    name: str
+    namespace: str
+    replicas: int
+    template: Obj  # a pod template: {"metadata": {"labels": ...}, "spec": {...}}
+
+    @property
+    def rs_name(self) -> str:
+        digest = hashlib.sha256(repr(self.template).encode()).hexdigest()[:10]
+        return f"{self.name}-{digest}"
+
+    @property
+    def rs_uid(self) -> str:
+        return f"uid-rs-{self.namespace}-{self.rs_name}"
+
+
+def _phase_rank(pod: Obj) -> int:
+    return {"Pending": 0, "Unknown": 1, "Running": 2}.get((pod.get("status") or {}).get("phase", "Pending"), 2)
+
+
+def _ready(pod: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def _counts(pod: Obj) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and \
+        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+@dataclass
+class Controllers:
+    loop: EventLoop
+    store: Store
+    deployments: dict[tuple[str, str], Deployment] = field(default_factory=dict)
+    created: dict[str, float] = field(default_factory=dict)  # pod uid -> virtual creation time
+    _serial: int = 0
+    _pending: bool = False
+
+    # ----- Deployments ---------------------------------------------------------------------------
+    def apply_deployment(self, deployment: Deployment) -> None:
+        self.deployments[(deployment.namespace, deployment.name)] = deployment
+        self.poke()
+
+    def scale(self, namespace: str, name: str, replicas: int) -> None:
+        try:
+            self.deployments[(namespace, name)].replicas = replicas
+        except KeyError:
+            raise KeyError(f"scale: no Deployment {namespace}/{name} in the scenario") from None
+        self.poke()
+
+    def ready_pods(self, deployment: Deployment) -> int:
+        """The Deployment's Ready pods that are not terminating (what an HPA's metrics come from)."""
+        return sum(1 for p in self.store.list("pods", namespace=deployment.namespace)
+                   if _counts(p) and _ready(p)
+                   and any(o.get("uid") == deployment.rs_uid for o in p["metadata"].get("ownerReferences") or ()))
+
+    def poke(self) -> None:
+        """Reconcile soon (coalesced): the controllers' reaction to a watch event."""
+        if not self._pending:
+            self._pending = True
+            self.loop.after(RECONCILE_DELAY, "controllers reconcile", self.reconcile)
+
+    def observe(self, event: WatchEvent) -> None:
+        if event.plural in ("nodes", "daemonsets"):
+            self.poke()
+        elif event.plural == "pods":
+            owner = next(iter(event.obj["metadata"].get("ownerReferences") or ()), None)
+            if owner and (event.type == "DELETED" or event.obj["metadata"].get("deletionTimestamp")):
+                self.poke()
+
+    def reconcile(self) -> None:
+        self._pending = False
+        pods = self.store.view("pods")
+        owned: dict[str, list[Obj]] = {}
+        for pod in pods:
+            for ref in pod["metadata"].get("ownerReferences") or ():
+                owned.setdefault(ref.get("uid", ""), []).append(pod)
+        for dep in self.deployments.values():
+            self._reconcile_deployment(dep, [p for p in owned.get(dep.rs_uid, []) if _counts(p)])
+        self._reconcile_daemonsets(owned)
+
+    def _reconcile_deployment(self, dep: Deployment, active: list[Obj]) -> None:
+        missing = dep.replicas - len(active)
+        for _ in range(missing):
+            self._create(dep.namespace, dep.template, prefix=f"{dep.rs_name}-",
+                         owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": dep.rs_name,
+                                "uid": dep.rs_uid, "controller": True})
+        if missing < 0:
+            doomed = sorted(active, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), _phase_rank(p),
+                                                   _ready(p), _neg(p["metadata"].get("creationTimestamp", ""))))
+            for pod in doomed[:-missing]:
+                self._delete(pod)
+
+    def _create(self, namespace: str, template: Obj, *, prefix: str, owner: Obj,
+                extra_spec: Obj | None = None) -> None:
+        self._serial += 1
+        meta = copy.deepcopy(template.get("metadata") or {})
+        spec = copy.deepcopy(template.get("spec") or {})
+        spec.update(extra_spec or {})
+        suffix = hashlib.sha256(f"{prefix}{self._serial}".encode()).hexdigest()[:5]
+        pod = {"metadata": {**meta, "name": f"{prefix}{suffix}", "namespace": namespace, "ownerReferences": [owner]},
+               "spec": spec, "status": {"phase": "Pending"}}
+        created = self.store.create("pods", pod)
+        self.created[created["metadata"]["uid"]] = self.loop.now
+
+    def _delete(self, pod: Obj) -> None:
+        with contextlib.suppress(ApiError):
+            self.store.delete("pods", pod["metadata"].get("namespace", "default"), pod["metadata"]["name"])
+
+    # ----- DaemonSets ----------------------------------------------------------------------------
+    def _reconcile_daemonsets(self, owned: dict[str, list[Obj]]) -> None:
+        nodes = self.store.view("nodes")
+        for ds in self.store.view("daemonsets"):
+            template = ((ds.get("spec") or {}).get("template")) or {}
+            spec = copy.deepcopy(template.get("spec") or {})
+            spec["tolerations"] = [*(spec.get("tolerations") or ()), *DAEMON_TOLERATIONS]
+            probe = {"metadata": template.get("metadata") or {}, "spec": spec}
+            mine = [p for p in owned.get(ds["metadata"]["uid"], []) if _counts(p)]
+            by_node = {self._pinned_node(p): p for p in mine}
+            wanted = set()
+            for node in nodes:
+                name = node["metadata"]["name"]
+                if not required_node_affinity(probe, node) or \
+                        untolerated_taint(probe, (node.get("spec") or {}).get("taints") or ()) is not None:
+                    continue
+                wanted.add(name)
+                if name not in by_node:
+                    pin = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": [name]}]}]}}}}
+                    self._create(ds["metadata"].get("namespace", "default"), {**template, "spec": spec},
+                                 prefix=f"{ds['metadata']['name']}-",
+                                 owner={"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds["metadata"]["name"],
+                                        "uid": ds["metadata"]["uid"], "controller": True}, extra_spec=pin)
+            for node_name, pod in by_node.items():
+                if node_name not in wanted:
+                    self._delete(pod)
+
+    @staticmethod
+    def _pinned_node(pod: Obj) -> str:
+        terms = (((((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {})
+                  .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or ())
+        for term in terms:
+            for f in term.get("matchFields") or ():
+                if f.get("key") == "metadata.name" and f.get("values"):
+                    return str(f["values"][0])
+        return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def _neg(text: str) -> tuple[int, ...]:
+    """Newest first when sorted ascending (RFC 3339 strings of one length compare as times)."""
+    return tuple(-ord(ch) for ch in text)

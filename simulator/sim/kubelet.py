@@ -1,0 +1,195 @@
+"""Kubelets and the node lifecycle around them, in virtual time.
+
+An instance that EC2 reports running boots and its kubelet registers the Node ``boot_seconds`` after
+the launch, Ready=False with ``node.kubernetes.io/not-ready:NoSchedule``, the registration taint
+``karpenter.sh/unregistered:NoExecute`` (from the user data's --register-with-taints) and the
+NodePool's startupTaints; ``ready_seconds`` later it is Ready and loses not-ready. The defaults follow
+published figures: AWS puts EC2 boot-to-kubelet-registration of EKS optimised AMIs at roughly 30 s
+and node Ready (CNI up) about 10 s after ("How Karpenter scales", AWS containers blog, and Karpenter's
+own scale-test dashboards report ~40-60 s launch-to-Ready for AL2023). Startup taints are removed
+``startup_taint_seconds`` after Ready, standing in for the agent (a CNI, a security daemon) that owns them.
+
+A bound pod is Running and Ready ``pod_start_seconds`` after binding (image pull of a small image). A
+deleted pod terminates after min(its grace period, ``pod_stop_seconds``) (a process that exits on
+SIGTERM). A terminated instance's kubelet stops: after ``node_monitor_grace_seconds`` (the node
+lifecycle controller's 40 s) the Node is NotReady with ``node.kubernetes.io/unreachable:NoExecute``,
+and ``node_delete_seconds`` after the termination the cloud node lifecycle controller deletes it; pods
+bound to a Node that no longer exists are removed by pod garbage collection ``pod_gc_seconds`` later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL
+from autoscaler.domain.nodepool import NodePool
+from simulator.kube_store import ApiError, Store, WatchEvent
+from simulator.local import NOT_READY_TAINT, node_manifest
+from simulator.sim.cloud import CloudWorld, InstanceRecord
+from simulator.sim.engine import EventLoop
+
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+BASELINE_GROUP_TAG = "simulator/baseline-group"  # instances of the Cluster-Autoscaler baseline's group
+
+
+@dataclass
+class KubeletSettings:
+    boot_seconds: float = 30.0
+    ready_seconds: float = 10.0
+    startup_taint_seconds: float = 5.0
+    pod_start_seconds: float = 3.0
+    pod_stop_seconds: float = 2.0
+    node_monitor_grace_seconds: float = 40.0
+    node_delete_seconds: float = 60.0
+    pod_gc_seconds: float = 5.0
+
+
+@dataclass
+class Kubelets:
+    loop: EventLoop
+    store: Store
+    cloud: CloudWorld
+    node_pools: dict[str, NodePool]
+    instance_types: Callable[[], Any]
+    region: str
+    settings: KubeletSettings = field(default_factory=KubeletSettings)
+    running: dict[str, float] = field(default_factory=dict)  # pod uid -> virtual time it became Running
+    _stopping: set[str] = field(default_factory=set)  # pod uids whose termination is scheduled
+    _starting: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.cloud.on_launch.append(self._launched)
+        self.cloud.on_terminate.append(self._terminated)
+
+    # ----- nodes ---------------------------------------------------------------------------------
+    def _launched(self, record: InstanceRecord) -> None:
+        if record.instance is not None and "eks:nodegroup-name" in record.instance.tags:
+            return  # a managed node group's node: registered by simulator/sim/nodegroups.py
+        self.loop.after(self.settings.boot_seconds, f"kubelet registers {record.instance_id}",
+                        lambda: self._register(record))
+
+    def _register(self, record: InstanceRecord) -> None:
+        inst = record.instance
+        if inst is None or not record.alive:
+            return
+        pool = self.node_pools.get(inst.node_pool)
+        manifest = node_manifest(inst, self.instance_types()[inst.instance_type], pool=pool, region=self.region,
+                                 ready=False)
+        # kubelet registers with the NodePool's labels (--node-labels in the user data).
+        manifest["metadata"]["labels"].update(pool.labels if pool else {})
+        manifest["metadata"]["labels"].setdefault(CAPACITY_TYPE_LABEL, inst.capacity_type)
+        group = inst.tags.get(BASELINE_GROUP_TAG)
+        if group:
+            # A Cluster Autoscaler node group's node: no Karpenter registration taint or labels.
+            manifest["spec"]["taints"] = [t for t in manifest["spec"]["taints"] if t["key"] == NOT_READY_TAINT]
+            labels = manifest["metadata"]["labels"]
+            labels.pop("karpenter.sh/nodepool", None)
+            labels["eks.amazonaws.com/nodegroup"] = group
+        try:
+            self.store.create("nodes", manifest)
+        except ApiError:
+            return
+        name = manifest["metadata"]["name"]
+        record.node_name = name
+        self.loop.after(self.settings.ready_seconds, f"node {name} Ready", lambda: self._ready(record))
+
+    def _ready(self, record: InstanceRecord) -> None:
+        name = record.node_name
+        if name is None or not record.alive or not self.store.exists("nodes", None, name):
+            return
+        node = self.store.get("nodes", None, name)
+        taints = [t for t in node["spec"].get("taints") or () if t.get("key") != NOT_READY_TAINT]
+        self.store.patch("nodes", None, name, {"spec": {"taints": taints},
+                                                "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        pool = self.node_pools.get(record.instance.node_pool if record.instance else "")
+        if pool and pool.startup_taints:
+            keys: set[tuple[str, str]] = {(t.key, str(t.effect)) for t in pool.startup_taints}
+            self.loop.after(self.settings.startup_taint_seconds, f"startup taints off {name}",
+                            lambda: self._drop_taints(name, keys))
+
+    def _drop_taints(self, name: str, keys: set[tuple[str, str]]) -> None:
+        if not self.store.exists("nodes", None, name):
+            return
+        node = self.store.get("nodes", None, name)
+        taints = [t for t in node["spec"].get("taints") or () if (t.get("key"), t.get("effect")) not in keys]
+        self.store.patch("nodes", None, name, {"spec": {"taints": taints}})
+
+    def _terminated(self, record: InstanceRecord) -> None:
+        self.loop.after(self.settings.node_monitor_grace_seconds, f"node of {record.instance_id} NotReady",
+                        lambda: self._not_ready(record))
+        self.loop.after(self.settings.node_delete_seconds, f"node of {record.instance_id} deleted",
+                        lambda: self._delete_node(record))
+
+    def _not_ready(self, record: InstanceRecord) -> None:
+        name = record.node_name
+        if name is None or not self.store.exists("nodes", None, name):
+            return
+        node = self.store.get("nodes", None, name)
+        taints = [t for t in node["spec"].get("taints") or () if t.get("key") != UNREACHABLE_TAINT]
+        taints.append({"key": UNREACHABLE_TAINT, "effect": "NoExecute"})
+        self.store.patch("nodes", None, name, {"spec": {"taints": taints},
+                                                "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})
+
+    def _delete_node(self, record: InstanceRecord) -> None:
+        name = record.node_name
+        if name is not None and self.store.exists("nodes", None, name):
+            self.store.delete("nodes", None, name)
+
+    # ----- pods (driven by the store's change log) -----------------------------------------------
+    def observe(self, event: WatchEvent) -> None:
+        if event.plural == "pods":
+            self._pod_changed(event)
+        elif event.plural == "nodes" and event.type == "DELETED":
+            name = event.obj["metadata"]["name"]
+            self.loop.after(self.settings.pod_gc_seconds, f"pod GC for {name}", lambda: self._collect(name))
+
+    def _pod_changed(self, event: WatchEvent) -> None:
+        pod = event.obj
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        uid = meta.get("uid", "")
+        if event.type == "DELETED":
+            self._stopping.discard(uid)
+            self._starting.discard(uid)
+            return
+        if meta.get("deletionTimestamp"):
+            if uid not in self._stopping:
+                self._stopping.add(uid)
+                grace = meta.get("deletionGracePeriodSeconds")
+                grace = spec.get("terminationGracePeriodSeconds", 30) if grace is None else grace
+                delay = min(float(grace), self.settings.pod_stop_seconds) if spec.get("nodeName") else 0.0
+                ns, name = meta.get("namespace", "default"), meta["name"]
+                self.loop.after(delay, f"pod {ns}/{name} stopped", lambda: self._remove(ns, name, uid))
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if spec.get("nodeName") and phase == "Pending" and uid not in self._starting:
+            self._starting.add(uid)
+            ns, name = meta.get("namespace", "default"), meta["name"]
+            self.loop.after(self.settings.pod_start_seconds, f"pod {ns}/{name} started",
+                            lambda: self._start(ns, name, uid))
+
+    def _start(self, ns: str, name: str, uid: str) -> None:
+        try:
+            pod = self.store.get("pods", ns, name)
+        except ApiError:
+            return
+        if pod["metadata"].get("uid") != uid or pod["metadata"].get("deletionTimestamp"):
+            return
+        node = pod["spec"].get("nodeName")
+        if not node or not self.store.exists("nodes", None, node):
+            return
+        self.store.set_pod_ready(ns, name)
+        self.running[uid] = self.loop.now
+
+    def _remove(self, ns: str, name: str, uid: str) -> None:
+        with contextlib.suppress(ApiError):
+            self.store.delete("pods", ns, name, grace_period_seconds=0, precondition_uid=uid)
+
+    def _collect(self, node_name: str) -> None:
+        if self.store.exists("nodes", None, node_name):
+            return
+        for pod in self.store.list("pods", field_selector=f"spec.nodeName={node_name}"):
+            self._remove(pod["metadata"].get("namespace", "default"), pod["metadata"]["name"],
+                         pod["metadata"].get("uid", ""))

@@ -1,0 +1,210 @@
+"""What a run means: the summary (pending pods and time to Running, nodes, dollars, launches and
+terminations, duplicate launches, evictions, PDB violations), the scenario's assertions checked
+against it, and the output as text, JSON or a PNG plot (when matplotlib is installed)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import asdict
+from typing import Any
+
+from simulator.sim.runner import Record, _clock
+from simulator.sim.scenario import Assertion
+
+SERIES = ("pending_pods", "running_pods", "nodes", "ready_nodes", "instances", "dollars_per_hour")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (0 when there is nothing)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def summary(rec: Record) -> dict[str, Any]:
+    samples = rec.samples
+    end = samples[-1] if samples else None
+    pending_seconds = sum(a.pending_pods * (b.t - a.t) for a, b in itertools.pairwise(samples))
+    return {
+        "virtual_seconds": rec.until,
+        "wall_seconds": round(rec.wall_seconds, 2),
+        "launches": len(rec.instances),
+        "terminations": sum(1 for r in rec.instances if r.terminated_at is not None),
+        "duplicate_launches": sum(1 for r in rec.instances if r.duplicate_of),
+        "evictions": rec.evictions,
+        "pdb_violations": rec.pdb_violations,
+        "dollars": round(sum(r.cost(rec.until) for r in rec.instances), 4),
+        "max_pending_pods": max((s.pending_pods for s in samples), default=0),
+        "pending_pod_seconds": round(pending_seconds, 1),
+        "pods_started": len(rec.time_to_running),
+        "pods_never_running": rec.never_ran,
+        "time_to_running_p50": round(percentile(rec.time_to_running, 50), 1),
+        "time_to_running_p95": round(percentile(rec.time_to_running, 95), 1),
+        "time_to_running_max": round(max(rec.time_to_running, default=0.0), 1),
+        "max_nodes": max((s.nodes for s in samples), default=0),
+        "nodes_at_end": end.nodes if end else 0,
+        "pending_pods_at_end": end.pending_pods if end else 0,
+        "handler_errors": len(rec.handler_errors),
+        "interrupted_instances": rec.interrupted,
+        "dead_letters": rec.dead_letters,
+        "capacity_errors": rec.capacity_errors,
+        "interruption_messages": dict(rec.interruption_messages),
+        "launched_types": _count(f"{r.instance.instance_type}" for r in rec.instances if r.instance),
+        "launched_capacity_types": _count(r.instance.capacity_type for r in rec.instances if r.instance),
+        "invocations": dict(rec.invocations),
+        "events_processed": rec.events_processed,
+        "placement": rec.placement,
+    }
+
+
+def _count(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+def series_value(rec: Record, metric: str, at: float) -> float:
+    """A sampled series' value at virtual time ``at`` (the last sample at or before it)."""
+    chosen = None
+    for s in rec.samples:
+        if s.t <= at:
+            chosen = s
+    if chosen is None:
+        raise ValueError(f"no sample at or before {at:g}s")
+    return float(getattr(chosen, metric))
+
+
+def check(rec: Record, assertions: list[Assertion]) -> list[dict[str, Any]]:
+    facts = summary(rec)
+    out = []
+    for a in assertions:
+        if a.at is not None:
+            if a.metric not in SERIES:
+                raise ValueError(f"assertion on {a.metric!r} with 'at': use a sampled series ({', '.join(SERIES)})")
+            value = series_value(rec, a.metric, a.at)
+        else:
+            value = _fact(facts, a.metric)
+        out.append({"assertion": a.describe(), "value": value, "ok": a.check(value)})
+    return out
+
+
+def _fact(facts: dict[str, Any], metric: str) -> float:
+    """A summary number by name; dotted names reach into mappings (``placement.inflate.default``), and a
+    missing leaf of a present mapping is 0 (no pod of that owner in that pool)."""
+    head, *rest = metric.split(".")
+    if head not in facts:
+        numeric = ", ".join(k for k, v in facts.items() if isinstance(v, int | float | dict))
+        raise ValueError(f"assertion on unknown metric {metric!r}: use one of {numeric}")
+    value: Any = facts[head]
+    while rest:
+        if not isinstance(value, dict):
+            value = None
+            break
+        # Keys may hold dots themselves (instance types: launched_types.c5.xlarge): the longest match wins.
+        n = next((i for i in range(len(rest), 0, -1) if ".".join(rest[:i]) in value), None)
+        if n is None:
+            value = 0  # a missing leaf of a present mapping: none of those
+            break
+        value, rest = value[".".join(rest[:n])], rest[n:]
+    if not isinstance(value, int | float):
+        raise ValueError(f"assertion on {metric!r}: not a number (give the full path, e.g. placement.<owner>.total)")
+    return float(value)
+
+
+def as_json(rec: Record, results: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "scenario": rec.scenario.name,
+        "summary": summary(rec),
+        "assertions": results,
+        "timeline": [{"t": round(t, 1), "source": src, "text": text} for t, src, text in rec.timeline],
+        "samples": [asdict(s) for s in rec.samples],
+        "handlerErrors": rec.handler_errors,
+    }
+
+
+def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
+    lines = [f"Scenario {rec.scenario.name}: {rec.scenario.description}".rstrip(": "), "", "Timeline:"]
+    lines += [f"  {_clock(t)}  {src:<14} {text}" for t, src, text in rec.timeline]
+    facts = summary(rec)
+    lines += ["", "Summary:",
+              f"  virtual time {_clock(rec.until)} simulated in {facts['wall_seconds']:.1f} s wall "
+              f"({facts['events_processed']} events)",
+              f"  pods: {facts['pods_started']} started, time to Running p50 {facts['time_to_running_p50']:g} s, "
+              f"p95 {facts['time_to_running_p95']:g} s, max {facts['time_to_running_max']:g} s; "
+              f"max pending {facts['max_pending_pods']}, pending pod-seconds {facts['pending_pod_seconds']:g}, "
+              f"never Running {facts['pods_never_running']}",
+              f"  nodes: max {facts['max_nodes']}, at end {facts['nodes_at_end']}; launches {facts['launches']}, "
+              f"terminations {facts['terminations']}, duplicate launches {facts['duplicate_launches']}",
+              f"  evictions {facts['evictions']}, PDB violations {facts['pdb_violations']}, "
+              f"dollars spent ${facts['dollars']:.4f}; spot instances interrupted {facts['interrupted_instances']}, "
+              f"messages dead-lettered {facts['dead_letters']}, capacity errors {facts['capacity_errors']}",
+              f"  launched: {', '.join(f'{n} x {t}' for t, n in sorted(facts['launched_types'].items())) or 'nothing'}",
+              f"  invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
+    for owner, where in sorted(rec.placement.items()):
+        spread = ", ".join(f"{pool} {n}" for pool, n in sorted(where.items()) if pool != "total")
+        lines.append(f"  running at end: {owner} {where['total']} ({spread})")
+    for err in rec.handler_errors[:5]:
+        lines.append(f"    {err}")
+    if results:
+        lines += ["", "Assertions:"]
+        lines += [f"  [{'ok' if r['ok'] else 'FAIL'}] {r['assertion']} (got {r['value']:g})" for r in results]
+    return "\n".join(lines)
+
+
+def ratios(ours: Record, base: Record) -> dict[str, float | None]:
+    """Ours over the baseline's: below 1 is better for us (None when the baseline's is 0)."""
+    a, b = summary(ours), summary(base)
+    out: dict[str, float | None] = {}
+    for key in ("dollars", "pending_pod_seconds", "time_to_running_p95", "max_nodes"):
+        out[key] = round(a[key] / b[key], 3) if b[key] else None
+    return out
+
+
+def baseline_text(ours: Record, base: Record) -> str:
+    a, b, r = summary(ours), summary(base), ratios(ours, base)
+    lines = [f"Baseline (Cluster-Autoscaler-like: {base.scenario.baseline.instance_type} "
+             f"{base.scenario.baseline.capacity_type}, 10 s scan, scale-down after 10 min below 50 %):"]
+    lines += [f"  {_clock(t)}  {src:<18} {text}" for t, src, text in base.timeline if src == "cluster-autoscaler"]
+    for key, label in (("dollars", "dollars spent"), ("pending_pod_seconds", "pending pod-seconds"),
+                       ("time_to_running_p95", "time to Running p95 (s)"), ("max_nodes", "max nodes")):
+        ratio = "n/a" if r[key] is None else f"{r[key]:.2f}"
+        lines.append(f"  {label:<26} ours {a[key]:>10g}   baseline {b[key]:>10g}   ratio {ratio}")
+    lines.append(f"  baseline PDB violations {b['pdb_violations']}, pods never Running {b['pods_never_running']}, "
+                 f"pending at end {b['pending_pods_at_end']}")
+    return "\n".join(lines)
+
+
+def plot(rec: Record, path: str) -> bool:
+    """Nodes, pending pods and $/hour over time with the scenario's actions marked; False without
+    matplotlib (a dev extra, never needed to run a scenario)."""
+    try:
+        import matplotlib  # noqa: PLC0415 - optional
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        return False
+    t = [s.t / 60 for s in rec.samples]
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6))
+    top.step(t, [s.nodes for s in rec.samples], where="post", label="nodes")
+    top.step(t, [s.pending_pods for s in rec.samples], where="post", label="pending pods")
+    top.step(t, [s.running_pods for s in rec.samples], where="post", label="running pods", alpha=0.6)
+    top.legend(loc="upper right")
+    top.set_ylabel("count")
+    bottom.step(t, [s.dollars_per_hour for s in rec.samples], where="post", color="tab:green")
+    bottom.set_ylabel("$/hour")
+    bottom.set_xlabel("minutes")
+    for when, source, text in rec.timeline:
+        if source == "scenario":
+            for ax in (top, bottom):
+                ax.axvline(when / 60, color="grey", linestyle=":", linewidth=1)
+            top.text(when / 60, 0.97, text[:40], transform=top.get_xaxis_transform(), rotation=90, fontsize=7,
+                     va="top", ha="right", color="dimgrey")
+    top.set_title(f"Scenario {rec.scenario.name}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True

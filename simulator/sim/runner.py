@@ -1,0 +1,512 @@
+"""A scenario run: the local account and cluster (``simulator.local.LocalCluster``) in virtual time,
+with the real provisioner and disruption handlers on their schedules, kube-scheduler, kubelets and
+controllers around them, the scenario's timeline, and a record of what happened.
+
+Everything runs in one thread: an event's API writes are turned into reactions by an informer that
+reads the emulator's change log after every event (kubelet starts and stops pods, controllers replace
+pods, kube-scheduler is scheduled to run a moment later).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.server import ThreadedMotoServer
+
+from autoscaler.config import ENV_PROVISIONER_FUNCTION
+from autoscaler.domain.keys import DISRUPTED_TAINT_KEY
+from autoscaler.handlers.disruption import handler as disruption_handler
+from autoscaler.handlers.interruption import handler as interruption_handler
+from autoscaler.handlers.observability import logger as handler_logger
+from autoscaler.metrics_catalog import RecordingSink
+from simulator.kube_store import ApiError, WatchEvent, _scaled, pod_ready, selector_matches
+from simulator.local import Catalog, LocalCluster, _builtin_images
+from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
+from simulator.sim.cloud import CloudWorld, InstanceRecord
+from simulator.sim.controllers import Controllers, Deployment
+from simulator.sim.engine import EventLoop, VirtualClock
+from simulator.sim.hpa import Autoscalers, Hpa
+from simulator.sim.interruption import InterruptionQueue
+from simulator.sim.kubelet import Kubelets, KubeletSettings
+from simulator.sim.nodegroups import ManagedNodeGroups, NodeGroup
+from simulator.sim.scenario import Scenario, Step
+from simulator.sim.scheduler import KubeScheduler
+
+PLURALS = {"Pod": "pods", "Node": "nodes", "DaemonSet": "daemonsets", "PodDisruptionBudget": "poddisruptionbudgets",
+           "PersistentVolume": "persistentvolumes", "PersistentVolumeClaim": "persistentvolumeclaims",
+           "StorageClass": "storageclasses", "Namespace": "namespaces"}
+
+
+PROVISIONER_FUNCTION = "autoscaler-provisioner"
+ASYNC_INVOKE_DELAY = 0.2  # Lambda's async queue hands an event to the function within a fraction of a second
+
+
+class _Accepted:
+    status_code = 202
+    headers: dict[str, str] = {}
+    content = b""
+
+
+@dataclass
+class Sample:
+    t: float
+    pending_pods: int
+    running_pods: int
+    nodes: int
+    ready_nodes: int
+    instances: int
+    dollars_per_hour: float
+    nodes_by_pool: dict[str, int]
+    nodes_by_capacity: dict[str, int]
+
+
+@dataclass
+class Record:
+    """What a run produced: the timeline, the samples and the raw facts the summary is computed from."""
+
+    scenario: Scenario
+    until: float
+    policy: str = "autoscaler"
+    timeline: list[tuple[float, str, str]] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    instances: list[InstanceRecord] = field(default_factory=list)
+    time_to_running: list[float] = field(default_factory=list)
+    never_ran: int = 0
+    evictions: int = 0
+    pdb_violations: int = 0
+    handler_errors: list[str] = field(default_factory=list)
+    invocations: dict[str, int] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+    events_processed: int = 0
+    # Running pods at the end by owner (Deployment or DaemonSet) and NodePool (or node group), with "total".
+    placement: dict[str, dict[str, int]] = field(default_factory=dict)
+    dead_letters: int = 0
+    interrupted: int = 0
+    capacity_errors: int = 0
+    interruption_messages: dict[str, int] = field(default_factory=dict)  # handled, retried, deadLettered, pending
+
+
+class Simulation:
+    """One run. ``policy`` is ``autoscaler`` (the product's functions) or ``cluster-autoscaler`` (the
+    baseline of ``sim/baseline.py`` on the same scenario, none of the product's functions running)."""
+
+    def __init__(self, scenario: Scenario, env: LocalCluster, *, until: float | None = None,
+                 policy: str = "autoscaler", baseline: BaselineSettings | None = None) -> None:
+        self.scenario, self.env, self.policy = scenario, env, policy
+        s = scenario.settings
+        self.until = scenario.until if until is None else until
+        self.loop = EventLoop(epoch=float(int(time.time())))
+        self.clock = VirtualClock(self.loop)
+        store = self.store = env.kube.store
+        store.clock = self.clock.now
+        store.graceful_deletion = True
+        self.record = Record(scenario, self.until, policy)
+        # Hooks go on the session before the runtime creates its clients (clients copy the session's hooks).
+        self.cloud = CloudWorld(self.loop, env.config.region).install(env.session, catalog=env.catalog)
+        env.session.events.register("before-call.lambda.Invoke", self._async_invoke)
+        self.runtime = env.runtime(clock=self.clock, sink=RecordingSink(),
+                                   environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION})
+        self.kubelets = Kubelets(
+            self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools},
+            self.runtime.cloud.instance_types, env.config.region,
+            KubeletSettings(**{f: getattr(s, f) for f in KubeletSettings.__dataclass_fields__}))
+        self.controllers = Controllers(self.loop, store)
+        icfg = env.config.interruption
+        self.queue = InterruptionQueue(
+            self.loop, self.cloud, self._invoke_interruption, env.config.region, batch_size=icfg.batch_size,
+            visibility_timeout_seconds=icfg.timeout_seconds + 10, log=self.log)
+        self.hpas = Autoscalers(self.loop, self.controllers, log=self.log)
+        image = _builtin_images(self.cloud.ec2, env.config.region)["x86_64"]
+        self.node_groups = ManagedNodeGroups(
+            self.loop, store, self.cloud, self.runtime.cloud.instance_types, env.config.region,
+            env.network.subnets, image, log=self.log)
+        self.baseline = ClusterAutoscaler(self.loop, store, self.cloud, self.node_groups,
+                                          self.runtime.cloud.instance_types, env.config.region, env.network.subnets,
+                                          image, settings=baseline or BaselineSettings(), log=self.log)
+        self.scheduler = KubeScheduler(store, strategy=s.scoring)
+        self.cloud.leaving = self._leaving
+        self.cloud.displaced = self._displaced
+        self.cloud.on_launch.append(self._launched)
+        self.cloud.on_terminate.append(self._terminated)
+        self._rv = store.resource_version
+        self._scheduler_due = False
+        self._pdb_healthy: dict[str, int] = {}
+        self._wrap_evictions()
+
+    # ----- the informer ----------------------------------------------------------------------------
+    def _observe(self) -> None:
+        try:
+            changes = self.store.changes_since(self._rv)
+        except ApiError:  # the change log was compacted: nothing incremental to do but carry on
+            changes = []
+        self._rv = self.store.resource_version
+        if not changes:
+            return
+        reschedule, pods_changed = False, False
+        for event in changes:
+            self.kubelets.observe(event)
+            self.controllers.observe(event)
+            if event.plural in ("pods", "nodes", "persistentvolumeclaims"):
+                reschedule = True
+            pods_changed = pods_changed or event.plural == "pods"
+            if event.plural == "nodes":
+                self._note_node(event)
+        if reschedule and not self._scheduler_due:
+            self._scheduler_due = True
+            self.loop.after(self.scenario.settings.scheduler_delay_seconds, "kube-scheduler", self._schedule)
+        if pods_changed:
+            self._check_pdbs()
+
+    def _note_node(self, event: WatchEvent) -> None:
+        name = event.obj["metadata"]["name"]
+        if event.type == "ADDED":
+            self.log("kubelet", f"node {name} registered (taints: {_taint_keys(event.obj)})")
+        elif event.type == "DELETED":
+            self.log("node", f"node {name} deleted")
+        elif event.old is not None:
+            was, now = _ready(event.old), _ready(event.obj)
+            if was != now:
+                self.log("kubelet", f"node {name} {'Ready' if now == 'True' else 'NotReady'}")
+            gone = set(_taint_keys(event.old).split(", ")) - set(_taint_keys(event.obj).split(", "))
+            for key in sorted(gone - {"node.kubernetes.io/not-ready", "none"}):
+                self.log("node", f"node {name}: taint {key} removed")
+            if not (event.old.get("spec") or {}).get("unschedulable") and (event.obj.get("spec") or {}).get(
+                    "unschedulable"):
+                self.log("node", f"node {name} cordoned")
+
+    def _schedule(self) -> None:
+        self._scheduler_due = False
+        before = len(self.scheduler.bound)
+        decisions = self.scheduler.run()
+        bound = len(self.scheduler.bound) - before
+        if bound:
+            self.log("kube-scheduler", f"bound {bound} pod(s)")
+        waiting = sum(1 for d in decisions if d.node is None)
+        if waiting and bound:
+            self.log("kube-scheduler", f"{waiting} pod(s) unschedulable")
+
+    def _check_pdbs(self) -> None:
+        """Count each disruption a budget did not allow: a pod going unhealthy (evicted, deleted, lost
+        with its node) that leaves fewer healthy pods than the budget requires, with the disruption
+        controller's arithmetic (expected pods = the controller's replicas; the emulator's own status
+        counts the pods). A budget unmet because its Deployment grew is no violation."""
+        pdbs = self.store.view("poddisruptionbudgets")
+        if not pdbs:
+            return
+        pods = self.store.view("pods")
+        scale = {d.rs_uid: d.replicas for d in self.controllers.deployments.values()}
+        for pdb in pdbs:
+            key = f"{pdb['metadata'].get('namespace')}/{pdb['metadata']['name']}"
+            healthy, desired = budget(pdb, pods, scale)
+            before = self._pdb_healthy.get(key)
+            if before is not None and healthy < before and healthy < desired:
+                self.record.pdb_violations += 1
+                self.log("pdb", f"PodDisruptionBudget {key} broken: {healthy} healthy, {desired} required")
+            self._pdb_healthy[key] = healthy
+
+    def _wrap_evictions(self) -> None:
+        evict = self.store.evict
+
+        def counted(namespace: str, name: str, body: Any = None) -> Any:
+            result = evict(namespace, name, body)
+            self.record.evictions += 1
+            return result
+
+        self.store.evict = counted  # type: ignore[method-assign]
+
+    # ----- cloud -----------------------------------------------------------------------------------
+    def _launched(self, r: InstanceRecord) -> None:
+        inst = r.instance
+        assert inst is not None
+        dup = f" DUPLICATE of {r.duplicate_of}" if r.duplicate_of else ""
+        self.log("ec2", f"launched {r.instance_id} {inst.instance_type} {inst.capacity_type} {inst.zone} "
+                        f"${r.hourly_price:.4f}/h {_group(inst)}{dup}")
+
+    def _leaving(self, r: InstanceRecord) -> bool:
+        """Interrupted, or its node cordoned or tainted ``karpenter.sh/disrupted`` (a rebalance, a disruption)."""
+        if r.interrupted:
+            return True
+        if r.node_name is None or not self.store.exists("nodes", None, r.node_name):
+            return False
+        return _node_leaving(self.store.get("nodes", None, r.node_name))
+
+    def _displaced(self, pod_key: str) -> bool:
+        ns, _, name = pod_key.partition("/")
+        try:
+            pod = self.store.get("pods", ns, name)
+        except ApiError:
+            return False
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return False
+        record = next((r for r in self.cloud.instances.values() if r.node_name == node), None)
+        if record is not None:
+            return self._leaving(record)
+        if not self.store.exists("nodes", None, node):
+            return False
+        return _node_leaving(self.store.get("nodes", None, node))
+
+    def _terminated(self, r: InstanceRecord) -> None:
+        why = " (interrupted)" if r.interrupted else ""
+        self.log("ec2", f"terminated {r.instance_id}{why} after {_clock(self.loop.now - r.launched_at)}")
+
+    # ----- the Lambda functions --------------------------------------------------------------------
+    def _async_invoke(self, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
+        """lambda:Invoke with InvocationType=Event (a replacement request): Lambda queues it (HTTP 202)
+        and runs the provisioner with the payload a moment later."""
+        payload = json.loads(params.get("body") or b"{}")
+        self.log("lambda", f"async invoke of the provisioner: {payload.get('kind')} for "
+                           f"{', '.join(payload.get('nodes') or ()) or 'no node'} ({payload.get('source')})")
+        self.loop.after(ASYNC_INVOKE_DELAY, "provisioner", lambda: self._invoke("provisioner", payload),
+                        lambda_call=True)
+        return _Accepted(), {"StatusCode": 202, "Payload": b""}
+
+    def _invoke(self, name: str, payload: dict[str, Any] | None = None) -> None:
+        self.record.invocations[name] = self.record.invocations.get(name, 0) + 1
+        timeout_ms = int(self.scenario.settings.lambda_timeout_seconds * 1000)
+        try:
+            if name == "provisioner":
+                result = self.env.invoke_provisioner(payload, remaining_ms=timeout_ms)
+                for p in result.get("passes") or ():
+                    if p.get("planned") or p.get("failures") or (p.get("unschedulable") and p.get("pendingPods")):
+                        self.log("provisioner", p.get("summary", ""))
+            else:
+                report = self.env.invoke(disruption_handler, {"source": "schedule", "kind": "disruption"},
+                                         remaining_ms=timeout_ms, function_name="disruption")
+                for d in report.get("decisions") or ():
+                    self.log("disruption", f"{d['reason']}: {d['action']} {', '.join(d['nodes'])} "
+                                           f"({d['pods']} pod(s), saving ${d['savingPerHour']:.4f}/h)")
+                for b in report.get("blocked") or ():
+                    if b.get("guard") not in (None, "", "empty"):
+                        pass
+        except Exception as exc:  # a failed invocation is a finding, not the end of the run
+            self.record.handler_errors.append(f"{_clock(self.loop.now)} {name}: {type(exc).__name__}: {exc}")
+            self.log(name, f"invocation failed: {type(exc).__name__}: {exc}")
+
+    def _invoke_interruption(self, event: dict[str, Any]) -> dict[str, Any]:
+        self.record.invocations["interruption"] = self.record.invocations.get("interruption", 0) + 1
+        timeout_ms = int(self.env.config.interruption.timeout_seconds * 1000)
+        try:
+            result: dict[str, Any] = self.env.invoke(interruption_handler, event, remaining_ms=timeout_ms,
+                                                     function_name="interruption")
+        except Exception as exc:
+            self.record.handler_errors.append(f"{_clock(self.loop.now)} interruption: {type(exc).__name__}: {exc}")
+            raise
+        return result
+
+    # ----- the scenario ----------------------------------------------------------------------------
+    def _apply(self, manifest: dict[str, Any]) -> None:
+        kind = manifest.get("kind", "")
+        if kind == "Deployment":
+            spec = manifest.get("spec") or {}
+            meta = manifest.get("metadata") or {}
+            self.controllers.apply_deployment(Deployment(meta["name"], meta.get("namespace", "default"),
+                                                         int(spec.get("replicas", 1)), spec.get("template") or {}))
+            return
+        plural = PLURALS.get(kind)
+        if plural is None:
+            raise ValueError(f"apply: kind {kind!r} is not simulated (use one of {', '.join(sorted(PLURALS))}, "
+                             "Deployment)")
+        meta = manifest.get("metadata") or {}
+        if self.store.exists(plural, meta.get("namespace"), meta.get("name", "")):
+            self.store.replace(plural, meta.get("namespace"), meta["name"], manifest)
+        else:
+            self.store.create(plural, manifest)
+
+    def _step(self, step: Step) -> None:
+        if step.scale is not None:
+            self.log("scenario", f"scale deployment {step.scale.deployment} to {step.scale.replicas}")
+            self.controllers.scale(step.scale.namespace, step.scale.deployment, step.scale.replicas)
+        elif step.deployment is not None:
+            d = step.deployment
+            self.log("scenario", f"apply deployment {d.name} ({d.replicas} replicas)")
+            self.controllers.apply_deployment(Deployment(d.name, d.namespace, d.replicas, d.pod_template()))
+        elif step.apply is not None:
+            self.log("scenario", f"apply {step.apply.get('kind')} {(step.apply.get('metadata') or {}).get('name')}")
+            self._apply(step.apply)
+        elif step.capacity is not None:
+            self.cloud.unavailable = {o.key() for o in step.capacity.unavailable}
+            self.log("scenario", "unavailable offerings now: "
+                     + (", ".join("/".join(k) for k in sorted(self.cloud.unavailable)) or "none"))
+        elif step.load is not None:
+            self.log("scenario", f"load on {step.load.deployment}: {step.load.cpu:g} CPU")
+            self.hpas.set_load(step.load.namespace, step.load.deployment, step.load.cpu)
+        elif step.interrupt is not None:
+            i = step.interrupt
+            ids = self.queue.interrupt(count=i.count, node_pool=i.node_pool, rebalance=i.rebalance)
+            what = "rebalance recommendation for" if i.rebalance else "FIS: interrupt"
+            self.log("scenario", f"{what} {i.count} spot instance(s): {', '.join(ids) or 'none'}")
+        elif step.shrink_node_group is not None:
+            g = step.shrink_node_group
+            self.log("scenario", f"shrink node group {g.name} to {g.size}")
+            self.node_groups.shrink(g.name, g.size)
+        elif step.delete is not None:
+            self.log("scenario", f"delete {step.delete.kind} {step.delete.name}")
+            if step.delete.kind == "Deployment":
+                self.controllers.scale(step.delete.namespace, step.delete.name, 0)
+            else:
+                self.store.delete(PLURALS[step.delete.kind], step.delete.namespace, step.delete.name)
+
+    def sample(self) -> None:
+        pods = self.store.view("pods")
+        nodes = self.store.view("nodes")
+        by_pool: dict[str, int] = {}
+        by_capacity: dict[str, int] = {}
+        for n in nodes:
+            pool = _pool_of(n)
+            by_pool[pool] = by_pool.get(pool, 0) + 1
+            cap = (n["metadata"].get("labels") or {}).get("karpenter.sh/capacity-type", "unknown")
+            by_capacity[cap] = by_capacity.get(cap, 0) + 1
+        self.record.samples.append(Sample(
+            t=self.loop.now,
+            pending_pods=sum(1 for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get(
+                "deletionTimestamp")),
+            running_pods=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"),
+            nodes=len(nodes), ready_nodes=sum(1 for n in nodes if _ready(n) == "True"),
+            instances=len(self.cloud.live()), dollars_per_hour=round(self.cloud.hourly_cost(), 6),
+            nodes_by_pool=by_pool, nodes_by_capacity=by_capacity))
+
+    def log(self, source: str, text: str) -> None:
+        self.record.timeline.append((self.loop.now, source, text))
+
+    def run(self) -> Record:
+        started = time.monotonic()
+        s = self.scenario.settings
+        self.loop.observer = self._observe
+        self.cloud.unavailable = {o.key() for o in self.scenario.initial.unavailable}
+        for g in self.scenario.initial.node_groups:
+            self.node_groups.create(NodeGroup(g.name, g.instance_type, g.size, g.capacity_type, dict(g.labels)))
+        for d in self.scenario.initial.deployments:
+            self.controllers.apply_deployment(Deployment(d.name, d.namespace, d.replicas, d.pod_template()))
+        for h in self.scenario.initial.hpas:
+            self.hpas.add(Hpa(h.deployment, h.namespace, h.min_replicas, h.max_replicas, h.target_cpu_utilization))
+        for manifest in self.scenario.initial.objects:
+            self._apply(manifest)
+        for step in self.scenario.timeline:
+            self.loop.at(step.at, f"scenario step at {step.at:g}s", lambda st=step: self._step(st))  # type: ignore[misc]
+        if self.policy == "cluster-autoscaler":
+            self.baseline.start()
+        else:
+            self.loop.every(s.provisioner_period_seconds, "provisioner", lambda: self._invoke("provisioner"),
+                            start=s.provisioner_offset_seconds, lambda_call=True)
+            self.loop.every(s.disruption_period_seconds, "disruption", lambda: self._invoke("disruption"),
+                            start=s.disruption_offset_seconds, lambda_call=True)
+        self.loop.every(s.sample_seconds, "sample", self.sample)
+        self._observe()
+        self.loop.run_until(self.until)
+        self.sample()
+        self._finish(started)
+        return self.record
+
+    def _finish(self, started: float) -> None:
+        rec = self.record
+        rec.instances = list(self.cloud.instances.values())
+        created, running = self.controllers.created, self.kubelets.running
+        rec.time_to_running = sorted(running[uid] - t for uid, t in created.items() if uid in running)
+        rec.never_ran = sum(1 for uid in created if uid not in running)
+        rec.wall_seconds = time.monotonic() - started
+        pools = {n["metadata"]["name"]: _pool_of(n) for n in self.store.view("nodes")}
+        for pod in self.store.view("pods"):
+            if (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            owner: dict[str, Any] = next(iter(pod["metadata"].get("ownerReferences") or ()), {})
+            name = owner.get("name", "(bare)")
+            if owner.get("kind") == "ReplicaSet":
+                name = name.rsplit("-", 1)[0]
+            where = rec.placement.setdefault(name, {"total": 0})
+            pool = pools.get(pod["spec"].get("nodeName", ""), "(gone)")
+            where[pool] = where.get(pool, 0) + 1
+            where["total"] += 1
+        rec.events_processed = self.loop.processed
+        rec.dead_letters = len(self.queue.dead_letters)
+        rec.capacity_errors = self.cloud.capacity_errors
+        rec.interruption_messages = {**self.queue.outcomes, "deadLettered": len(self.queue.dead_letters),
+                                     "pending": len(self.queue.messages)}
+        rec.interrupted = sum(1 for r in self.cloud.instances.values() if r.interrupted)
+
+
+def budget(pdb: dict[str, Any], pods: list[dict[str, Any]], scale: dict[str, int]) -> tuple[int, int]:
+    """(healthy pods, pods the budget requires) for ``pdb``; ``scale`` maps a controller uid to its replicas."""
+    ns, spec = pdb["metadata"].get("namespace"), pdb.get("spec") or {}
+    chosen = [p for p in pods if p["metadata"].get("namespace") == ns
+              and selector_matches(spec.get("selector"), p["metadata"].get("labels") or {})]
+    expected, owners = 0, set()
+    for p in chosen:
+        owner = next((o for o in p["metadata"].get("ownerReferences") or () if o.get("controller")), None)
+        if owner is not None and owner.get("uid") in scale:
+            if owner["uid"] not in owners:
+                owners.add(owner["uid"])
+                expected += scale[owner["uid"]]
+        elif (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            expected += 1
+    healthy = sum(1 for p in chosen if pod_ready(p))
+    if spec.get("maxUnavailable") is not None:
+        desired = expected - _scaled(spec["maxUnavailable"], expected, where="maxUnavailable")
+    else:
+        desired = _scaled(spec.get("minAvailable", 1), expected, where="minAvailable")
+    return healthy, max(0, desired)
+
+
+def _ready(node: dict[str, Any]) -> str:
+    return next((str(c.get("status")) for c in (node.get("status") or {}).get("conditions") or ()
+                 if c.get("type") == "Ready"), "Unknown")
+
+
+def _node_leaving(node: dict[str, Any]) -> bool:
+    spec = node.get("spec") or {}
+    return bool(spec.get("unschedulable")) or any(t.get("key") == DISRUPTED_TAINT_KEY for t in spec.get("taints") or ())
+
+
+def _group(inst: Any) -> str:
+    group = inst.tags.get("eks:nodegroup-name")
+    return f"node group {group}" if group else f"pool {inst.node_pool}"
+
+
+def _pool_of(node: dict[str, Any]) -> str:
+    labels = node["metadata"].get("labels") or {}
+    return str(labels.get("karpenter.sh/nodepool") or labels.get("eks.amazonaws.com/nodegroup") or "other")
+
+
+def _taint_keys(node: dict[str, Any]) -> str:
+    return ", ".join(sorted(t.get("key", "") for t in (node.get("spec") or {}).get("taints") or ())) or "none"
+
+
+def _clock(seconds: float) -> str:
+    if math.isinf(seconds):
+        return "end"
+    s = round(seconds)
+    return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+@contextlib.contextmanager
+def quiet_handlers() -> Iterator[None]:
+    """The handlers' JSON logs are for CloudWatch; the simulation tells the story in its timeline."""
+    level = handler_logger.log_level
+    handler_logger.setLevel("ERROR")
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "EKSServerlessAutoscaler")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        handler_logger.setLevel(level)
+
+
+def run_scenario(scenario: Scenario, *, until: float | None = None, moto_server: ThreadedMotoServer | None = None,
+                 catalog: Catalog | None = None, policy: str = "autoscaler") -> Record:
+    """Run ``scenario`` from a fresh account and cluster and return its record (``policy``: see Simulation)."""
+    with quiet_handlers(), LocalCluster.start(scenario.cluster_config(), catalog=catalog,
+                                              moto_server=moto_server) as env:
+        baseline = BaselineSettings(**scenario.baseline.model_dump())
+        return Simulation(scenario, env, until=until, policy=policy, baseline=baseline).run()

@@ -1,0 +1,289 @@
+"""The scenario file (YAML): which cluster file, the initial workloads, a timeline of actions and the
+assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped ones; the format::
+
+    name: inflate
+    description: the getting-started guides' inflate 0 -> 5 -> 0
+    cluster: ../../clusters/demo.yaml     # relative to this file; moved to us-east-1 (the bundled prices)
+    config: {nodePools: [...]}            # top-level keys replacing the cluster file's
+    until: 15m
+    settings: {bootSeconds: 30, readySeconds: 10, podStartSeconds: 3, scoring: LeastAllocated}
+    initial:
+      deployments: [{name: inflate, replicas: 0, cpu: "1"}]   # or template: {metadata, spec}
+      objects: [<DaemonSet, PodDisruptionBudget, ... manifests>]
+    timeline:
+      - {at: 1m, scale: {deployment: inflate, replicas: 5}}
+      - {at: 2m, apply: <manifest>}
+      - {at: 3m, delete: {kind: Deployment, name: inflate}}
+      - {at: 4m, shrinkNodeGroup: {name: mng, size: 2}}   # initial.nodeGroups: [{name: mng, size: 3}]
+      - {at: 5m, interrupt: {count: 2, nodePool: default}}  # FIS: warning now, reclaimed 2 min later
+  - {at: 6m, interrupt: {count: 1, rebalance: true}}     # a rebalance recommendation (no reclaim)
+      - {at: 6m, load: {deployment: web, cpu: 4}}   # cores burnt by clients (initial.hpas scale on it)
+    assertions:
+      - {metric: duplicate_launches, max: 0}
+      - {metric: pending_pods, at: 5m, max: 0}     # a sampled series: its value at that time
+      - {metric: nodes, at: end, equal: 0}
+
+Durations are Kubernetes/Karpenter style (``90s``, ``15m``, ``2h``) or seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from autoscaler.config import ClusterConfig, parse_cluster_config
+from autoscaler.domain.durations import duration_seconds
+from simulator.local import PAUSE_IMAGE, REGION, REPO
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run; the message names the file and the field."""
+
+
+def seconds(value: Any) -> float:
+    if isinstance(value, int | float):
+        return float(value)
+    if str(value) == "end":
+        return float("inf")
+    return float(duration_seconds(str(value)))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class Settings(_Model):
+    boot_seconds: float = 30.0
+    ready_seconds: float = 10.0
+    startup_taint_seconds: float = 5.0
+    pod_start_seconds: float = 3.0
+    pod_stop_seconds: float = 2.0
+    node_monitor_grace_seconds: float = 40.0
+    node_delete_seconds: float = 60.0
+    pod_gc_seconds: float = 5.0
+    scheduler_delay_seconds: float = 1.0
+    scoring: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
+    provisioner_period_seconds: float = 60.0
+    provisioner_offset_seconds: float = 0.0
+    disruption_period_seconds: float = 60.0
+    disruption_offset_seconds: float = 30.0
+    lambda_timeout_seconds: float = 60.0
+    sample_seconds: float = 10.0
+
+
+class DeploymentSpec(_Model):
+    name: str
+    namespace: str = "default"
+    replicas: int = 0
+    cpu: str = "1"
+    memory: str | None = None
+    template: dict[str, Any] | None = None
+
+    def pod_template(self) -> dict[str, Any]:
+        if self.template is not None:
+            template = dict(self.template)
+            meta = dict(template.get("metadata") or {})
+            meta.setdefault("labels", {"app": self.name})
+            return {**template, "metadata": meta}
+        requests = {"cpu": self.cpu, **({"memory": self.memory} if self.memory else {})}
+        return {"metadata": {"labels": {"app": self.name}},
+                "spec": {"containers": [{"name": self.name, "image": PAUSE_IMAGE, "resources": {"requests": requests}}],
+                         "terminationGracePeriodSeconds": 0}}
+
+
+class NodeGroupSpec(_Model):
+    """An EKS managed node group present from the start (capacity that is not the autoscaler's)."""
+
+    name: str
+    instance_type: str = "m5.large"
+    size: int = 3
+    capacity_type: Literal["on-demand", "spot"] = "on-demand"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Initial(_Model):
+    node_groups: list[NodeGroupSpec] = Field(default_factory=list)
+    unavailable: list[Offering] = Field(default_factory=list)  # capacity errors from the start
+    hpas: list[HpaSpec] = Field(default_factory=list)
+    deployments: list[DeploymentSpec] = Field(default_factory=list)
+    objects: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Interrupt(_Model):
+    """An AWS FIS spot interruption: the warning now, the reclaim two minutes later (``rebalance``: an
+    EC2 Instance Rebalance Recommendation instead, and no reclaim)."""
+
+    count: int = 1
+    node_pool: str | None = None
+    rebalance: bool = False
+
+
+class HpaSpec(_Model):
+    """A HorizontalPodAutoscaler on CPU utilisation (autoscaling/v2's Resource metric, the common case)."""
+
+    deployment: str
+    namespace: str = "default"
+    min_replicas: int = 1
+    max_replicas: int = 10
+    target_cpu_utilization: int = 50
+
+
+class Load(_Model):
+    """The CPU (cores) a Deployment's clients make it burn from now on."""
+
+    deployment: str
+    cpu: float
+    namespace: str = "default"
+
+    @field_validator("cpu", mode="before")
+    @classmethod
+    def _cpu(cls, value: Any) -> float:
+        text = str(value)
+        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+class Offering(_Model):
+    """An offering EC2 has no capacity for (CreateFleet answers InsufficientInstanceCapacity)."""
+
+    instance_type: str
+    zone: str = "*"
+    capacity_type: Literal["spot", "on-demand", "*"] = "*"
+
+    def key(self) -> tuple[str, str, str]:
+        return (self.instance_type, self.zone, self.capacity_type)
+
+
+class Capacity(_Model):
+    """From now on, exactly these offerings are unavailable (an empty list: capacity is back)."""
+
+    unavailable: list[Offering] = Field(default_factory=list)
+
+
+class ShrinkNodeGroup(_Model):
+    name: str
+    size: int
+
+
+class Scale(_Model):
+    deployment: str
+    replicas: int
+    namespace: str = "default"
+
+
+class Delete(_Model):
+    kind: str
+    name: str
+    namespace: str = "default"
+
+
+class Step(_Model):
+    at: float
+    scale: Scale | None = None
+    apply: dict[str, Any] | None = None
+    deployment: DeploymentSpec | None = None  # create or replace a Deployment
+    delete: Delete | None = None
+    shrink_node_group: ShrinkNodeGroup | None = None
+    interrupt: Interrupt | None = None
+    load: Load | None = None
+    capacity: Capacity | None = None
+
+    @field_validator("at", mode="before")
+    @classmethod
+    def _at(cls, value: Any) -> float:
+        return seconds(value)
+
+    @model_validator(mode="after")
+    def _one_action(self) -> Step:
+        actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group,
+                               self.interrupt, self.load, self.capacity) if a is not None]
+        if len(actions) != 1:
+            raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
+                             "shrinkNodeGroup, interrupt, load, capacity")
+        return self
+
+
+class Assertion(_Model):
+    metric: str
+    at: float | None = None  # a sampled series' value at this time (``end``: the last sample)
+    max: float | None = None
+    min: float | None = None
+    equal: float | None = None
+
+    @field_validator("at", mode="before")
+    @classmethod
+    def _at(cls, value: Any) -> float | None:
+        return None if value is None else seconds(value)
+
+    def check(self, value: float) -> bool:
+        return ((self.max is None or value <= self.max) and (self.min is None or value >= self.min)
+                and (self.equal is None or value == self.equal))
+
+    def describe(self) -> str:
+        bounds = [f"<= {self.max:g}" if self.max is not None else "",
+                  f">= {self.min:g}" if self.min is not None else "",
+                  f"== {self.equal:g}" if self.equal is not None else ""]
+        where = "" if self.at is None else (" at end" if self.at == float("inf") else f" at {self.at:g}s")
+        return f"{self.metric}{where} {' and '.join(b for b in bounds if b)}"
+
+
+class Baseline(_Model):
+    """The Cluster-Autoscaler-like baseline's node group (``--baseline``; see simulator/sim/baseline.py)."""
+
+    instance_type: str = "m5.xlarge"
+    capacity_type: Literal["on-demand", "spot"] = "on-demand"
+    max_size: int = 100
+    scan_seconds: float = 10.0
+    utilization: float = 0.5
+    unneeded_seconds: float = 600.0
+    delay_after_add_seconds: float = 600.0
+
+
+class Scenario(_Model):
+    name: str
+    description: str = ""
+    cluster: str = "clusters/demo.yaml"
+    config: dict[str, Any] = Field(default_factory=dict)
+    until: float = 900.0
+    settings: Settings = Field(default_factory=Settings)
+    initial: Initial = Field(default_factory=Initial)
+    timeline: list[Step] = Field(default_factory=list)
+    assertions: list[Assertion] = Field(default_factory=list)
+    baseline: Baseline = Field(default_factory=Baseline)
+    source: str = ""
+
+    @field_validator("until", mode="before")
+    @classmethod
+    def _until(cls, value: Any) -> float:
+        return seconds(value)
+
+    def cluster_config(self) -> ClusterConfig:
+        """The cluster file with ``config``'s top-level keys replacing its own, in us-east-1."""
+        base = Path(self.source).parent if self.source else REPO
+        path = (base / self.cluster).resolve()
+        if not path.is_file():
+            path = (REPO / self.cluster).resolve()
+        if not path.is_file():
+            raise ScenarioError(f"{self.source}: cluster: {self.cluster!r} not found (a path relative to the "
+                                "scenario file or to the repository, e.g. clusters/demo.yaml)")
+        data = yaml.safe_load(path.read_text())
+        data.update(self.config)
+        data["region"] = REGION  # the region the bundled prices cover
+        return parse_cluster_config(data, source=f"{self.source} (cluster {self.cluster})")
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    if not path.is_file():
+        raise ScenarioError(f"scenario file {path} not found (see simulator/scenarios/*.yaml)")
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a scenario is a mapping with name, timeline, assertions, ...")
+    try:
+        return Scenario.model_validate({**data, "source": str(path)})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ScenarioError(f"{path}: {problems}") from None

@@ -1,0 +1,504 @@
+"""A kube-scheduler oracle for the simulation, on raw Kubernetes JSON.
+
+Written independently of the autoscaler's planner (``autoscaler.domain.scheduling``) on purpose: this is
+what decides where pods really land in the simulation, so a bug shared with the planner would hide
+itself. It follows the default kube-scheduler profile's filter plugins
+(https://kubernetes.io/docs/reference/scheduling/config/#scheduling-plugins):
+
+- NodeUnschedulable, NodeResourcesFit, NodeAffinity (nodeSelector and required node affinity),
+  TaintToleration (NoSchedule and NoExecute), NodePorts, VolumeZone (PV zone labels and PV node
+  affinity), PodTopologySpread (``DoNotSchedule`` constraints), InterPodAffinity (required affinity and
+  anti-affinity, both the incoming pod's and the existing pods' anti-affinity);
+
+and scores feasible nodes with NodeResourcesFit's ``LeastAllocated`` (the default) or ``MostAllocated``
+strategy over cpu and memory, ties broken by node name (kube-scheduler breaks them at random; the
+simulation must be repeatable). Not modelled: preemption, soft constraints and the other score plugins.
+Pods are taken in queue order: priority, then creation time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+Obj = Mapping[str, Any]
+Strategy = Literal["LeastAllocated", "MostAllocated"]
+
+_SUFFIXES = {
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
+    "P": Decimal(10**15), "E": Decimal(10**18),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+HOSTNAME = "kubernetes.io/hostname"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def quantity(value: Any) -> Decimal:
+    """A Kubernetes resource quantity (``500m``, ``1.5Gi``, ``2e3``) as a number of base units."""
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    match = _QUANTITY.match(str(value).strip())
+    if not match or match.group(2) not in _SUFFIXES:
+        raise ValueError(f"not a Kubernetes quantity: {value!r}")
+    return Decimal(match.group(1)) * _SUFFIXES[match.group(2)]
+
+
+def _sum(into: dict[str, Decimal], requests: Mapping[str, Any]) -> None:
+    for name, value in requests.items():
+        into[name] = into.get(name, Decimal(0)) + quantity(value)
+
+
+def pod_requests(pod: Obj) -> dict[str, Decimal]:
+    """What the pod asks of a node: the containers' requests summed (sidecar init containers included),
+    or the largest ordinary init container if that is more, plus the pod overhead, plus one pod slot."""
+    spec = pod.get("spec") or {}
+    total: dict[str, Decimal] = {}
+    sidecars: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
+    for c in spec.get("initContainers") or ():
+        req = ((c.get("resources") or {}).get("requests")) or {}
+        if c.get("restartPolicy") == "Always":
+            _sum(sidecars, req)
+            continue
+        for name, value in req.items():
+            # An ordinary init container runs beside the sidecars started before it.
+            need = quantity(value) + sidecars.get(name, Decimal(0))
+            init_peak[name] = max(init_peak.get(name, Decimal(0)), need)
+    for c in spec.get("containers") or ():
+        _sum(total, ((c.get("resources") or {}).get("requests")) or {})
+    _sum(total, sidecars)
+    for name, peak in init_peak.items():
+        total[name] = max(total.get(name, Decimal(0)), peak)
+    _sum(total, spec.get("overhead") or {})
+    total["pods"] = total.get("pods", Decimal(0)) + 1
+    return total
+
+
+# ----- label and node selectors ------------------------------------------------------------------
+def match_expression(expr: Obj, labels: Mapping[str, str]) -> bool:
+    """One NodeSelectorRequirement / LabelSelectorRequirement against a label map."""
+    key, op, values = expr.get("key", ""), expr.get("operator", ""), list(expr.get("values") or ())
+    present = key in labels
+    if op == "In":
+        return present and labels[key] in values
+    if op == "NotIn":
+        return not present or labels[key] not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt"):
+        if not present or len(values) != 1:
+            return False
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def label_selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
+    """metav1.LabelSelector: None matches nothing (as in affinity terms and spread constraints)."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(match_expression(e, labels) for e in selector.get("matchExpressions") or ())
+
+
+def node_selector_term_matches(term: Obj, node: Obj) -> bool:
+    """A NodeSelectorTerm: its expressions and fields ANDed; an empty term matches nothing."""
+    exprs, fields = term.get("matchExpressions") or (), term.get("matchFields") or ()
+    if not exprs and not fields:
+        return False
+    labels = _labels(node)
+    name_field = {"metadata.name": node["metadata"]["name"]}
+    return all(match_expression(e, labels) for e in exprs) and all(match_expression(f, name_field) for f in fields)
+
+
+def required_node_affinity(pod: Obj, node: Obj) -> bool:
+    """NodeAffinity filter: nodeSelector (every label) and the required terms (any term)."""
+    spec = pod.get("spec") or {}
+    labels = _labels(node)
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if required is None:
+        return True
+    return any(node_selector_term_matches(t, node) for t in required.get("nodeSelectorTerms") or ())
+
+
+# ----- taints ------------------------------------------------------------------------------------
+def tolerates(toleration: Obj, taint: Obj) -> bool:
+    """v1.Toleration.ToleratesTaint."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    op = toleration.get("operator") or "Equal"
+    if not toleration.get("key"):
+        return op == "Exists"
+    if toleration["key"] != taint.get("key"):
+        return False
+    return op == "Exists" or (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def untolerated_taint(pod: Obj, taints: Iterable[Obj]) -> Obj | None:
+    """The first NoSchedule/NoExecute taint no toleration of the pod matches (PreferNoSchedule is a score)."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or ()
+    for taint in taints:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+# ----- the cluster as the scheduler sees it ------------------------------------------------------
+def _labels(obj: Obj) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _host_ports(pod: Obj) -> list[tuple[str, str, int]]:
+    out = []
+    for c in (pod.get("spec") or {}).get("containers") or ():
+        for port in c.get("ports") or ():
+            if port.get("hostPort"):
+                out.append((port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", int(port["hostPort"])))
+    return out
+
+
+def _ports_conflict(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
+    if a[1] != b[1] or a[2] != b[2]:
+        return False
+    return a[0] == b[0] or "0.0.0.0" in (a[0], b[0])
+
+
+@dataclass
+class NodeInfo:
+    node: Obj
+    allocatable: dict[str, Decimal]
+    requested: dict[str, Decimal] = field(default_factory=dict)
+    pods: list[Obj] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return str(self.node["metadata"]["name"])
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return _labels(self.node)
+
+    def add(self, pod: Obj) -> None:
+        self.pods.append(pod)
+        for name, value in pod_requests(pod).items():
+            self.requested[name] = self.requested.get(name, Decimal(0)) + value
+
+
+@dataclass
+class Volumes:
+    """PersistentVolumeClaims by (namespace, name) and PersistentVolumes by name."""
+
+    claims: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    volumes: dict[str, Obj] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, claims: Iterable[Obj], volumes: Iterable[Obj]) -> Volumes:
+        return cls({(c["metadata"].get("namespace", "default"), c["metadata"]["name"]): c for c in claims},
+                   {v["metadata"]["name"]: v for v in volumes})
+
+
+@dataclass(frozen=True)
+class Decision:
+    pod: str  # namespace/name
+    node: str | None
+    reasons: tuple[str, ...] = ()  # per-plugin counts when unschedulable, kube-scheduler style
+
+    @property
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+
+def pod_key(pod: Obj) -> str:
+    return f"{pod['metadata'].get('namespace', 'default')}/{pod['metadata']['name']}"
+
+
+def _active(pod: Obj) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and \
+        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+class Snapshot:
+    """Nodes and the pods bound to them, updated as the scheduler assumes its own bindings."""
+
+    def __init__(self, nodes: Iterable[Obj], pods: Iterable[Obj], volumes: Volumes | None = None) -> None:
+        self.nodes: dict[str, NodeInfo] = {}
+        for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+            alloc = {k: quantity(v) for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
+            self.nodes[node["metadata"]["name"]] = NodeInfo(node, alloc)
+        for pod in pods:
+            where = (pod.get("spec") or {}).get("nodeName")
+            # Terminating pods still hold their node's resources until the kubelet lets them go.
+            if where in self.nodes and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                self.nodes[where].add(pod)
+        self.volumes = volumes or Volumes()
+
+    # ----- filters: each returns None when the node passes, else kube-scheduler's reason -----
+    def node_unschedulable(self, pod: Obj, info: NodeInfo) -> str | None:
+        if not (info.node.get("spec") or {}).get("unschedulable"):
+            return None
+        taint = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
+        if any(tolerates(t, taint) for t in (pod.get("spec") or {}).get("tolerations") or ()):
+            return None
+        return "node(s) were unschedulable"
+
+    def resources_fit(self, pod: Obj, info: NodeInfo) -> str | None:
+        for name, want in pod_requests(pod).items():
+            if want <= 0:
+                continue
+            free = info.allocatable.get(name, Decimal(0)) - info.requested.get(name, Decimal(0))
+            if want > free:
+                return f"Insufficient {name}" if name != "pods" else "Too many pods"
+        return None
+
+    def node_affinity(self, pod: Obj, info: NodeInfo) -> str | None:
+        return None if required_node_affinity(pod, info.node) else \
+            "node(s) didn't match Pod's node affinity/selector"
+
+    def taint_toleration(self, pod: Obj, info: NodeInfo) -> str | None:
+        taint = untolerated_taint(pod, (info.node.get("spec") or {}).get("taints") or ())
+        if taint is None:
+            return None
+        value = f"={taint['value']}" if taint.get("value") else ""
+        return f"node(s) had untolerated taint {{{taint.get('key')}{value}: {taint.get('effect')}}}"
+
+    def node_ports(self, pod: Obj, info: NodeInfo) -> str | None:
+        wanted = _host_ports(pod)
+        if not wanted:
+            return None
+        used = [p for other in info.pods if _active(other) for p in _host_ports(other)]
+        if any(_ports_conflict(w, u) for w in wanted for u in used):
+            return "node(s) didn't have free ports for the requested pod ports"
+        return None
+
+    def volume_zone(self, pod: Obj, info: NodeInfo) -> str | None:
+        ns = pod["metadata"].get("namespace", "default")
+        for vol in (pod.get("spec") or {}).get("volumes") or ():
+            claim_name = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+            if not claim_name:
+                continue
+            claim = self.volumes.claims.get((ns, claim_name))
+            pv_name = ((claim or {}).get("spec") or {}).get("volumeName")
+            pv = self.volumes.volumes.get(pv_name or "")
+            if pv is None:
+                continue  # unbound (WaitForFirstConsumer): the volume follows the pod
+            for key in ZONE_LABELS:
+                zones = _labels(pv).get(key)
+                if zones and info.labels.get(key, info.labels.get(ZONE_LABELS[0])) not in zones.split("__"):
+                    return "node(s) had no available volume zone"
+            required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required")
+            if required and not any(node_selector_term_matches(t, info.node)
+                                    for t in required.get("nodeSelectorTerms") or ()):
+                return "node(s) had volume node affinity conflict"
+        return None
+
+    def topology_spread(self, pod: Obj, info: NodeInfo) -> str | None:
+        spec = pod.get("spec") or {}
+        for c in spec.get("topologySpreadConstraints") or ():
+            if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+                continue
+            key = c.get("topologyKey", "")
+            if key not in info.labels:
+                return "node(s) didn't match pod topology spread constraints (missing required label)"
+            selector = self._spread_selector(pod, c)
+            counts: dict[str, int] = {}
+            for other in self.nodes.values():
+                if key not in other.labels or not self._spread_eligible(pod, c, other):
+                    continue
+                domain = other.labels[key]
+                counts.setdefault(domain, 0)
+                counts[domain] += sum(1 for p in other.pods if _active(p)
+                                      and p["metadata"].get("namespace") == pod["metadata"].get("namespace")
+                                      and label_selector_matches(selector, _labels(p)))
+            counts.setdefault(info.labels[key], 0)
+            fewest = min(counts.values())
+            if len(counts) < int(c.get("minDomains") or 1):
+                fewest = 0
+            self_match = 1 if label_selector_matches(selector, _labels(pod)) else 0
+            if counts[info.labels[key]] + self_match - fewest > int(c.get("maxSkew", 1)):
+                return "node(s) didn't match pod topology spread constraints"
+        return None
+
+    @staticmethod
+    def _spread_selector(pod: Obj, constraint: Obj) -> Obj | None:
+        selector = constraint.get("labelSelector")
+        keys = constraint.get("matchLabelKeys") or ()
+        if selector is None or not keys:
+            return selector
+        labels = _labels(pod)
+        extra = [{"key": k, "operator": "In", "values": [labels[k]]} for k in keys if k in labels]
+        return {**selector, "matchExpressions": [*(selector.get("matchExpressions") or ()), *extra]}
+
+    def _spread_eligible(self, pod: Obj, constraint: Obj, info: NodeInfo) -> bool:
+        """Which nodes' domains count (nodeAffinityPolicy Honor and nodeTaintsPolicy Ignore by default)."""
+        if constraint.get("nodeAffinityPolicy", "Honor") == "Honor" and not required_node_affinity(pod, info.node):
+            return False
+        return not (constraint.get("nodeTaintsPolicy", "Ignore") == "Honor"
+                    and untolerated_taint(pod, (info.node.get("spec") or {}).get("taints") or ()) is not None)
+
+    def inter_pod_affinity(self, pod: Obj, info: NodeInfo) -> str | None:
+        affinity = (pod.get("spec") or {}).get("affinity") or {}
+        ns = pod["metadata"].get("namespace", "default")
+        for term in (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or ():
+            key = term.get("topologyKey", "")
+            if key not in info.labels:
+                return "node(s) didn't match pod affinity rules"
+            if self._domain_has_match(term, ns, key, info.labels[key]):
+                continue
+            # The first pod of a group that selects itself may go anywhere no matching pod exists yet.
+            if not self._any_match(term, ns) and self._term_selects(term, ns, pod):
+                continue
+            return "node(s) didn't match pod affinity rules"
+        for term in (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or ():
+            key = term.get("topologyKey", "")
+            if key in info.labels and self._domain_has_match(term, ns, key, info.labels[key]):
+                return "node(s) didn't match pod anti-affinity rules"
+        for other in self.nodes.values():
+            for existing in other.pods:
+                if not _active(existing):
+                    continue
+                terms = ((((existing.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {})
+                         .get("requiredDuringSchedulingIgnoredDuringExecution") or ())
+                for term in terms:
+                    key = term.get("topologyKey", "")
+                    if key in other.labels and info.labels.get(key) == other.labels[key] and \
+                            self._term_selects(term, existing["metadata"].get("namespace", "default"), pod):
+                        return "node(s) didn't satisfy existing pods anti-affinity rules"
+        return None
+
+    @staticmethod
+    def _term_selects(term: Obj, owner_ns: str, pod: Obj) -> bool:
+        namespaces = term.get("namespaces") or [owner_ns]
+        if term.get("namespaceSelector") is not None and not term.get("namespaces"):
+            namespaces = []  # an empty namespaceSelector means every namespace
+            if term["namespaceSelector"] != {}:
+                namespaces = [owner_ns]  # namespace labels are not modelled: the owner's namespace
+        if namespaces and pod["metadata"].get("namespace", "default") not in namespaces:
+            return False
+        return label_selector_matches(term.get("labelSelector"), _labels(pod))
+
+    def _domain_has_match(self, term: Obj, ns: str, key: str, domain: str) -> bool:
+        return any(other.labels.get(key) == domain and _active(p) and self._term_selects(term, ns, p)
+                   for other in self.nodes.values() for p in other.pods)
+
+    def _any_match(self, term: Obj, ns: str) -> bool:
+        return any(_active(p) and self._term_selects(term, ns, p) for other in self.nodes.values() for p in other.pods)
+
+    FILTERS: tuple[str, ...] = ("node_unschedulable", "node_affinity", "taint_toleration", "node_ports",
+                                "resources_fit", "volume_zone", "topology_spread", "inter_pod_affinity")
+
+    def feasible(self, pod: Obj) -> tuple[list[NodeInfo], dict[str, int]]:
+        """The nodes passing every filter, and for the others how many failed for each reason."""
+        ok: list[NodeInfo] = []
+        reasons: dict[str, int] = {}
+        for info in self.nodes.values():
+            why = None
+            for name in self.FILTERS:
+                why = getattr(self, name)(pod, info)
+                if why is not None:
+                    break
+            if why is None:
+                ok.append(info)
+            else:
+                reasons[why] = reasons.get(why, 0) + 1
+        return ok, reasons
+
+    @staticmethod
+    def score(pod: Obj, info: NodeInfo, strategy: Strategy) -> float:
+        """NodeResourcesFit's score over cpu and memory (weight 1 each), 0-100."""
+        want = pod_requests(pod)
+        total = 0.0
+        for name in ("cpu", "memory"):
+            alloc = float(info.allocatable.get(name, 0))
+            if alloc <= 0:
+                continue
+            used = float(info.requested.get(name, 0) + want.get(name, 0))
+            share = min(used / alloc, 1.0)
+            total += (1.0 - share if strategy == "LeastAllocated" else share) * 100
+        return total / 2
+
+
+def queue_order(pods: Iterable[Obj]) -> list[Obj]:
+    """The scheduling queue: higher priority first, then older pods."""
+    return sorted(pods, key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0),
+                                       p["metadata"].get("creationTimestamp") or "", pod_key(p)))
+
+
+def wants_scheduling(pod: Obj) -> bool:
+    spec = pod.get("spec") or {}
+    return (not spec.get("nodeName") and not pod["metadata"].get("deletionTimestamp")
+            and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+            and not spec.get("schedulingGates")
+            and spec.get("schedulerName", "default-scheduler") == "default-scheduler")
+
+
+def schedule(pending: Sequence[Obj], snapshot: Snapshot, *, strategy: Strategy = "LeastAllocated") -> list[Decision]:
+    """Place ``pending`` pods one by one in queue order, each seeing the ones placed before it."""
+    out = []
+    total = len(snapshot.nodes)
+    for pod in queue_order(p for p in pending if wants_scheduling(p)):
+        ok, reasons = snapshot.feasible(pod)
+        if not ok:
+            why = tuple(f"{n} {r}" for r, n in sorted(reasons.items()))
+            out.append(Decision(pod_key(pod), None, (f"0/{total} nodes are available", *why)))
+            continue
+        best = min(ok, key=lambda info: (-Snapshot.score(pod, info, strategy), info.name))
+        best.add({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": best.name}})
+        out.append(Decision(pod_key(pod), best.name))
+    return out
+
+
+class KubeScheduler:
+    """The oracle run against the emulator's store: binds through the pods/binding subresource and
+    marks pods it cannot place ``PodScheduled=False, reason=Unschedulable`` (what the autoscaler and
+    Karpenter watch for), rewriting the condition only when its message changes."""
+
+    def __init__(self, store: Any, *, strategy: Strategy = "LeastAllocated") -> None:
+        self.store, self.strategy = store, strategy
+        self.bound: list[tuple[str, str]] = []  # (pod key, node) in binding order, for the report
+
+    def run(self) -> list[Decision]:
+        pods = self.store.view("pods")
+        pending = [p for p in pods if wants_scheduling(p)]
+        if not pending:
+            return []
+        snapshot = Snapshot(self.store.view("nodes"), pods,
+                            Volumes.of(self.store.view("persistentvolumeclaims"),
+                                       self.store.view("persistentvolumes")))
+        by_key = {pod_key(p): p for p in pending}
+        decisions = schedule(pending, snapshot, strategy=self.strategy)
+        for d in decisions:
+            ns, name = d.pod.split("/", 1)
+            if d.node is not None:
+                self.store.bind(ns, name, d.node)
+                self.bound.append((d.pod, d.node))
+            else:
+                self._mark_unschedulable(by_key[d.pod], d.message)
+        return decisions
+
+    def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+        conditions = list((pod.get("status") or {}).get("conditions") or ())
+        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if current and current.get("status") == "False" and current.get("message") == message:
+            return
+        conditions = [c for c in conditions if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message})
+        self.store.patch("pods", pod["metadata"].get("namespace", "default"), pod["metadata"]["name"],
+                         {"status": {"conditions": conditions}})

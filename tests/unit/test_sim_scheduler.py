@@ -1,0 +1,257 @@
+"""The simulator's kube-scheduler oracle (simulator/sim/scheduler.py), filter by filter, on raw
+Kubernetes JSON, and its run against the API emulator's store (bind, PodScheduled=False)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from simulator.kube_store import Store
+from simulator.sim.scheduler import KubeScheduler, Snapshot, Volumes, pod_requests, quantity, schedule
+
+Obj = dict[str, Any]
+
+
+def node(name: str, *, cpu: str = "4", memory: str = "16Gi", pods: str = "110", zone: str = "us-east-1a",
+         labels: dict[str, str] | None = None, taints: list[Obj] | None = None, unschedulable: bool = False) -> Obj:
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                                  "topology.kubernetes.io/zone": zone, **(labels or {})}},
+            "spec": {"taints": taints or [], "unschedulable": unschedulable},
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": pods}}}
+
+
+def pod(name: str, *, cpu: str = "1", memory: str = "1Gi", labels: dict[str, str] | None = None,
+        on: str | None = None, ns: str = "default", **spec: Any) -> Obj:
+    body: Obj = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}], **spec}
+    if on:
+        body["nodeName"] = on
+    return {"metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+            "spec": body, "status": {"phase": "Running" if on else "Pending"}}
+
+
+def place(p: Obj, nodes: list[Obj], bound: list[Obj] | None = None, volumes: Volumes | None = None,
+          strategy: Any = "LeastAllocated") -> str | None:
+    decisions = schedule([p], Snapshot(nodes, bound or [], volumes), strategy=strategy)
+    return decisions[0].node
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("500m", Decimal("0.5")), ("2", Decimal(2)), ("1Gi", Decimal(2**30)), ("1.5G", Decimal(1_500_000_000)),
+    ("2e3", Decimal(2000)), ("100Ki", Decimal(102_400)),
+])
+def test_quantities(text: str, value: Decimal) -> None:
+    assert quantity(text) == value
+
+
+def test_requests_take_the_largest_init_container_and_count_sidecars() -> None:
+    # Given containers asking 1 CPU, a sidecar 0.5 and an init container 2 (which runs beside the sidecar)
+    p = pod("a", cpu="1", initContainers=[
+        {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}},
+        {"name": "init", "resources": {"requests": {"cpu": "2"}}}])
+    # Then the pod needs max(1 + 0.5, 2 + 0.5) CPU and one pod slot
+    assert pod_requests(p)["cpu"] == Decimal("2.5")
+    assert pod_requests(p)["pods"] == 1
+
+
+@pytest.mark.parametrize(("case", "p", "nodes", "bound", "expected"), [
+    ("fits", pod("p", cpu="3"), [node("n1")], [], "n1"),
+    ("cpu full", pod("p", cpu="2"), [node("n1")], [pod("x", cpu="3", on="n1")], None),
+    ("memory full", pod("p", memory="10Gi"), [node("n1", memory="8Gi")], [], None),
+    ("pod slots full", pod("p", cpu="10m"), [node("n1", pods="1")], [pod("x", cpu="10m", on="n1")], None),
+    ("extended resource missing", {**pod("p"), "spec": {"containers": [
+        {"name": "g", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}, [node("n1")], [], None),
+    ("second node has room", pod("p", cpu="2"), [node("n1"), node("n2")], [pod("x", cpu="3", on="n1")], "n2"),
+])
+def test_node_resources_fit(case: str, p: Obj, nodes: list[Obj], bound: list[Obj], expected: str | None) -> None:
+    assert place(p, nodes, bound) == expected, case
+
+
+@pytest.mark.parametrize(("case", "spec", "expected"), [
+    ("nodeSelector", {"nodeSelector": {"intent": "apps"}}, "apps"),
+    ("nodeSelector matching nothing", {"nodeSelector": {"intent": "none"}}, None),
+    ("affinity In", {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "intent", "operator": "In", "values": ["apps"]}]}]}}}},
+     "apps"),
+    ("affinity NotIn", {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "intent", "operator": "NotIn", "values": ["apps"]}]}]}}}},
+     "other"),
+    ("terms are ORed", {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "intent", "operator": "In", "values": ["x"]}]},
+                              {"matchExpressions": [{"key": "size", "operator": "Gt", "values": ["8"]}]}]}}}},
+     "other"),
+    ("matchFields on the name", {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["other"]}]}]}}}},
+     "other"),
+    ("empty term matches nothing", {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{}]}}}}, None),
+])
+def test_node_affinity_and_node_selector(case: str, spec: Obj, expected: str | None) -> None:
+    nodes = [node("apps", labels={"intent": "apps", "size": "4"}), node("other", labels={"intent": "x", "size": "16"})]
+    assert place(pod("p", **spec), nodes) == expected, case
+
+
+UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+BANANA = {"key": "fruit", "value": "banana", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(("case", "taints", "tolerations", "expected"), [
+    ("NoExecute registration taint blocks", [UNREGISTERED], [], None),
+    ("NoSchedule not-ready taint blocks", [NOT_READY], [], None),
+    ("PreferNoSchedule does not block", [{"key": "k", "effect": "PreferNoSchedule"}], [], "n1"),
+    ("Equal toleration", [BANANA], [{"key": "fruit", "value": "banana", "effect": "NoSchedule"}], "n1"),
+    ("wrong value", [BANANA], [{"key": "fruit", "value": "apple", "effect": "NoSchedule"}], None),
+    ("Exists on key", [BANANA], [{"key": "fruit", "operator": "Exists"}], "n1"),
+    ("wrong effect", [BANANA], [{"key": "fruit", "operator": "Exists", "effect": "NoExecute"}], None),
+    ("tolerate everything", [BANANA, UNREGISTERED], [{"operator": "Exists"}], "n1"),
+    ("one of two tolerated", [BANANA, NOT_READY], [{"key": "fruit", "operator": "Exists"}], None),
+])
+def test_taint_toleration(case: str, taints: list[Obj], tolerations: list[Obj], expected: str | None) -> None:
+    assert place(pod("p", tolerations=tolerations), [node("n1", taints=taints)]) == expected, case
+
+
+def test_cordoned_node_is_skipped_unless_tolerated() -> None:
+    cordoned = [node("n1", unschedulable=True)]
+    assert place(pod("p"), cordoned) is None
+    toleration = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
+    assert place(pod("p", tolerations=toleration), cordoned) == "n1"
+
+
+def _with_port(p: Obj, port: int, protocol: str = "TCP") -> Obj:
+    p["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port, "protocol": protocol}]
+    return p
+
+
+@pytest.mark.parametrize(("case", "existing", "expected"), [
+    ("same host port taken", _with_port(pod("x", on="n1"), 8080), "n2"),
+    ("other protocol is free", _with_port(pod("x", on="n1"), 8080, "UDP"), "n1"),
+    ("other port is free", _with_port(pod("x", on="n1"), 9090), "n1"),
+])
+def test_node_ports(case: str, existing: Obj, expected: str) -> None:
+    nodes = [node("n1", cpu="16", memory="64Gi"), node("n2", cpu="4")]  # n1 is emptier: preferred when it fits
+    assert place(_with_port(pod("p"), 8080), nodes, [existing]) == expected, case
+
+
+def test_volume_zone_follows_the_bound_volume() -> None:
+    # Given a claim bound to a volume in us-east-1b
+    volumes = Volumes.of(
+        [{"metadata": {"name": "data", "namespace": "default"}, "spec": {"volumeName": "pv-1"}}],
+        [{"metadata": {"name": "pv-1", "labels": {"topology.kubernetes.io/zone": "us-east-1b"}}, "spec": {}}])
+    p = pod("p", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])
+    nodes = [node("a", zone="us-east-1a", cpu="8"), node("b", zone="us-east-1b")]
+    # Then only the node in that zone can take the pod, and without it nothing can
+    assert place(p, nodes, volumes=volumes) == "b"
+    assert place(p, nodes[:1], volumes=volumes) is None
+    # And an unbound claim (WaitForFirstConsumer) does not constrain the pod
+    assert place(pod("q", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "other"}}]), nodes[:1],
+                 volumes=volumes) == "a"
+
+
+def test_volume_node_affinity() -> None:
+    volumes = Volumes.of(
+        [{"metadata": {"name": "data", "namespace": "default"}, "spec": {"volumeName": "pv-1"}}],
+        [{"metadata": {"name": "pv-1"}, "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In",
+                                   "values": ["us-east-1c"]}]}]}}}}])
+    p = pod("p", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])
+    assert place(p, [node("a"), node("c", zone="us-east-1c")], volumes=volumes) == "c"
+
+
+def spread(max_skew: int = 1, key: str = "topology.kubernetes.io/zone", **extra: Any) -> Obj:
+    return {"topologySpreadConstraints": [{"maxSkew": max_skew, "topologyKey": key,
+                                           "whenUnsatisfiable": "DoNotSchedule",
+                                           "labelSelector": {"matchLabels": {"app": "web"}}, **extra}]}
+
+
+def test_topology_spread_places_in_the_emptiest_zone_only_within_skew() -> None:
+    # Given two web pods in zone a, none in b; node a is emptier (LeastAllocated would prefer it)
+    nodes = [node("a", zone="us-east-1a", cpu="16"), node("b", zone="us-east-1b")]
+    bound = [pod("w1", labels={"app": "web"}, on="a"), pod("w2", labels={"app": "web"}, on="b")]
+    web = pod("p", labels={"app": "web"}, **spread())
+    # When skew allows either zone, score decides: a
+    assert place(web, nodes, bound) == "a"
+    # When zone a already has one more, only b keeps skew <= 1
+    bound.append(pod("w3", labels={"app": "web"}, on="a"))
+    assert place(web, nodes, bound) == "b"
+
+
+def test_topology_spread_other_cases() -> None:
+    nodes = [node("a", zone="us-east-1a"), node("nolabel", zone="us-east-1b")]
+    del nodes[1]["metadata"]["labels"]["topology.kubernetes.io/zone"]
+    # A node without the topology key is not a candidate
+    assert place(pod("p", labels={"app": "web"}, **spread()), nodes[1:]) is None
+    # ScheduleAnyway constraints do not filter
+    soft = spread()
+    soft["topologySpreadConstraints"][0]["whenUnsatisfiable"] = "ScheduleAnyway"
+    assert place(pod("p", labels={"app": "web"}, **soft), nodes[1:]) == "nolabel"
+    # minDomains above the domain count makes the global minimum 0: a second pod in the one zone is refused
+    bound = [pod("w1", labels={"app": "web"}, on="a")]
+    assert place(pod("p", labels={"app": "web"}, **spread(minDomains=3)), nodes[:1], bound) is None
+    assert place(pod("p", labels={"app": "web"}, **spread(maxSkew=2)), nodes[:1], bound) == "a"
+
+
+def _anti(app: str, key: str = "kubernetes.io/hostname") -> Obj:
+    return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}]}}}
+
+
+def _aff(app: str, key: str = "topology.kubernetes.io/zone") -> Obj:
+    return {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}]}}}
+
+
+def test_inter_pod_affinity_and_anti_affinity() -> None:
+    nodes = [node("a", zone="us-east-1a", cpu="16"), node("b", zone="us-east-1b")]
+    db = pod("db", labels={"app": "db"}, on="b")
+    # Affinity: must share a zone with a db pod
+    assert place(pod("p", **_aff("db")), nodes, [db]) == "b"
+    # Affinity with no matching pod anywhere: unschedulable, unless the pod matches its own term
+    assert place(pod("p", **_aff("db")), nodes, []) is None
+    assert place(pod("p", labels={"app": "db"}, **_aff("db")), nodes, []) == "a"
+    # Anti-affinity: never on a node with a web pod
+    web = pod("w", labels={"app": "web"}, on="a")
+    assert place(pod("p", **_anti("web")), nodes, [web]) == "b"
+    # An existing pod's anti-affinity keeps matching pods off its node too
+    guard = pod("g", labels={"app": "guard"}, on="a", **_anti("web"))
+    assert place(pod("p", labels={"app": "web"}), nodes, [guard]) == "b"
+    # Other namespaces are not selected by default
+    assert place(pod("p", **_anti("web")), nodes[:1], [web | {"metadata": {**web["metadata"], "namespace": "x"}}]) \
+        == "a"
+
+
+def test_scoring_least_and_most_allocated() -> None:
+    nodes = [node("busy", cpu="8"), node("idle", cpu="8")]
+    bound = [pod("x", cpu="4", on="busy")]
+    assert place(pod("p"), nodes, bound) == "idle"
+    assert place(pod("p"), nodes, bound, strategy="MostAllocated") == "busy"
+
+
+def test_pods_placed_in_one_pass_see_each_other() -> None:
+    # Given one 4-CPU node and three 2-CPU pods, the third does not fit after the first two
+    decisions = schedule([pod(f"p{i}", cpu="2") for i in range(3)], Snapshot([node("n1")], []))
+    assert [d.node for d in decisions] == ["n1", "n1", None]
+    assert decisions[2].message.startswith("0/1 nodes are available")
+    assert "Insufficient cpu" in decisions[2].message
+
+
+def test_runs_against_the_store() -> None:
+    # Given a Ready node still carrying the registration taint and two pending pods
+    store = Store()
+    store.create("nodes", node("n1", taints=[UNREGISTERED]))
+    store.create("pods", pod("a"))
+    store.create("pods", pod("b", tolerations=[{"operator": "Exists"}]))
+    # When the scheduler runs
+    KubeScheduler(store).run()
+    # Then the tolerating pod is bound, the other is marked unschedulable with kube-scheduler's reason
+    assert store.get("pods", "default", "b")["spec"]["nodeName"] == "n1"
+    a = store.get("pods", "default", "a")
+    assert "nodeName" not in a["spec"]
+    cond = next(c for c in a["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+    assert "untolerated taint {karpenter.sh/unregistered: NoExecute}" in cond["message"]
+    # And running again without change writes nothing (no resourceVersion churn)
+    before = store.resource_version
+    KubeScheduler(store).run()
+    assert store.resource_version == before
