@@ -134,6 +134,10 @@ class _Class:
         such a class opens nodes of its own shape instead of joining a group's packing."""
         return self.cap < UNBOUNDED or bool(self.conflicts)
     zone_counts: dict[str, int] = field(default_factory=dict)
+    # the variants without preferred node affinity (nodeAffinityPolicy Honor looks at these only)
+    required_variants: list[tuple[Requirement, ...]] = field(default_factory=list)
+    handled: frozenset[str] = frozenset()  # keys this class was split on (topology.py)
+    domain_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> value -> pods put there
 
 
 def _class_key(p: Pod) -> tuple[object, ...]:
@@ -145,17 +149,24 @@ def _class_key(p: Pod) -> tuple[object, ...]:
 
 
 def _variants(p: Pod) -> list[tuple[Requirement, ...]]:
-    """Requirement sets to try in order: preferences as required first, relaxed lowest weight first,
-    for each required term in turn (Karpenter's order)."""
+    """Requirement sets to try in order, Karpenter's: the heaviest preferred term with each required
+    term in turn, then with the last required term the next heaviest preferred term alone, and so on,
+    and finally the last required term without preferences."""
     base = tuple(Requirement(k, "In", (v,)) for k, v in sorted(p.node_selector.items()))
     terms = [t.requirements for t in p.required_node_affinity] or [()]
     prefs = [t.requirements for _, t in sorted(p.preferred_node_affinity, key=lambda wt: -wt[0])]
-    out: list[tuple[Requirement, ...]] = []
-    for term in terms:
-        for n in range(len(prefs), -1, -1):
-            extra = tuple(r for pref in prefs[:n] for r in pref)
-            out.append(base + term + extra)
+    if not prefs:
+        return [base + term for term in terms]
+    out = [base + term + prefs[0] for term in terms]
+    out += [base + terms[-1] + pref for pref in prefs[1:]]
+    out.append(base + terms[-1])
     return out
+
+
+def _required_variants(p: Pod) -> list[tuple[Requirement, ...]]:
+    """``_variants`` without the preferences: node selector plus each required term."""
+    base = tuple(Requirement(k, "In", (v,)) for k, v in sorted(p.node_selector.items()))
+    return [base + t.requirements for t in p.required_node_affinity] or [base]
 
 
 def _selects(term: PodAffinityTerm | LabelSelector | None, *, owner_ns: str, pod: Pod | _Class,

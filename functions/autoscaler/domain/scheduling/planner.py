@@ -4,6 +4,7 @@ for pods a plan cannot place."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Collection
 
 from autoscaler.domain import resources as res
@@ -52,15 +53,24 @@ class _Scheduler(_Placement):
             if c.error is None:
                 c.error = self._resolve(c)
         self._place_launched_for()
+        # Pod (anti-)affinity targets come before the classes that follow or avoid them.
+        queue = deque(self._affinity_order(order))
+        self.requeue = []
         flexible: list[_Chunk] = []  # pods of unshaped classes still to place
-        for i, c in enumerate(order):
-            if i % 8 == 7:  # drop nodes no remaining class could use, so scans stay short
-                floor = tuple(min(d.req[j] for d in order[i:]) for j in range(len(self.keys)))
+        i = 0
+        while queue:
+            self._split_all(queue)  # spread/affinity on keys other than zone, capacity type, hostname
+            if not queue:
+                break
+            c = queue.popleft()
+            i += 1
+            if i % 8 == 0 and queue:  # drop nodes no remaining class could use, so scans stay short
+                floor = tuple(min(d.req[j] for d in queue) for j in range(len(self.keys)))
                 self.open = [n for n in self.open if _fit(n.free, floor) > 0]
             if c.error is not None:
-                self._unschedulable(c, len(c.pods), c.error)
+                self._unschedulable(c, len(c.pods) - c.placed, c.error)
                 continue
-            shaped = c.shapes_nodes or any(
+            shaped = c.shapes_nodes or c.id in self.host_targets or any(
                 t.topology_key == HOSTNAME_LABEL for t in c.rep.pod_affinity)
             for zones, cts, count in self._chunks(c):
                 if shaped:
@@ -69,6 +79,8 @@ class _Scheduler(_Placement):
                     left = self._place_existing(c, zones, cts, count)
                     if left:
                         flexible.append(_Chunk(c, zones, cts, left))
+            queue.extendleft(reversed(self.requeue))  # pods that gave up a preference are placed next
+            self.requeue.clear()
         # Classes free to go anywhere fill the nodes opened for shaped ones together, node by node,
         # balancing CPU against memory; what is left is packed in bulk.
         self._fill_open(flexible)
@@ -287,7 +299,9 @@ def plan(snapshot: PlanInput, *, unavailable: Collection[tuple[str, str, str]] =
     terms = {p.key: _preferred_terms(p) for p in snapshot.pods
              if p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity)}
     while True:
-        result = _Scheduler(_preferences_as_required(snapshot, terms, relaxed), unavailable).run()
+        scheduler = _Scheduler(_preferences_as_required(snapshot, terms, relaxed), unavailable)
+        scheduler.soft = {k: frozenset(t for _, t in v[relaxed.get(k, 0):]) for k, v in terms.items()}
+        result = scheduler.run()
         stuck = [u.pod for u in result.unschedulable if relaxed.get(u.pod, 0) < len(terms.get(u.pod, ()))]
         if not stuck:
             break

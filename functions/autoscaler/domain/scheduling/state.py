@@ -20,11 +20,8 @@ from autoscaler.domain.keys import (
 )
 from autoscaler.domain.labels import instance_type_labels
 from autoscaler.domain.models import (
-    LabelSelector,
     Pod,
-    PodAffinityTerm,
     Requirement,
-    TopologySpreadConstraint,
     tolerates_all,
 )
 from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
@@ -32,7 +29,6 @@ from autoscaler.domain.nodepool import NodePool, requirement_allows
 from autoscaler.domain.plan import Plan, PlanInput, Unschedulable
 from autoscaler.domain.scheduling.model import (
     _CT,
-    _INF,
     Vec,
     _add,
     _Class,
@@ -40,14 +36,14 @@ from autoscaler.domain.scheduling.model import (
     _le,
     _Node,
     _Pool,
+    _required_variants,
     _selects,
-    _sizing_price,
     _sub,
     _Target,
     _Type,
     _variants,
 )
-from autoscaler.domain.scheduling.rules import _describe, _fmt, _intersect, _label_ok, _live_taints
+from autoscaler.domain.scheduling.rules import _describe, _fmt, _intersect, _label_ok, _live_taints, _prefer_no_schedule
 
 
 class _State:
@@ -76,6 +72,8 @@ class _State:
         self.fits_cache: dict[tuple[object, ...], list[_Type]] = {}
         self.sorted_cache: dict[tuple[object, ...], list[tuple[float, str, _Type]]] = {}
         self.frontier_cache: dict[tuple[object, ...], list[tuple[float, _Type]]] = {}
+        self.host_targets: set[int] = set()  # classes others follow onto their node (topology.py)
+        self.pinned: dict[int, set[str]] = {}  # class id -> keys it must take one value of (topology.py)
         self.deferred: dict[tuple[object, ...], tuple[_Target, frozenset[str], frozenset[str], list[list[object]]]] = {}
 
     def vec(self, r: Mapping[str, int]) -> Vec:
@@ -91,7 +89,8 @@ class _State:
         out = []
         for i, pods in enumerate(groups.values()):
             rep = pods[0]
-            c = _Class(id=i, rep=rep, pods=pods, req=self.vec(rep.requests), variants=_variants(rep))
+            c = _Class(id=i, rep=rep, pods=pods, req=self.vec(rep.requests), variants=_variants(rep),
+                       required_variants=_required_variants(rep))
             for claim in rep.volume_claims:
                 pvc = pvcs.get((rep.namespace, claim))
                 if pvc is None:
@@ -155,10 +154,13 @@ class _State:
         out = []
         for idx, pool in enumerate(sorted(self.snap.node_pools, key=lambda p: (-p.weight, p.name))):
             kubelet, root = self._kubelet(pool)
-            type_reqs = [r for r in pool.requirements if r.key in WELL_KNOWN_KEYS
+            # A template label on a well-known key (zone, capacity type, arch...) constrains like a requirement.
+            reqs = [*pool.requirements, *(Requirement(k, "In", (v,)) for k, v in pool.labels.items()
+                                          if k in WELL_KNOWN_KEYS and k != NODEPOOL_LABEL)]
+            type_reqs = [r for r in reqs if r.key in WELL_KNOWN_KEYS
                          and r.key not in ZONE_KEYS and r.key not in _CT and r.key != NODEPOOL_LABEL]
-            zone_reqs = [r for r in pool.requirements if r.key in ZONE_KEYS]
-            ct_reqs = [r for r in pool.requirements if r.key == CAPACITY_TYPE_LABEL]
+            zone_reqs = [r for r in reqs if r.key in ZONE_KEYS]
+            ct_reqs = [r for r in reqs if r.key == CAPACITY_TYPE_LABEL]
             pool_labels = {**pool.labels, NODEPOOL_LABEL: pool.name}
             daemons = [d.template for d in self.snap.daemonsets
                        if not tolerates_all(d.template.tolerations, pool.taints)]
@@ -252,12 +254,13 @@ class _State:
                              frozenset({f.zone}), frozenset({f.capacity_type}), launched_for=f.pod_keys))
         return out
 
-    def _target(self, c: _Class, variant: tuple[Requirement, ...], pool: _Pool) -> _Target | str:
+    def _target(self, c: _Class, variant: tuple[Requirement, ...], pool: _Pool, *,
+                taints: bool = True) -> _Target | str:
         name = f"NodePool {pool.pool.name}"
         if not pool.types:
             return (f"{name}: no instance type has a priced offering its requirements allow "
                     f"(capacity types {list(pool.pool.capacity_types)})")
-        untolerated = tolerates_all(c.rep.tolerations, pool.pool.taints)
+        untolerated = tolerates_all(c.rep.tolerations, pool.pool.taints) if taints else []
         if untolerated:
             t = untolerated[0]
             return f"{name}: taint {t.key}{'=' + t.value if t.value else ''}:{t.effect} not tolerated"
@@ -320,14 +323,16 @@ class _State:
                     continue
                 targets.append(replace(t, types=fits))
             if targets or any(self._node_ok(c, n, variant) for n in self.existing):
+                # An untolerated PreferNoSchedule taint is avoided while another NodePool can take the pod.
+                targets.sort(key=lambda t: bool(_prefer_no_schedule(c.rep.tolerations, t.pool.pool.taints)))
                 c.targets, c.variant = targets, variant
                 return None
         if not self.pools:
             return "no NodePool is defined"
         return "; ".join(reasons) or "no NodePool or node matches"
 
-    def _node_ok(self, c: _Class, n: _Node, variant: tuple[Requirement, ...]) -> bool:
-        if tolerates_all(c.rep.tolerations, n.taints):
+    def _node_ok(self, c: _Class, n: _Node, variant: tuple[Requirement, ...], *, taints: bool = True) -> bool:
+        if taints and tolerates_all(c.rep.tolerations, n.taints):
             return False
         if c.zone_pin is not None and not (n.zones & c.zone_pin):
             return False
@@ -338,72 +343,6 @@ class _State:
         for p in c.pods[start:start + count]:
             self.plan.unschedulable.append(Unschedulable(p.key, reason))
         c.placed += count
-
-    def _matching_counts(self, c: _Class, selector: PodAffinityTerm | LabelSelector | None, key: str,
-                         *, namespaces: tuple[str, ...] = (),
-                         spread: TopologySpreadConstraint | None = None) -> dict[str, int]:
-        """Pods matching ``selector`` per domain of ``key`` (zone or capacity type): bound + planned.
-        For a spread constraint only nodes its node policies admit count."""
-        counts: dict[str, int] = defaultdict(int)
-        label = ZONE_LABEL if key in ZONE_KEYS else key
-        for n in self.existing:
-            value = n.labels.get(label)
-            if value is None or (spread is not None and not self._spread_node(c, n, spread)):
-                continue
-            for p in n.bound:
-                if _selects(selector, owner_ns=c.rep.namespace, pod=p, namespaces=namespaces):
-                    counts[value] += 1
-        if label == ZONE_LABEL:
-            for d in self.classes:
-                if d.zone_counts and _selects(selector, owner_ns=c.rep.namespace, pod=d, namespaces=namespaces):
-                    for z, k in d.zone_counts.items():
-                        counts[z] += k
-        return counts
-
-    def _spread_node(self, c: _Class, n: _Node, tsc: TopologySpreadConstraint) -> bool:
-        """Whether an existing node is a domain of ``tsc`` (nodeAffinityPolicy, nodeTaintsPolicy)."""
-        if tsc.node_affinity_policy == "Honor" and not all(_label_ok(r, n.labels) for r in c.variant):
-            return False
-        return tsc.node_taints_policy == "Ignore" or not tolerates_all(c.rep.tolerations, n.taints)
-
-    def _spread_domains(self, c: _Class, tsc: TopologySpreadConstraint) -> set[str]:
-        """Every domain the skew is measured over: those of the NodePools and nodes the node policies
-        admit, whether or not this pod may go there (a volume pinned to one zone does not remove the
-        others from the skew, as in kube-scheduler)."""
-        is_ct = tsc.topology_key == CAPACITY_TYPE_LABEL
-        label = CAPACITY_TYPE_LABEL if is_ct else ZONE_LABEL
-        out: set[str] = set()
-        if tsc.node_affinity_policy == "Honor":
-            for t in c.targets:
-                out |= t.cts if is_ct else t.zones
-        else:
-            for pool in self.pools:
-                if tsc.node_taints_policy == "Ignore" or not tolerates_all(c.rep.tolerations, pool.pool.taints):
-                    out |= pool.cts if is_ct else pool.zones
-        for n in self.existing:
-            if n.labels.get(label) and self._spread_node(c, n, tsc):
-                out.add(n.labels[label])
-        return out
-
-    def _domains(self, c: _Class, key: str) -> set[str]:
-        out: set[str] = set()
-        for t in c.targets:
-            out |= t.zones if key != CAPACITY_TYPE_LABEL else t.cts
-        label = ZONE_LABEL if key in ZONE_KEYS else key
-        for n in self.existing:
-            if self._node_ok(c, n, c.variant) and n.labels.get(label):
-                out.add(n.labels[label])
-        if c.zone_pin is not None and key != CAPACITY_TYPE_LABEL:
-            out &= c.zone_pin
-        return out
-
-    def _cheapest_zone(self, c: _Class, domains: set[str]) -> str:
-        best: tuple[float, str] = (_INF, min(domains))
-        for t in c.targets:
-            for ty in t.types[:20]:
-                for z in domains & t.zones:
-                    best = min(best, (_sizing_price(ty, frozenset({z}), t.cts), z))
-        return best[1]
 
     def _conflict(self, c: _Class, n: _Node) -> bool:
         if c.conflicts and any(d in c.conflicts for d in n.classes):
