@@ -63,6 +63,7 @@ class _Type:
     alloc: Vec  # allocatable minus DaemonSet overhead on this NodePool
     capacity: dict[str, int]
     offerings: dict[tuple[str, str], float]  # (zone, capacity type) -> price
+    overhead: dict[str, int] = field(default_factory=dict)  # the DaemonSet requests taken out of ``alloc``
 
 
 @dataclass(eq=False, slots=True)
@@ -88,6 +89,7 @@ class _Target:
     labels: dict[str, str]
     sig: tuple[object, ...]
     names: frozenset[str] | None = None
+    sizing: list[_Type] | None = None  # with minValues: the types nodes are filled up to (state.py)
 
 
 def _price(t: _Type, zones: Iterable[str], ct: str) -> float:

@@ -285,7 +285,7 @@ class _Placement(_Topology):
             ct = t.cts if cts is None else t.cts & cts
             if not z or not ct:
                 continue
-            types = [x for x in t.types if _sizing_price(x, z, ct) < _INF]
+            types = [x for x in (t.types if t.sizing is None else t.sizing) if _sizing_price(x, z, ct) < _INF]
             if not types:
                 continue
             per_node = min(c.cap, count)

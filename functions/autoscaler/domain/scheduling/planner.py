@@ -115,7 +115,7 @@ class _Scheduler(_Placement):
         Node by node: solve the two-type LP on the demand still to place, open the type the LP uses
         most (or, for the last fraction of a node, ``_residual_node``'s choice), and fill it balancing
         CPU against memory so the node is full in both."""
-        types = [x for x in t.types if _sizing_price(x, zones, cts) < _INF]
+        types = [x for x in (t.types if t.sizing is None else t.sizing) if _sizing_price(x, zones, cts) < _INF]
         rem = {c.id: n for c, n in items}
         cls = {c.id: c for c, _ in items}
         cpu, mem = self.keys.index(res.CPU), self.keys.index(res.MEMORY)

@@ -38,12 +38,21 @@ from autoscaler.domain.scheduling.model import (
     _Pool,
     _required_variants,
     _selects,
+    _sizing_price,
     _sub,
     _Target,
     _Type,
     _variants,
 )
-from autoscaler.domain.scheduling.rules import _describe, _fmt, _intersect, _label_ok, _live_taints, _prefer_no_schedule
+from autoscaler.domain.scheduling.rules import (
+    _describe,
+    _fmt,
+    _intersect,
+    _label_ok,
+    _live_taints,
+    _prefer_no_schedule,
+    _with_min_values,
+)
 
 
 class _State:
@@ -72,6 +81,8 @@ class _State:
         self.fits_cache: dict[tuple[object, ...], list[_Type]] = {}
         self.sorted_cache: dict[tuple[object, ...], list[tuple[float, str, _Type]]] = {}
         self.frontier_cache: dict[tuple[object, ...], list[tuple[float, _Type]]] = {}
+        self.type_sets: dict[tuple[str, ...], int] = {}
+        self.sizing_cache: dict[tuple[object, ...], list[_Type]] = {}
         self.host_targets: set[int] = set()  # classes others follow onto their node (topology.py)
         self.pinned: dict[int, set[str]] = {}  # class id -> keys it must take one value of (topology.py)
         self.deferred: dict[tuple[object, ...], tuple[_Target, frozenset[str], frozenset[str], list[list[object]]]] = {}
@@ -185,11 +196,14 @@ class _State:
                     continue
                 alloc = allocatable(it, kubelet=kubelet, root_volume_bytes=root)
                 node_view = {**labels, **pool_labels}
+                overhead: dict[str, int] = {}
                 for d in daemons:
                     if any(all(_label_ok(r, node_view) for r in v) for v in _variants(d)[-1:]):
-                        alloc = res.subtract(alloc, d.requests)
+                        overhead = res.add(overhead, d.requests)
+                alloc = res.subtract(alloc, overhead)
                 types.append(_Type(it.name, labels, self.vec(alloc),
-                                   {**capacity(it, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers))
+                                   {**capacity(it, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers,
+                                   overhead))
                 zones.update(z for z, _ in offers)
                 cts.update(c for _, c in offers)
             custom: dict[str, list[Requirement]] = defaultdict(list)
@@ -298,7 +312,11 @@ class _State:
         if not types:
             reqs = ", ".join(_describe(r) for r in type_reqs) or "zone/capacity type"
             return f"{name}: no instance type satisfies {reqs}"
-        sig = (pool.index, variant, c.zone_pin)
+        # Targets that allow the same nodes are one: classes with different but compatible requirements
+        # (``team In [x]``, ``team NotIn [y]``) are packed together.
+        names = tuple(t.name for t in types)
+        sig = (pool.index, self.type_sets.setdefault(names, len(self.type_sets)), frozenset(zones), frozenset(cts),
+               tuple(sorted(labels.items())))
         return _Target(pool, types, frozenset(zones), frozenset(cts), labels, sig)
 
     def _resolve(self, c: _Class) -> str | None:
@@ -318,10 +336,14 @@ class _State:
                 if fits is None:
                     fits = self.fits_cache[(key, c.req)] = [x for x in t.types if _le(c.req, x.alloc)]
                 if not fits:
-                    reasons.append(f"NodePool {pool.pool.name}: requests ({_fmt(c.rep.requests)}) exceed the "
-                                   f"largest instance type it allows")
+                    reasons.append(self._too_big(c, t))
                     continue
-                targets.append(replace(t, types=fits))
+                sizing = self._min_values_sizing(t, fits)
+                if sizing is not None and not sizing:
+                    reasons.append(f"NodePool {pool.pool.name}: the instance types that fit its requests "
+                                   f"({_fmt(c.rep.requests)}) cannot meet its minValues")
+                    continue
+                targets.append(replace(t, types=fits, sizing=sizing))
             if targets or any(self._node_ok(c, n, variant) for n in self.existing):
                 # An untolerated PreferNoSchedule taint is avoided while another NodePool can take the pod.
                 targets.sort(key=lambda t: bool(_prefer_no_schedule(c.rep.tolerations, t.pool.pool.taints)))
@@ -330,6 +352,30 @@ class _State:
         if not self.pools:
             return "no NodePool is defined"
         return "; ".join(reasons) or "no NodePool or node matches"
+
+    def _too_big(self, c: _Class, t: _Target) -> str:
+        """Why no instance type of ``t`` holds a pod of ``c``: its requests, or the DaemonSet overhead."""
+        name = f"NodePool {t.pool.pool.name}"
+        raw = [x for x in t.types if _le(c.req, _add(x.alloc, self.vec(x.overhead)))]
+        if raw:
+            x = max(raw, key=lambda y: y.alloc)
+            return (f"{name}: requests ({_fmt(c.rep.requests)}) plus DaemonSet overhead ({_fmt(x.overhead)}) "
+                    f"exceed every instance type it allows (largest: {x.name})")
+        return f"{name}: requests ({_fmt(c.rep.requests) or 'none'}) exceed the largest instance type it allows"
+
+    def _min_values_sizing(self, t: _Target, fits: list[_Type]) -> list[_Type] | None:
+        """With ``minValues`` on the NodePool, the types a node may be filled up to: those for which the
+        types at least as large still meet every minValues (so the launch list does); None without."""
+        reqs = [r for r in t.pool.pool.requirements if r.min_values]
+        if not reqs:
+            return None
+        key = (t.sig, tuple(x.name for x in fits))
+        hit = self.sizing_cache.get(key)
+        if hit is None:
+            by_price = sorted(t.types, key=lambda y: (_sizing_price(y, t.zones, t.cts), y.name))
+            hit = self.sizing_cache[key] = [x for x in fits if _with_min_values(
+                [y for y in by_price if _le(x.alloc, y.alloc)], reqs) is not None]
+        return hit
 
     def _node_ok(self, c: _Class, n: _Node, variant: tuple[Requirement, ...], *, taints: bool = True) -> bool:
         if taints and tolerates_all(c.rep.tolerations, n.taints):

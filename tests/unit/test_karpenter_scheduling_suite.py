@@ -1,0 +1,715 @@
+"""Karpenter's scheduling suite (kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/
+suite_test.go and instance_selection_test.go) ported as a table, plus one test per defect of issue 15
+(``test_issue15_item_N_...``), each asserting what kube-scheduler would do."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.domain.models import DaemonSet, LabelSelector, Taint
+from tests.unit.karpenter_port import (
+    ARCH,
+    CT,
+    HOST,
+    IT,
+    LABELS,
+    Z1,
+    Z2,
+    Z3,
+    ZONE,
+    Case,
+    Cluster,
+    case_id,
+    kpod,
+    kpods,
+    node,
+    nodepool,
+    req,
+    spread,
+    term,
+    toleration,
+)
+from tests.unit.scheduling_world import GI
+
+CASES: list[Case] = []
+S = "Scheduling"
+
+
+def karpenter(path: str, difference: str | None = None):  # type: ignore[no-untyped-def]
+    def add(fn):  # type: ignore[no-untyped-def]
+        CASES.append(Case(f"{S}/{path}", fn, difference))
+        return fn
+
+    return add
+
+
+ANY_ARCH = req(ARCH, "In", "amd64", "arm64")
+
+
+def labels_of(c: Cluster, name: str) -> dict[str, str]:
+    n = c.node_of(name)
+    assert n is not None, c.unschedulable
+    return dict(n.labels)
+
+
+# --- Custom Constraints / NodePool with Labels ----------------------------------------------------
+
+CC = "Custom Constraints"
+
+
+@karpenter(f"{CC}/NodePool with Labels/should schedule unconstrained pods that don't have matching node selectors")
+def _(c: Cluster) -> None:
+    c.provision([nodepool(labels={"test-key": "test-value"})], [kpod("p")])
+    assert labels_of(c, "p")["test-key"] == "test-value"
+
+
+@karpenter(f"{CC}/NodePool with Labels/should not schedule pods that have conflicting node selectors")
+def _(c: Cluster) -> None:
+    c.provision([nodepool(labels={"test-key": "test-value"})], [kpod("p", node_selector={"test-key": "different"})])
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{CC}/NodePool with Labels/should not schedule pods that have node selectors with undefined key")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", node_selector={"test-key": "test-value"})])
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{CC}/NodePool with Labels/should schedule pods that have matching requirements")
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool(labels={"test-key": "test-value"})],
+        [kpod("p", reqs=[("test-key", "In", ["test-value", "another-value"])])],
+    )
+    assert labels_of(c, "p")["test-key"] == "test-value"
+
+
+@karpenter(f"{CC}/NodePool with Labels/should not schedule pods that have conflicting requirements")
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool(labels={"test-key": "test-value"})], [kpod("p", reqs=[("test-key", "In", ["another-value"])])]
+    )
+    assert not c.scheduled("p")
+
+
+# --- Well Known Labels ----------------------------------------------------------------------------
+
+WK = f"{CC}/Well Known Labels"
+
+
+@karpenter(f"{WK}/should use NodePool constraints")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(ZONE, "In", Z2))], [kpod("p")])
+    assert labels_of(c, "p")[ZONE] == Z2
+
+
+@karpenter(f"{WK}/should use node selectors")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(ZONE, "In", Z1, Z2))], [kpod("p", node_selector={ZONE: Z2})])
+    assert labels_of(c, "p")[ZONE] == Z2
+
+
+@karpenter(f"{WK}/should not schedule nodes with a hostname selector")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", node_selector={HOST: "red-node"})])
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{WK}/should not schedule the pod if nodeselector unknown")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(ZONE, "In", Z1))], [kpod("p", node_selector={ZONE: "unknown"})])
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{WK}/should not schedule if node selector outside of NodePool constraints")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(ZONE, "In", Z1))], [kpod("p", node_selector={ZONE: Z2})])
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{WK}/should schedule compatible requirements with Operator=In")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(ZONE, "In", [Z3])])])
+    assert labels_of(c, "p")[ZONE] == Z3
+
+
+@karpenter(f"{WK}/should schedule compatible requirements with Operator=Gt")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req("karpenter.k8s.aws/instance-cpu", "Gt", "8"))], [kpod("p")])
+    assert labels_of(c, "p")["karpenter.k8s.aws/instance-cpu"] == "16"
+
+
+@karpenter(f"{WK}/should schedule compatible requirements with Operator=Lt")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req("karpenter.k8s.aws/instance-cpu", "Lt", "4"))], [kpod("p")])
+    assert labels_of(c, "p")["karpenter.k8s.aws/instance-cpu"] == "2"
+
+
+@karpenter(f"{WK}/should not schedule incompatible preferences and requirements with Operator=In")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(ZONE, "In", ["unknown"])])])
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{WK}/should schedule compatible requirements with Operator=NotIn")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(ZONE, "NotIn", [Z1, Z2, "unknown"])])])
+    assert labels_of(c, "p")[ZONE] == Z3
+
+
+@karpenter(f"{WK}/should not schedule incompatible preferences and requirements with Operator=NotIn")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(ZONE, "NotIn", [Z1, Z2, Z3, "unknown"])])])
+    assert not c.scheduled("p")
+
+
+ALL_ZONES = [Z1, Z2, Z3, "unknown"]
+
+
+@karpenter(f"{WK}/should schedule compatible preferences and requirements with Operator=In")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(ZONE, "In", ALL_ZONES)], prefs=[(1, [(ZONE, "In", [Z2, "unknown"])])])])
+    assert labels_of(c, "p")[ZONE] == Z2
+
+
+@karpenter(f"{WK}/should schedule incompatible preferences and requirements with Operator=In")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(ZONE, "In", ALL_ZONES)], prefs=[(1, [(ZONE, "In", ["unknown"])])])])
+    assert c.scheduled("p")
+
+
+@karpenter(f"{WK}/should schedule compatible preferences and requirements with Operator=NotIn")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(ZONE, "In", ALL_ZONES)], prefs=[(1, [(ZONE, "NotIn", [Z1, Z3])])])])
+    assert labels_of(c, "p")[ZONE] == Z2
+
+
+@karpenter(f"{WK}/should schedule incompatible preferences and requirements with Operator=NotIn")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(ZONE, "In", ALL_ZONES)], prefs=[(1, [(ZONE, "NotIn", [Z1, Z2, Z3])])])])
+    assert c.scheduled("p")
+
+
+@karpenter(f"{WK}/should schedule compatible node selectors, preferences and requirements")
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool()],
+        [kpod("p", node_selector={ZONE: Z3}, reqs=[(ZONE, "In", ALL_ZONES)], prefs=[(1, [(ZONE, "NotIn", [Z1, Z2])])])],
+    )
+    assert labels_of(c, "p")[ZONE] == Z3
+
+
+@karpenter(f"{WK}/should combine multidimensional node selectors, preferences and requirements")
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool("default", ANY_ARCH)],
+        [
+            kpod(
+                "p",
+                node_selector={ZONE: Z3, IT: "m6g.large"},
+                reqs=[(ZONE, "In", [Z2, Z3]), (IT, "In", ["m5.large", "m6g.large"])],
+                prefs=[(1, [(ZONE, "NotIn", ["unknown"]), (IT, "NotIn", ["unknown"])])],
+            )
+        ],
+    )
+    labels = labels_of(c, "p")
+    assert (labels[ZONE], labels[IT]) == (Z3, "m6g.large")
+
+
+@karpenter(f"{WK}/should schedule pods that have node selectors with label in wellknown label list")
+def _(c: Cluster) -> None:
+    names = ["zone", "type", "arch", "os", "ct"]
+    pods = [
+        kpod("zone", node_selector={ZONE: Z1}),
+        kpod("type", node_selector={IT: "m5.large"}),
+        kpod("arch", node_selector={ARCH: "arm64"}),
+        kpod("os", node_selector={"kubernetes.io/os": "linux"}),
+        kpod("ct", node_selector={CT: "spot"}),
+    ]
+    c.provision([nodepool("default", ANY_ARCH)], pods)
+    assert all(c.scheduled(n) for n in names), c.unschedulable
+
+
+# --- Scheduling Logic -----------------------------------------------------------------------------
+
+SL = f"{CC}/Scheduling Logic"
+TK = "test-key"
+
+
+@karpenter(f"{SL}/should not schedule pods that have node selectors with In operator and undefined key")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(TK, "In", ["test-value"])])])
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{SL}/should schedule pods that have node selectors with NotIn operator and undefined key")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(TK, "NotIn", ["test-value"])])])
+    assert labels_of(c, "p").get(TK) != "test-value"
+
+
+@karpenter(f"{SL}/should not schedule pods that have node selectors with Exists operator and undefined key")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(TK, "Exists", [])])])
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{SL}/should schedule pods that with DoesNotExists operator and undefined key")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(TK, "DoesNotExist", [])])])
+    assert TK not in labels_of(c, "p")
+
+
+@karpenter(f"{SL}/should schedule unconstrained pods that don't have matching node selectors")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(TK, "In", "test-value"))], [kpod("p")])
+    assert labels_of(c, "p")[TK] == "test-value"
+
+
+@karpenter(f"{SL}/should schedule pods that have node selectors with matching value and In operator")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(TK, "In", "test-value"))], [kpod("p", reqs=[(TK, "In", ["test-value"])])])
+    assert labels_of(c, "p")[TK] == "test-value"
+
+
+@karpenter(f"{SL}/should not schedule pods that have node selectors with matching value and NotIn operator")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(TK, "In", "test-value"))], [kpod("p", reqs=[(TK, "NotIn", ["test-value"])])])
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{SL}/should schedule the pod with Exists operator and defined key")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(TK, "In", "test-value"))], [kpod("p", reqs=[(TK, "Exists", [])])])
+    assert c.scheduled("p")
+
+
+@karpenter(f"{SL}/should not schedule the pod with DoesNotExists operator and defined key")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(TK, "In", "test-value"))], [kpod("p", reqs=[(TK, "DoesNotExist", [])])])
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{SL}/should not schedule pods that have node selectors with different value and In operator")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(TK, "In", "test-value"))], [kpod("p", reqs=[(TK, "In", ["another-value"])])])
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{SL}/should schedule pods that have node selectors with different value and NotIn operator")
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool("default", req(TK, "In", "test-value"))], [kpod("p", reqs=[(TK, "NotIn", ["another-value"])])]
+    )
+    assert labels_of(c, "p")[TK] == "test-value"
+
+
+@karpenter(f"{SL}/should schedule compatible pods to the same node")
+def _(c: Cluster) -> None:
+    # item 11: compatible requirements share a node
+    c.provision(
+        [nodepool("default", req(TK, "In", "test-value", "another-value"))],
+        [kpod("a", reqs=[(TK, "In", ["test-value"])]), kpod("b", reqs=[(TK, "NotIn", ["another-value"])])],
+    )
+    assert labels_of(c, "a")[TK] == labels_of(c, "b")[TK] == "test-value"
+    assert c.node_of("a") == c.node_of("b")
+
+
+@karpenter(f"{SL}/should schedule incompatible pods to the different node")
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool("default", req(TK, "In", "test-value", "another-value"))],
+        [kpod("a", reqs=[(TK, "In", ["test-value"])]), kpod("b", reqs=[(TK, "In", ["another-value"])])],
+    )
+    assert (labels_of(c, "a")[TK], labels_of(c, "b")[TK]) == ("test-value", "another-value")
+    assert c.node_of("a") != c.node_of("b")
+
+
+@karpenter(f"{SL}/Exists operator should not overwrite the existing value")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", reqs=[(ZONE, "In", ["non-existent-zone"]), (ZONE, "Exists", [])])])
+    assert not c.scheduled("p")
+
+
+# --- Preferential Fallback ------------------------------------------------------------------------
+
+PF = "Preferential Fallback"
+
+
+@karpenter(f"{PF}/Required/should not relax the final term")
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool("default", req(ZONE, "In", Z1), req(IT, "In", "m5.large"))],
+        [kpod("p", terms=[[(ZONE, "In", ["invalid"])]])],
+    )
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{PF}/Required/should relax multiple terms")
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool()],
+        [
+            kpod(
+                "p",
+                terms=[
+                    [(ZONE, "In", ["invalid"])],
+                    [(ZONE, "In", ["invalid"])],
+                    [(ZONE, "In", [Z1])],
+                    [(ZONE, "In", [Z2])],
+                ],
+            )
+        ],
+    )
+    assert labels_of(c, "p")[ZONE] == Z1
+
+
+@karpenter(f"{PF}/Preferred/should relax all terms")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", prefs=[(1, [(ZONE, "In", ["invalid"])]), (1, [(IT, "In", ["invalid"])])])])
+    assert c.scheduled("p")
+
+
+@karpenter(f"{PF}/Preferred/should relax to use lighter weights")
+def _(c: Cluster) -> None:
+    # item 8: the heaviest preference alone first, then the next heaviest alone
+    c.provision(
+        [nodepool("default", req(ZONE, "In", Z1, Z2))],
+        [kpod("p", prefs=[(100, [(IT, "In", [Z3])]), (50, [(ZONE, "In", [Z2])]), (1, [(ZONE, "In", [Z1])])])],
+    )
+    assert labels_of(c, "p")[ZONE] == Z2
+
+
+@karpenter(f"{PF}/Preferred/should schedule even if preference is conflicting with requirement")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", prefs=[(1, [(ZONE, "NotIn", [Z3])])], reqs=[(ZONE, "In", [Z3])])])
+    assert labels_of(c, "p")[ZONE] == Z3
+
+
+@karpenter(f"{PF}/Preferred/should schedule even if preference requirements are conflicting")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", prefs=[(1, [(ZONE, "In", ["invalid"]), (ZONE, "NotIn", ["invalid"])])])])
+    assert c.scheduled("p")
+
+
+# --- Instance Type Compatibility ------------------------------------------------------------------
+
+ITC = "Instance Type Compatibility"
+
+
+@karpenter(f"{ITC}/should not schedule if requesting more resources than any instance type has")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", cpu=512_000)])
+    assert not c.scheduled("p") and "exceed" in c.unschedulable["p"]
+
+
+@karpenter(f"{ITC}/should launch pods with different archs on different instances")
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool("default", ANY_ARCH)],
+        [kpod("a", node_selector={ARCH: "amd64"}), kpod("b", node_selector={ARCH: "arm64"})],
+    )
+    assert c.node_of("a") != c.node_of("b") and c.scheduled("a") and c.scheduled("b")
+
+
+@karpenter(
+    f"{ITC}/should exclude instance types that are not supported by the pod constraints (node affinity/instance type)"
+)
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(ARCH, "In", "amd64"))], [kpod("p", reqs=[(IT, "In", ["m6g.large"])])])
+    assert not c.scheduled("p")
+
+
+@karpenter(
+    f"{ITC}/should exclude instance types that are not supported by the pod constraints (node affinity/"
+    "operating system)"
+)
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool("default", req(ARCH, "In", "amd64"))], [kpod("p", reqs=[("kubernetes.io/os", "In", ["ios"])])]
+    )
+    assert not c.scheduled("p")
+
+
+@karpenter(f"{ITC}/should launch pods with different instance type node selectors on different instances")
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool("default", ANY_ARCH)],
+        [kpod("a", node_selector={IT: "m5.large"}), kpod("b", node_selector={IT: "c5.large"})],
+    )
+    assert c.node_of("a") != c.node_of("b") and c.scheduled("a") and c.scheduled("b")
+
+
+@karpenter(f"{ITC}/should launch pods with different zone selectors on different instances")
+def _(c: Cluster) -> None:
+    c.provision(
+        [nodepool("default", ANY_ARCH)], [kpod("a", node_selector={ZONE: Z1}), kpod("b", node_selector={ZONE: Z2})]
+    )
+    assert c.node_of("a") != c.node_of("b") and c.scheduled("a") and c.scheduled("b")
+
+
+@karpenter(f"{ITC}/should fail to schedule a pod with resources requests that aren't on a single instance type")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", extra={"nvidia.com/gpu": 1, "example.com/fpga": 1})])
+    assert not c.scheduled("p")
+
+
+# --- Binpacking / In-Flight / Existing ------------------------------------------------------------
+
+
+@karpenter("Binpacking/should schedule a small pod on the smallest instance")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(CT, "In", "on-demand"))], [kpod("p", cpu=0, memory=100 * 10**6)])
+    assert labels_of(c, "p")[IT] == "c5.large"
+
+
+@karpenter("Binpacking/should create new nodes when a node is at capacity")
+def _(c: Cluster) -> None:
+    pods = kpods(40, cpu=1800, memory=GI)
+    c.provision([nodepool("default", req(IT, "In", "c5.large"))], pods)
+    assert len(c.nodes) == 40 and all(c.scheduled(p.name) for p in pods)
+
+
+@karpenter("Binpacking/should pack small and large pods together")
+def _(c: Cluster) -> None:
+    large = kpods(4, cpu=1000)
+    small = kpods(8, cpu=100)
+    c.provision([nodepool("default", req(IT, "In", "m5.2xlarge"))], large + small)
+    assert len(c.nodes) == 1
+
+
+@karpenter("Binpacking/should not schedule pods that exceed every instance type's capacity")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("p", memory=2 * 1024 * GI)])
+    assert not c.scheduled("p")
+
+
+@karpenter("Binpacking/should create new nodes when a node is at capacity due to pod limits per node")
+def _(c: Cluster) -> None:
+    # c5.large holds 29 pods
+    pods = kpods(40, cpu=1, memory=1)
+    c.provision([nodepool("default", req(IT, "In", "c5.large"))], pods)
+    assert len(c.nodes) == 2 and all(c.scheduled(p.name) for p in pods)
+
+
+@karpenter("In-Flight Nodes/should not launch a second node if there is an in-flight node that can support the pod")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("first", cpu=100)])
+    c.provision([nodepool()], [kpod("second", cpu=100)])
+    assert len(c.nodes) == 1 and c.node_of("second") == c.node_of("first")
+
+
+@karpenter("In-Flight Nodes/should launch a second node if a pod won't fit on the existingNodes node")
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(IT, "In", "c5.large"))], [kpod("first", cpu=1000)])
+    c.provision([nodepool("default", req(IT, "In", "c5.large"))], [kpod("second", cpu=1000)])
+    assert len(c.nodes) == 2
+
+
+@karpenter(
+    "In-Flight Nodes/should launch a second node if a pod isn't compatible with the existingNodes node (node selector)"
+)
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("first")])
+    c.provision([nodepool()], [kpod("second", node_selector={ARCH: "arm64"})])
+    assert c.node_of("first") != c.node_of("second")
+
+
+@karpenter("In-Flight Nodes/should schedule pods with the same host port to different nodes")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], [kpod("a", ports=[80]), kpod("b", ports=[80])])
+    assert c.node_of("a") != c.node_of("b")
+
+
+@karpenter("In-Flight Nodes/Topology/should balance pods across zones with in-flight nodes")
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], kpods(4, labels=LABELS, spreads=[spread(ZONE)]))
+    assert c.skew(ZONE) == [1, 1, 2]
+    c.provision([nodepool()], kpods(5, labels=LABELS, spreads=[spread(ZONE)]))
+    assert c.skew(ZONE) == [3, 3, 3]
+
+
+@karpenter(
+    "In-Flight Nodes/Topology/should balance pods across hostnames with in-flight nodes",
+    difference="hostname spread counts a new node as a domain with no pods",
+)
+def _(c: Cluster) -> None:
+    c.provision([nodepool()], kpods(4, labels=LABELS, spreads=[spread(HOST)]))
+    assert c.skew(HOST) == [1, 1, 1, 1]
+    c.provision([nodepool()], kpods(5, labels=LABELS, spreads=[spread(HOST)]))
+    # Karpenter stacks a second pod on each of the 4 nodes ([1, 1, 1, 1, 1, 2, 2, 2, 2]); a new node is always
+    # possible, so we keep one per node (skew 0 rather than 1 once those nodes exist)
+    assert c.skew(HOST) == [1] * 9
+
+
+@karpenter("In-Flight Nodes/Taints/should not assume pod will schedule to a tainted node")
+def _(c: Cluster) -> None:
+    c.nodes.append(node("tainted", {ZONE: Z1}, taints=[Taint("foo", "NoSchedule", "bar")]))
+    c.provision([nodepool()], [kpod("p")])
+    assert c.node_of("p") != c.nodes[0]
+
+
+@karpenter("Existing Nodes/should schedule a pod to an existing node unowned by Karpenter")
+def _(c: Cluster) -> None:
+    c.nodes.append(node("byo", {ZONE: Z1}))
+    c.provision([nodepool()], [kpod("p")])
+    assert labels_of(c, "p")[HOST] == "byo" and len(c.nodes) == 1
+
+
+@karpenter("Existing Nodes/should consider a pod incompatible with an existing node but compatible with NodePool")
+def _(c: Cluster) -> None:
+    c.nodes.append(node("byo", {ZONE: Z1}))
+    c.provision([nodepool()], [kpod("p", node_selector={ZONE: Z2})])
+    assert labels_of(c, "p")[ZONE] == Z2
+
+
+@karpenter(
+    "NodePool requirements instance filtering/should handle zone requirements that filter out all instance types"
+)
+def _(c: Cluster) -> None:
+    c.provision([nodepool("default", req(ZONE, "In", "us-west-2a"))], [kpod("p")])
+    assert not c.scheduled("p") and "offering" in c.unschedulable["p"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_karpenter_suite(case: Case) -> None:
+    case.run(Cluster())
+
+
+# --- issue 15, one test per item ------------------------------------------------------------------
+
+
+def test_issue15_item_1_spread_uses_only_domains_a_pool_can_launch_in() -> None:
+    # Given a spot NodePool at its limit, an on-demand one, and 4 pods spreading on capacity type (ScheduleAnyway)
+    c = Cluster()
+    pools = [nodepool("spot", req(CT, "In", "spot"), limits={"cpu": "0"}), nodepool("od", req(CT, "In", "on-demand"))]
+    pods = kpods(4, labels=LABELS, spreads=[spread(CT, when="ScheduleAnyway")])
+    # When provisioning
+    c.provision(pools, pods)
+    # Then every pod goes on-demand instead of waiting for the spot pool
+    assert all(c.scheduled(p.name) for p in pods), c.unschedulable
+    assert c.skew(CT) == [4]
+    # And with DoNotSchedule, a zone only an existing node has bounds the skew (maxSkew 1: 1 / 2 / 2)
+    c = Cluster()
+    c.provision([nodepool()], [kpod(labels=LABELS, cpu=1100, node_selector={ZONE: Z3})])
+    c.provision(
+        [nodepool("default", req(ZONE, "In", Z1, Z2))], kpods(6, labels=LABELS, cpu=1100, spreads=[spread(ZONE)])
+    )
+    assert c.skew(ZONE) == [1, 2, 2]
+    assert all("zone(s) []" not in r for r in c.unschedulable.values())
+
+
+def test_issue15_item_2_affinity_sees_pods_pending_in_the_same_batch() -> None:
+    sel = LabelSelector(match_labels=(("app", "db"),))
+    # Given a target pinned to zone a and a pod with zone anti-affinity to it, pending together
+    c = Cluster()
+    c.provision(
+        [nodepool()], [kpod("db", labels={"app": "db"}, node_selector={ZONE: Z1}), kpod("anti", anti=[term(ZONE, sel)])]
+    )
+    # Then the anti-affinity pod is on another zone (and so another node)
+    assert labels_of(c, "anti")[ZONE] != Z1
+    # Given followers with hostname and zone affinity to a pending target
+    c = Cluster()
+    c.provision(
+        [nodepool()],
+        [kpod("db", labels={"app": "db"}), kpod("host", aff=[term(HOST, sel)]), kpod("zone", aff=[term(ZONE, sel)])],
+    )
+    # Then they follow it
+    assert c.node_of("host") == c.node_of("db")
+    assert labels_of(c, "zone")[ZONE] == labels_of(c, "db")[ZONE]
+    # Given existing pods whose required zone anti-affinity excludes a new pod in every zone
+    c = Cluster()
+    c.provision(
+        [nodepool()],
+        [kpod(f"z{i}", cpu=2000, node_selector={ZONE: z}, anti=[term(ZONE, sel)]) for i, z in enumerate((Z1, Z2, Z3))],
+    )
+    c.provision([nodepool()], [kpod("new-db", labels={"app": "db"})])
+    # Then the new pod is reported, not launched
+    assert not c.scheduled("new-db") and "anti-affinity" in c.unschedulable["new-db"]
+
+
+@pytest.mark.parametrize("key", [ARCH, "team", "unknown.example.com/key"])
+def test_issue15_item_3_any_label_key_is_a_topology_key(key: str) -> None:
+    # Given pods spreading (maxSkew 1) on a key: arch (instance types), team (NodePool requirement), unknown
+    c = Cluster()
+    pool = nodepool("default", ANY_ARCH, req("team", "In", "a", "b"))
+    pods = kpods(4, labels=LABELS, cpu=1000, spreads=[spread(key)])
+    c.provision([pool], pods)
+    if key.startswith("unknown"):
+        # Then a key no NodePool or node has is reported with the key named
+        assert not any(c.scheduled(p.name) for p in pods)
+        assert all(key in r for r in c.unschedulable.values())
+    else:
+        # Then the pods are split 2 / 2 over its values
+        assert c.skew(key) == [2, 2]
+
+
+def test_issue15_item_4_preferred_node_affinity_does_not_narrow_spread_domains() -> None:
+    # Given an existing (full) node in zone c and 6 pods preferring zones a, b with zone spread
+    c = Cluster()
+    c.nodes.append(node("full-c", {ZONE: Z3}, cpu=0))
+    pods = kpods(6, labels=LABELS, spreads=[spread(ZONE)], prefs=[(1, [(ZONE, "In", [Z1, Z2])])])
+    c.provision([nodepool()], pods)
+    # Then the preference gives way to the spread: 2 / 2 / 2
+    assert c.skew(ZONE) == [2, 2, 2]
+
+
+def test_issue15_item_8_heaviest_preferred_node_affinity_is_kept() -> None:
+    # Given weights 100 (impossible), 50 (zone b) and 1 (zone a)
+    c = Cluster()
+    c.provision(
+        [nodepool()],
+        [kpod("p", prefs=[(1, [(ZONE, "In", [Z1])]), (100, [(IT, "In", ["none"])]), (50, [(ZONE, "In", [Z2])])])],
+    )
+    # Then the heaviest satisfiable one wins
+    assert labels_of(c, "p")[ZONE] == Z2
+
+
+def test_issue15_item_9_prefer_no_schedule_taint_is_avoided() -> None:
+    # Given a heavier NodePool with a PreferNoSchedule taint and a clean one
+    tainted = nodepool("tainted", weight=50, taints=[{"key": "soft", "value": "x", "effect": "PreferNoSchedule"}])
+    clean = nodepool("clean")
+    c = Cluster()
+    c.provision([tainted, clean], [kpod("p"), kpod("tolerates", tolerations=[toleration("soft", op="Exists")])])
+    # Then the pod that does not tolerate it goes to the clean pool; the one that does keeps the weight order
+    assert labels_of(c, "p")["karpenter.sh/nodepool"] == "clean"
+    assert labels_of(c, "tolerates")["karpenter.sh/nodepool"] == "tainted"
+
+
+def test_issue15_item_10_min_values_splits_pods_over_nodes() -> None:
+    # Given two 3.5-CPU pods and instance-type In [m5.xlarge, m5.2xlarge] with minValues 2
+    pool = nodepool("default", req(IT, "In", "m5.xlarge", "m5.2xlarge", min_values=2))
+    c = Cluster()
+    result = c.provision([pool], kpods(2, cpu=3500))
+    # Then each goes on its own node, whose list has both types
+    assert not result.unschedulable, result.unschedulable
+    assert len(result.launches) == 2
+    assert all(set(ln.instance_types) == {"m5.xlarge", "m5.2xlarge"} for ln in result.launches)
+
+
+def test_issue15_item_11_compatible_requirements_share_a_node() -> None:
+    pool = nodepool("default", req("team", "In", "x", "y"))
+    c = Cluster()
+    result = c.provision([pool], [kpod("a", reqs=[("team", "In", ["x"])]), kpod("b", reqs=[("team", "NotIn", ["y"])])])
+    assert len(result.launches) == 1 and result.launches[0].labels["team"] == "x"
+
+
+def test_issue15_item_12_template_zone_label_constrains_the_pool() -> None:
+    c = Cluster()
+    result = c.provision([nodepool(labels={ZONE: Z2})], kpods(3, cpu=1500))
+    assert result.launches and all(ln.zones == (Z2,) for ln in result.launches)
+    c = Cluster()
+    c.provision([nodepool(labels={ZONE: Z2})], [kpod("p", node_selector={ZONE: Z1})])
+    assert not c.scheduled("p")
+
+
+def test_issue15_item_13_oversized_daemonset_overhead_is_named() -> None:
+    # Given a DaemonSet that asks more CPU than any instance type has
+    ds = DaemonSet("kube-system", "huge", kpod("huge-ds", cpu=64_000))
+    c = Cluster(daemonsets=[ds])
+    c.provision([nodepool()], [kpod("p")])
+    # Then the reason names the DaemonSet overhead, not empty requests
+    reason = c.unschedulable["p"]
+    assert "requests ()" not in reason
+    assert "DaemonSet" in reason and "cpu=100m" in reason
+
