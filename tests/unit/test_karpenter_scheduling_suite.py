@@ -713,3 +713,17 @@ def test_issue15_item_13_oversized_daemonset_overhead_is_named() -> None:
     assert "requests ()" not in reason
     assert "DaemonSet" in reason and "cpu=100m" in reason
 
+
+
+def test_every_documented_difference_is_listed_in_the_differences_page() -> None:
+    # Given every ported case marked as a deliberate difference (both tables)
+    from pathlib import Path
+
+    from tests.unit.test_karpenter_scheduling_topology import CASES as TOPOLOGY
+
+    page = (Path(__file__).parents[2] / "docs" / "differences-from-karpenter.md").read_text().lower()
+    marked = {c.difference for c in (*CASES, *TOPOLOGY) if c.difference}
+    # Then each has its entry on docs/differences-from-karpenter.md
+    assert marked
+    for difference in marked:
+        assert difference.lower() in page, difference
