@@ -4,6 +4,8 @@ suite_test.go and instance_selection_test.go) ported as a table, plus one test p
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from autoscaler.domain.models import DaemonSet, LabelSelector, Taint
@@ -714,7 +716,6 @@ def test_issue15_item_13_oversized_daemonset_overhead_is_named() -> None:
     assert "DaemonSet" in reason and "cpu=100m" in reason
 
 
-
 def test_every_documented_difference_is_listed_in_the_differences_page() -> None:
     # Given every ported case marked as a deliberate difference (both tables)
     from pathlib import Path
@@ -727,3 +728,109 @@ def test_every_documented_difference_is_listed_in_the_differences_page() -> None
     assert marked
     for difference in marked:
         assert difference.lower() in page, difference
+
+
+# --- Instance Type Selection (instance_selection_test.go) -----------------------------------------
+# Each case: NodePool requirements, pod requirements; Karpenter asserts the node is one of the cheapest
+# offerings allowed and every instance type in the launch request satisfies both.
+
+SELECTION = [
+    ("should schedule on one of the cheapest instances", [], []),
+    ("should schedule on one of the cheapest instances (pod arch = amd64)", [], [(ARCH, "In", ["amd64"])]),
+    ("should schedule on one of the cheapest instances (pod arch = arm64)", [], [(ARCH, "In", ["arm64"])]),
+    ("should schedule on one of the cheapest instances (prov arch = amd64)", [(ARCH, "In", ["amd64"])], []),
+    ("should schedule on one of the cheapest instances (prov arch = arm64)", [(ARCH, "In", ["arm64"])], []),
+    ("should schedule on one of the cheapest instances (pod os = linux)", [], [("kubernetes.io/os", "In", ["linux"])]),
+    ("should schedule on one of the cheapest instances (prov zone = test-zone-2)", [(ZONE, "In", [Z2])], []),
+    ("should schedule on one of the cheapest instances (pod zone = test-zone-2)", [], [(ZONE, "In", [Z2])]),
+    ("should schedule on one of the cheapest instances (prov ct = spot)", [(CT, "In", ["spot"])], []),
+    ("should schedule on one of the cheapest instances (pod ct = spot)", [], [(CT, "In", ["spot"])]),
+    (
+        "should schedule on one of the cheapest instances (prov ct = ondemand, prov zone = test-zone-1)",
+        [(CT, "In", ["on-demand"]), (ZONE, "In", [Z1])],
+        [],
+    ),
+    (
+        "should schedule on one of the cheapest instances (pod ct = spot, pod zone = test-zone-1)",
+        [],
+        [(CT, "In", ["spot"]), (ZONE, "In", [Z1])],
+    ),
+    (
+        "should schedule on one of the cheapest instances (prov ct = spot, pod zone = test-zone-2)",
+        [(CT, "In", ["spot"])],
+        [(ZONE, "In", [Z2])],
+    ),
+    (
+        "should schedule on one of the cheapest instances (prov = spot/test-zone-2, pod = amd64/linux)",
+        [(CT, "In", ["spot"]), (ZONE, "In", [Z2])],
+        [(ARCH, "In", ["amd64"]), ("kubernetes.io/os", "In", ["linux"])],
+    ),
+    (
+        "should schedule on one of the cheapest instances (pod ct = spot/test-zone-2/amd64/linux)",
+        [],
+        [(CT, "In", ["spot"]), (ZONE, "In", [Z2]), (ARCH, "In", ["amd64"]), ("kubernetes.io/os", "In", ["linux"])],
+    ),
+    (
+        "should not schedule if no instance type matches selector (pod arch = arm)",
+        [(ARCH, "In", ["amd64"])],
+        [(ARCH, "In", ["arm64"])],
+    ),
+    (
+        "should not schedule if no instance type matches selector (prov arch = arm / pod zone=test-zone-2)",
+        [(ARCH, "In", ["arm64"]), (ZONE, "In", [Z1])],
+        [(ZONE, "In", [Z2])],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "pool_reqs", "pod_reqs"), SELECTION, ids=[s[0] for s in SELECTION])
+def test_karpenter_instance_selection(name: str, pool_reqs: list[Any], pod_reqs: list[Any]) -> None:
+    from autoscaler.domain.labels import instance_type_labels
+    from autoscaler.domain.models import Requirement
+    from autoscaler.domain.nodepool import requirement_allows
+    from tests.unit.scheduling_world import TYPES, offerings
+
+    # Given the NodePool (any arch, any capacity type unless narrowed) and a pod with requirements
+    reqs = [req(k, op, *v) for k, op, v in pool_reqs]
+    if not any(r["key"] == ARCH for r in reqs):
+        reqs.append(req(ARCH, "In", "amd64", "arm64"))
+    c = Cluster()
+    # When provisioning
+    result = c.provision([nodepool("default", *reqs)], [kpod("p", cpu=100, reqs=pod_reqs)])
+    every = [Requirement(k, op, tuple(v)) for k, op, v in (*pool_reqs, *pod_reqs)]
+
+    def allowed(labels: dict[str, str]) -> bool:
+        return all(requirement_allows(r, labels.get(r.key)) for r in every)
+
+    types = {t.name: t for t in TYPES}
+    cheapest = min(
+        (
+            o.price
+            for o in offerings()
+            if allowed({**instance_type_labels(types[o.instance_type]), ZONE: o.zone, CT: o.capacity_type})
+        ),
+        default=None,
+    )
+    if name.startswith("should not schedule"):
+        # Then nothing is launched
+        assert cheapest is None and not result.launches
+        return
+    # Then the node is one of the cheapest allowed and every listed type satisfies the requirements
+    (launch,) = result.launches
+    assert launch.hourly_price == cheapest
+    for t in launch.instance_types:
+        for z in launch.zones:
+            assert allowed({**instance_type_labels(types[t]), ZONE: z, CT: launch.capacity_type}), t
+
+
+def test_karpenter_instance_selection_min_values_respected() -> None:
+    # Instance Type Selection/MinValues/should schedule respecting the minValues from instance-type requirements
+    pool = nodepool("default", req(IT, "In", "m5.large", "m5.xlarge", "c5.large", min_values=2))
+    result = Cluster().provision([pool], [kpod("p")])
+    (launch,) = result.launches
+    assert len(set(launch.instance_types)) >= 2
+    # MinValues/schedule should fail if minimum number of InstanceTypes is not met as per the minValues
+    pool = nodepool("default", req(IT, "Exists", min_values=20))  # the catalogue has 10 types
+    c = Cluster()
+    c.provision([pool], [kpod("p")])
+    assert not c.scheduled("p") and "minValues" in c.unschedulable["p"]
