@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.domain.models import DaemonSet, LabelSelector, Taint
+from autoscaler.domain.models import DaemonSet, LabelSelector, Pod, Taint
 from tests.unit.karpenter_port import (
     ARCH,
     CT,
@@ -834,3 +834,96 @@ def test_karpenter_instance_selection_min_values_respected() -> None:
     c = Cluster()
     c.provision([pool], [kpod("p")])
     assert not c.scheduled("p") and "minValues" in c.unschedulable["p"]
+
+
+def _raw_pod(name: str, *, labels: dict[str, str] | None = None, ns: str = "default", **spec: Any) -> Pod:
+    from autoscaler.domain.objects import pod_from_dict
+
+    containers = [
+        {
+            "name": "c",
+            "image": "i",
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+            **({"ports": spec.pop("ports")} if "ports" in spec else {}),
+        }
+    ]
+    return pod_from_dict(
+        {
+            "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+            "spec": {"containers": containers, **spec},
+            "status": {"phase": "Pending"},
+        }
+    )
+
+
+def test_issue15_item_5_generic_ephemeral_volumes_pin_the_zone() -> None:
+    from autoscaler.domain.models import PersistentVolume, PersistentVolumeClaim, StorageClass
+
+    volume = {"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "gp3"}}}}
+    # Given a pod whose ephemeral volume's claim (db-data) is bound in zone c
+    c = Cluster()
+    c.provision(
+        [nodepool()],
+        [_raw_pod("db", volumes=[volume])],
+        pvcs=[PersistentVolumeClaim("default", "db-data", "gp3", "pv-1")],
+        pvs=[PersistentVolume("pv-1", (Z3,))],
+        storage_classes=[StorageClass("gp3", "WaitForFirstConsumer")],
+    )
+    # Then its node is in zone c
+    assert labels_of(c, "db")[ZONE] == Z3
+    # Given the claim is not created yet: the template's StorageClass topology applies
+    c = Cluster()
+    c.provision(
+        [nodepool()],
+        [_raw_pod("web", volumes=[volume])],
+        storage_classes=[StorageClass("gp3", "WaitForFirstConsumer", (Z2,))],
+    )
+    assert labels_of(c, "web")[ZONE] == Z2
+
+
+def test_issue15_item_6_daemonset_host_ports_are_taken_on_new_nodes() -> None:
+    # Given node-exporter on every node with hostPort 9100
+    exporter = DaemonSet("monitoring", "node-exporter", kpod("node-exporter", cpu=10, ports=[9100]))
+    c = Cluster(daemonsets=[exporter])
+    # When a pod wants host port 9100, and another 9200
+    c.provision([nodepool()], [kpod("clash", ports=[9100]), kpod("free", ports=[9200])])
+    # Then the first is reported naming the DaemonSet, and the second is launched
+    assert not c.scheduled("clash") and "DaemonSet monitoring/node-exporter" in c.unschedulable["clash"]
+    assert c.scheduled("free")
+
+
+def test_issue15_item_7_match_label_keys_and_empty_namespace_selector() -> None:
+    # Topology/MatchLabelKeys/should support matchLabelKeys: two ReplicaSets of one Deployment spread
+    # independently by pod-template-hash, so each node holds one pod of each
+    tsc = [
+        {
+            "maxSkew": 1,
+            "topologyKey": HOST,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "matchLabelKeys": ["pod-template-hash"],
+        }
+    ]
+    pods = [
+        _raw_pod(f"web-{h}-{i}", labels={"app": "web", "pod-template-hash": h}, topologySpreadConstraints=tsc)
+        for h in ("a", "b")
+        for i in range(2)
+    ]
+    c = Cluster()
+    c.provision([nodepool()], pods)
+    assert all(c.scheduled(p.name) for p in pods) and len(c.nodes) == 2
+    # Topology/Pod Affinity/Anti-Affinity/should filter pod affinity topologies by namespace, empty namespace
+    # selector: an empty namespaceSelector matches the target in another namespace
+    follower = _raw_pod(
+        "follower",
+        affinity={
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"security": "s2"}}, "namespaceSelector": {}, "topologyKey": HOST}
+                ]
+            }
+        },
+    )
+    c = Cluster()
+    c.provision([nodepool()], [_raw_pod("target", labels={"security": "s2"}, ns="other"), follower])
+    assert c.node_of("follower") == c.node_of("target") and c.scheduled("target")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL
 from autoscaler.domain.models import (
+    ALL_NAMESPACES,
     LabelSelector,
     Pod,
     PodAffinityTerm,
@@ -76,6 +77,7 @@ class _Pool:
     custom: dict[str, list[Requirement]]  # requirements on keys that are not well-known
     usage: dict[str, int]
     index: int
+    daemon_ports: dict[tuple[int, str], str] = field(default_factory=dict)  # host port -> the DaemonSet on it
 
 
 @dataclass(eq=False, slots=True)
@@ -177,7 +179,8 @@ def _selects(term: PodAffinityTerm | LabelSelector | None, *, owner_ns: str, pod
     labels = pod.labels if isinstance(pod, Pod) else pod.rep.labels
     if isinstance(term, PodAffinityTerm):
         namespaces, term = term.namespaces, term.label_selector
-    if ns not in (namespaces or (owner_ns,)):
+    allowed = namespaces or (owner_ns,)
+    if ns not in allowed and ALL_NAMESPACES not in allowed:
         return False
     return term is not None and term.matches(labels)
 

@@ -104,6 +104,13 @@ class _State:
                        required_variants=_required_variants(rep))
             for claim in rep.volume_claims:
                 pvc = pvcs.get((rep.namespace, claim))
+                if pvc is None and claim in rep.ephemeral_claims:
+                    # not created yet from the pod's ephemeral volume template: provisioned like a
+                    # WaitForFirstConsumer claim of the template's StorageClass
+                    sc = scs.get(rep.ephemeral_claims[claim])
+                    if sc is not None and sc.zones:
+                        c.zone_pin = frozenset(sc.zones) if c.zone_pin is None else c.zone_pin & frozenset(sc.zones)
+                    continue
                 if pvc is None:
                     c.error = f"PersistentVolumeClaim {rep.namespace}/{claim} not found"
                     break
@@ -173,8 +180,8 @@ class _State:
             zone_reqs = [r for r in reqs if r.key in ZONE_KEYS]
             ct_reqs = [r for r in reqs if r.key == CAPACITY_TYPE_LABEL]
             pool_labels = {**pool.labels, NODEPOOL_LABEL: pool.name}
-            daemons = [d.template for d in self.snap.daemonsets
-                       if not tolerates_all(d.template.tolerations, pool.taints)]
+            landing = [d for d in self.snap.daemonsets if not tolerates_all(d.template.tolerations, pool.taints)]
+            daemons = [d.template for d in landing]
             types: list[_Type] = []
             zones: set[str] = set()
             cts: set[str] = set()
@@ -210,8 +217,9 @@ class _State:
             for r in pool.requirements:
                 if r.key not in WELL_KNOWN_KEYS:
                     custom[r.key].append(r)
+            ports = {(hp.port, hp.protocol): f"{d.namespace}/{d.name}" for d in landing for hp in d.template.host_ports}
             out.append(_Pool(pool, pool.node_class_ref, types, frozenset(zones), frozenset(cts), dict(custom),
-                             self._usage(pool), idx))
+                             self._usage(pool), idx, ports))
         return out
 
     def _usage(self, pool: NodePool) -> dict[str, int]:
@@ -278,6 +286,10 @@ class _State:
         if untolerated:
             t = untolerated[0]
             return f"{name}: taint {t.key}{'=' + t.value if t.value else ''}:{t.effect} not tolerated"
+        for hp in c.rep.host_ports:
+            ds = pool.daemon_ports.get((hp.port, hp.protocol))
+            if ds is not None:
+                return f"{name}: host port {hp.port}/{hp.protocol} is taken by DaemonSet {ds} on its nodes"
         zones, cts = set(pool.zones), set(pool.cts)
         if c.zone_pin is not None:
             zones &= c.zone_pin
@@ -325,7 +337,7 @@ class _State:
         for variant in c.variants:
             targets, reasons = [], []
             for pool in self.pools:
-                key = (pool.index, variant, c.zone_pin, c.rep.tolerations)
+                key = (pool.index, variant, c.zone_pin, c.rep.tolerations, c.rep.host_ports)
                 t = self.target_cache.get(key)
                 if t is None:
                     t = self.target_cache[key] = self._target(c, variant, pool)

@@ -93,7 +93,7 @@ class _Topology(_State):
         return c.variant
 
     def _pool_target(self, c: _Class, variant: tuple[Requirement, ...], pool: _Pool) -> _Target | str:
-        key = (pool.index, variant, c.zone_pin, None)  # taints ignored: the policy decides about them
+        key = (pool.index, variant, c.zone_pin, None, c.rep.host_ports)  # taints: the policy decides
         t = self.target_cache.get(key)
         if t is None:
             t = self.target_cache[key] = self._target(c, variant, pool, taints=False)
