@@ -927,3 +927,56 @@ def test_issue15_item_7_match_label_keys_and_empty_namespace_selector() -> None:
     c = Cluster()
     c.provision([nodepool()], [_raw_pod("target", labels={"security": "s2"}, ns="other"), follower])
     assert c.node_of("follower") == c.node_of("target") and c.scheduled("target")
+
+
+def test_issue15_item_14_extended_resources_pack_by_size() -> None:
+    from autoscaler.domain.models import InstanceType, Offering
+    from autoscaler.domain.plan import PlanInput
+    from autoscaler.domain.scheduling import plan
+    from tests.unit.scheduling_world import NODE_CLASS
+
+    # Given g6.xlarge (1 GPU, $0.8048/h) and g6.48xlarge (8 GPUs, $13.3504/h), two 1-GPU pods and one 8-GPU pod
+    small = InstanceType(
+        "g6.xlarge",
+        "amd64",
+        vcpus=4,
+        memory_mib=16384,
+        max_enis=4,
+        ipv4_per_eni=15,
+        gpu_count=1,
+        gpu_manufacturer="NVIDIA",
+        gpu_name="L4",
+        hypervisor="nitro",
+    )
+    large = InstanceType(
+        "g6.48xlarge",
+        "amd64",
+        vcpus=192,
+        memory_mib=786432,
+        max_enis=15,
+        ipv4_per_eni=50,
+        gpu_count=8,
+        gpu_manufacturer="NVIDIA",
+        gpu_name="L4",
+        hypervisor="nitro",
+    )
+    offers = [Offering("g6.xlarge", Z1, "on-demand", 0.8048), Offering("g6.48xlarge", Z1, "on-demand", 13.3504)]
+    gpu = "nvidia.com/gpu"
+    pods = [
+        kpod("one-a", cpu=1000, extra={gpu: 1}),
+        kpod("one-b", cpu=1000, extra={gpu: 1}),
+        kpod("eight", cpu=8000, memory=64 * GI, extra={gpu: 8}),
+    ]
+    snap = PlanInput(
+        node_pools=[nodepool("gpu", req(CT, "In", "on-demand"), req("karpenter.k8s.aws/instance-family", "In", "g6"))],
+        node_classes={"default": NODE_CLASS},
+        pods=pods,
+        instance_types=[small, large],
+        offerings=offers,
+    )
+    # When planning
+    result = plan(snap)
+    # Then the 8-GPU pod gets the large node and the 1-GPU pods small ones: $14.96/h, not 2 large at $26.70/h
+    assert not result.unschedulable
+    assert sorted(ln.instance_types[0] for ln in result.launches) == ["g6.48xlarge", "g6.xlarge", "g6.xlarge"]
+    assert round(result.hourly_price, 2) == 14.96

@@ -92,6 +92,7 @@ class _Target:
     sig: tuple[object, ...]
     names: frozenset[str] | None = None
     sizing: list[_Type] | None = None  # with minValues: the types nodes are filled up to (state.py)
+    base_types: list[_Type] | None = None  # ``types`` before narrowing to what one class's pods fit
 
 
 def _price(t: _Type, zones: Iterable[str], ct: str) -> float:

@@ -5,6 +5,7 @@ own nodes, and the rest is deferred to group packing."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from autoscaler.domain import resources as res
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_KEYS, ZONE_LABEL
@@ -239,7 +240,11 @@ class _Placement(_Topology):
             ct = t.cts if cts is None else t.cts & cts
             if z and ct:
                 key = (t.sig, z, ct)
-                entry = self.deferred.setdefault(key, (t, z, ct, []))
+                entry = self.deferred.get(key)
+                if entry is None:
+                    # The group's nodes may be any type the target allows, not only those this class fits.
+                    full = t if t.base_types is None else replace(t, types=t.base_types, sizing=None)
+                    entry = self.deferred[key] = (full, z, ct, [])
                 entry[3].append([c, count])
                 return
         self._unschedulable(c, count, self._why_not(c, zones))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Collection
+from dataclasses import replace
 
 from autoscaler.domain import resources as res
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, NODEPOOL_LABEL, ZONE_LABEL
@@ -104,8 +105,9 @@ class _Scheduler(_Placement):
                     why = f"NodePool {t.pool.pool.name} limit reached"
                     self._unschedulable_later(c, n, why)
                 else:
+                    full = nxt if nxt.base_types is None else replace(nxt, types=nxt.base_types, sizing=None)
                     e = self.deferred.setdefault((nxt.sig, zones & nxt.zones, cts & nxt.cts),
-                                                 (nxt, zones & nxt.zones, cts & nxt.cts, []))
+                                                 (full, zones & nxt.zones, cts & nxt.cts, []))
                     e[3].append([c, n])
 
     def _pack_group(self, t: _Target, zones: frozenset[str], cts: frozenset[str],
@@ -115,7 +117,23 @@ class _Scheduler(_Placement):
         Node by node: solve the two-type LP on the demand still to place, open the type the LP uses
         most (or, for the last fraction of a node, ``_residual_node``'s choice), and fill it balancing
         CPU against memory so the node is full in both."""
-        types = [x for x in (t.types if t.sizing is None else t.sizing) if _sizing_price(x, zones, cts) < _INF]
+        types = [x for x in t.types if _sizing_price(x, zones, cts) < _INF]
+        sizing = self._min_values_sizing(t, types)
+        if sizing is not None:
+            types = sizing
+        split = self._demanding(types, items, zones=zones, cts=cts)
+        if split is not None:
+            # Pods only the largest types hold get their nodes first; the rest top those up, and what is
+            # left is packed on its own (small types stay allowed for it).
+            big, rest = split
+            left = self._pack_group(t, zones, cts, big)
+            chunks = [_Chunk(c, zones, cts, n) for c, n in rest]
+            self._fill_open(chunks)
+            rest = [(ch.cls, ch.left) for ch in chunks if ch.left]
+            return left + (self._pack_group(t, zones, cts, rest) if rest else [])
+        # Only types that hold every class's pod are sized with (as the LP would each round anyway).
+        biggest = tuple(max(c.req[i] for c, _ in items) for i in range(len(self.keys)))
+        types = [x for x in types if _le(biggest, x.alloc)] or types
         rem = {c.id: n for c, n in items}
         cls = {c.id: c for c, _ in items}
         cpu, mem = self.keys.index(res.CPU), self.keys.index(res.MEMORY)
@@ -162,6 +180,31 @@ class _Scheduler(_Placement):
             if n > 0:
                 leftovers.append((c, n))
         return leftovers
+
+    def _demanding(self, types: list[_Type], items: list[tuple[_Class, int]], *, zones: frozenset[str],
+                   cts: frozenset[str]) -> tuple[list[tuple[_Class, int]], list[tuple[_Class, int]]] | None:
+        """The classes that fit far fewer types than the others (an 8-GPU pod next to 1-GPU pods) and the
+        rest, when packing them apart is clearly cheaper: the LP over all of them may only use types the
+        most demanding class fits."""
+        if len(items) < 2:
+            return None
+        if all(c.req == items[0][0].req for c, _ in items):
+            return None
+        fit = {c.id: sum(1 for x in types if _le(c.req, x.alloc)) for c, _ in items}
+        low = min(fit.values())
+        big = [(c, n) for c, n in items if fit[c.id] == low]
+        rest = [(c, n) for c, n in items if fit[c.id] > low]
+        if not rest or min(fit[c.id] for c, _ in rest) < 2 * max(low, 1):
+            return None
+
+        def cost(part: list[tuple[_Class, int]]) -> float:
+            demand = [sum(c.req[i] * n for c, n in part) for i in range(len(self.keys))]
+            a, xa, b, xb = _mix(types, part, demand, zones=zones, cts=cts, keys=self.keys)
+            if a is None:
+                return _INF
+            return _sizing_price(a, zones, cts) * xa + (_sizing_price(b, zones, cts) * xb if b is not None else 0.0)
+
+        return (big, rest) if cost(big) + cost(rest) < 0.97 * cost(items) else None
 
     def _residual_node(self, t: _Target, types: list[_Type], live: list[tuple[_Class, int]], demand: list[int],
                        duals: tuple[float, ...], *, zones: frozenset[str],
@@ -254,10 +297,12 @@ class _Scheduler(_Placement):
         for ct in ("spot", "on-demand"):
             if ct not in n.cts:
                 continue
-            skey = (id(t), n.zones, ct)
+            # Any type the target allows may be listed (one that fits every pod on the node fits each class's).
+            skey = (t.sig, n.zones, ct)
             ordered = self.sorted_cache.get(skey)
             if ordered is None:
-                ordered = sorted(((p, x.name, x) for x in t.types if (p := _price(x, n.zones, ct)) < _INF),
+                base = t.types if t.base_types is None else t.base_types
+                ordered = sorted(((p, x.name, x) for x in base if (p := _price(x, n.zones, ct)) < _INF),
                                  key=lambda e: (e[0], e[1]))
                 self.sorted_cache[skey] = ordered
             cands = []

@@ -355,7 +355,7 @@ class _State:
                     reasons.append(f"NodePool {pool.pool.name}: the instance types that fit its requests "
                                    f"({_fmt(c.rep.requests)}) cannot meet its minValues")
                     continue
-                targets.append(replace(t, types=fits, sizing=sizing))
+                targets.append(replace(t, types=fits, sizing=sizing, base_types=t.types))
             if targets or any(self._node_ok(c, n, variant) for n in self.existing):
                 # An untolerated PreferNoSchedule taint is avoided while another NodePool can take the pod.
                 targets.sort(key=lambda t: bool(_prefer_no_schedule(c.rep.tolerations, t.pool.pool.taints)))
