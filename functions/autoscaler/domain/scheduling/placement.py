@@ -53,8 +53,10 @@ class _Placement(_Topology):
     def _chunks(self, c: _Class) -> list[tuple[frozenset[str] | None, frozenset[str] | None, int]]:
         """Split the class into (zones, capacity types, count) by spread, zonal affinity/anti-affinity."""
         n = len(c.pods) - c.placed
-        usable, _ = self._usable(c, ZONE_LABEL)
         banned = self._banned_by_others(c, ZONE_LABEL)
+        zonal = banned or ZONE_LABEL in self.pinned.get(c.id, ()) or any(
+            t.topology_key in ZONE_KEYS for t in (*c.rep.pod_affinity, *c.rep.pod_anti_affinity))
+        usable = self._usable(c, ZONE_LABEL)[0] if zonal else set()  # only zonal (anti-)affinity needs it
         zone_sets: list[tuple[frozenset[str] | None, int]] = [(c.zone_pin, n)]
         if banned:
             usable -= banned

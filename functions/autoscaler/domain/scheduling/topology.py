@@ -53,6 +53,7 @@ class _Topology(_State):
     # other pods (kube-scheduler's symmetry is for required anti-affinity)
     soft: Mapping[str, frozenset[PodAffinityTerm]] = {}
     requeue: list[_Class]  # classes made while placing, to be placed next (set in ``run``)
+    bound_anti: list[tuple[_Node, Pod]] | None = None  # bound pods with pod anti-affinity (lazily)
 
     def _hard_anti(self, p: Pod) -> Iterable[PodAffinityTerm]:
         soft = self.soft.get(p.key)
@@ -184,14 +185,13 @@ class _Topology(_State):
         (anti-affinity is symmetric): bound pods and pods this plan has already put in a domain."""
         label = _label(key)
         out: set[str] = set()
-        for n in self.existing:
+        if self.bound_anti is None:  # bound pods with anti-affinity: few, so listed once
+            self.bound_anti = [(n, p) for n in self.existing for p in n.bound if p.pod_anti_affinity]
+        for n, p in self.bound_anti:
             v = n.labels.get(label)
-            if v is None:
-                continue
-            for p in n.bound:
-                if any(_label(t.topology_key) == label and _selects(t, owner_ns=p.namespace, pod=c)
-                       for t in self._hard_anti(p)):
-                    out.add(v)
+            if v is not None and any(_label(t.topology_key) == label and _selects(t, owner_ns=p.namespace, pod=c)
+                                     for t in self._hard_anti(p)):
+                out.add(v)
         for d in self.classes:
             placed = d.zone_counts if label == ZONE_LABEL else d.domain_counts.get(label)
             if placed and any(_label(t.topology_key) == label and _selects(t, owner_ns=d.rep.namespace, pod=c)
