@@ -313,7 +313,8 @@ class _Topology(_State):
             min_zero = hard and tsc.min_domains is not None and len(every) < tsc.min_domains
             got, over = _spread(usable, every, counts, n, max_skew=tsc.max_skew, min_zero=min_zero, room=room)
             if over and not hard:
-                extra = _water_fill(usable, {v: counts.get(v, 0) + got.get(v, 0) for v in usable}, over, room=room)
+                extra = _water_fill(usable, {v: counts.get(v, 0) + got.get(v, 0) for v in usable}, over,
+                                    room={v: r - got.get(v, 0) for v, r in room.items()})
                 for v, k in extra.items():
                     got[v] = got.get(v, 0) + k
                 over = n - sum(got.values())
