@@ -980,3 +980,19 @@ def test_issue15_item_14_extended_resources_pack_by_size() -> None:
     assert not result.unschedulable
     assert sorted(ln.instance_types[0] for ln in result.launches) == ["g6.48xlarge", "g6.xlarge", "g6.xlarge"]
     assert round(result.hourly_price, 2) == 14.96
+
+
+def test_issue15_item_3_anti_affinity_on_capacity_type_and_custom_keys_is_symmetric() -> None:
+    sel = LabelSelector(match_labels=(("app", "b"),))
+    # Given a bound on-demand pod whose anti-affinity on capacity type excludes app=b
+    pools = [nodepool("default", ANY_ARCH), nodepool("od", req(CT, "In", "on-demand"))]
+    c = Cluster()
+    c.provision(pools, [kpod("anti", labels={"app": "b"}, anti=[term(CT, sel)], reqs=[(CT, "In", ["on-demand"])])])
+    # When another app=b pod comes
+    c.provision(pools, [kpod("b", labels={"app": "b"})])
+    # Then it goes spot
+    assert labels_of(c, "b")[CT] == "spot"
+    # And when spot cannot be launched (its only pool at its limit), it is reported rather than put on-demand
+    pools = [nodepool("default", ANY_ARCH, req(CT, "In", "spot"), limits={"cpu": "0"}), pools[1]]
+    c.provision(pools, [kpod("b2", labels={"app": "b"}, cpu=1900)])  # too big for the spot node b is on
+    assert not c.scheduled("b2") and "anti-affinity" in c.unschedulable["b2"]

@@ -37,9 +37,10 @@ from autoscaler.domain.scheduling.state import _State
 Selector = PodAffinityTerm | LabelSelector | None
 
 
-def is_generic(key: str) -> bool:
-    """A topology key placed by splitting the class per value (not zone, capacity type or hostname)."""
-    return key not in ZONE_KEYS and key not in (CAPACITY_TYPE_LABEL, HOSTNAME_LABEL)
+def is_generic(key: str, *, spread: bool = False) -> bool:
+    """A topology key placed by splitting the class per value: not zone or hostname, nor capacity type
+    for topology spread (placement splits those by counts)."""
+    return key not in ZONE_KEYS and key != HOSTNAME_LABEL and not (spread and key == CAPACITY_TYPE_LABEL)
 
 
 def _label(key: str) -> str:
@@ -185,9 +186,7 @@ class _Topology(_State):
         (anti-affinity is symmetric): bound pods and pods this plan has already put in a domain."""
         label = _label(key)
         out: set[str] = set()
-        if self.bound_anti is None:  # bound pods with anti-affinity: few, so listed once
-            self.bound_anti = [(n, p) for n in self.existing for p in n.bound if p.pod_anti_affinity]
-        for n, p in self.bound_anti:
+        for n, p in self.bound_anti or ():
             v = n.labels.get(label)
             if v is not None and any(_label(t.topology_key) == label and _selects(t, owner_ns=p.namespace, pod=c)
                                      for t in self._hard_anti(p)):
@@ -226,6 +225,14 @@ class _Topology(_State):
                     if t.topology_key != HOSTNAME_LABEL and _selects(t, owner_ns=a.rep.namespace, pod=d):
                         self.pinned.setdefault(a.id, set()).add(_label(t.topology_key))
                         self.pinned.setdefault(d.id, set()).add(_label(t.topology_key))
+        if self.bound_anti is None:
+            self.bound_anti = [(n, p) for n in self.existing for p in n.bound if p.pod_anti_affinity]
+        for _n, p in self.bound_anti:  # bound pods' anti-affinity on other keys: the pods it selects take a value
+            for t in self._hard_anti(p):
+                if is_generic(t.topology_key):
+                    for d in live:
+                        if _selects(t, owner_ns=p.namespace, pod=d):
+                            self.pinned.setdefault(d.id, set()).add(t.topology_key)
         if not deps:
             return order
         out: list[_Class] = []
@@ -252,7 +259,7 @@ class _Topology(_State):
     def _generic_key(self, c: _Class) -> str | None:
         """The first key other than zone, capacity type and hostname that ``c`` still has to be split on."""
         for t in c.rep.topology_spread:
-            if is_generic(t.topology_key) and t.topology_key not in c.handled and (
+            if is_generic(t.topology_key, spread=True) and t.topology_key not in c.handled and (
                     _selects(t.label_selector, owner_ns=c.rep.namespace, pod=c)):
                 return t.topology_key
         for term in (*c.rep.pod_affinity, *c.rep.pod_anti_affinity):
@@ -272,12 +279,14 @@ class _Topology(_State):
         c.pods = [p for p in c.pods if p.key in pinned_keys]
         n = len(rest)
         usable, room = self._usable(c, key)
-        usable -= self._banned_by_others(c, key)
-        reason = ""
+        banned = self._banned_by_others(c, key)
+        usable -= banned
+        reason = (f"pod anti-affinity on {key}: every value of {key} it may use holds a pod whose anti-affinity "
+                  "excludes it") if banned and not usable else ""
         own = any(t.topology_key == key for t in (*c.rep.pod_affinity, *c.rep.pod_anti_affinity))
-        spreads = [t for t in c.rep.topology_spread if t.topology_key == key
+        spreads = [t for t in c.rep.topology_spread if t.topology_key == key and is_generic(key, spread=True)
                    and _selects(t.label_selector, owner_ns=c.rep.namespace, pod=c)]
-        if not usable and not own and not spreads:
+        if not usable and not own and not spreads and not banned:
             child = self._child(c, rest, key, None)  # only followed by others, with no value to pin it to
             return [] if self._resolve_child(child) else [child]
         for term in c.rep.pod_anti_affinity:
