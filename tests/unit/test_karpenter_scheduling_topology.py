@@ -680,6 +680,20 @@ def _(c: Cluster) -> None:
     assert len({c.node_of(p.name).name for p in pods}) == 1  # type: ignore[union-attr]
 
 
+@karpenter(f"{PA}/should respect self pod affinity for first empty topology domain only (hostname)")
+def _(c: Cluster) -> None:
+    # Given 10 pods with self hostname affinity of which the largest type (m5.4xlarge) holds 5
+    pool = nodepool("default", req("karpenter.k8s.aws/instance-family", "In", "m5"))
+    pods = kpods(10, labels=AFF, cpu=3000, aff=[term(HOST, AFF_SEL)])
+    c.provision([pool], pods)
+    placed = [p for p in pods if c.scheduled(p.name)]
+    # Then one node takes 5 and the other 5 wait; a second batch does not schedule either
+    assert len(placed) == 5 and len({c.node_of(p.name).name for p in placed}) == 1  # type: ignore[union-attr]
+    more = kpods(10, labels=AFF, cpu=3000, aff=[term(HOST, AFF_SEL)])
+    c.provision([pool], more)
+    assert not any(c.scheduled(p.name) for p in more)
+
+
 @karpenter(f"{PA}/should respect self pod affinity (zone)")
 def _(c: Cluster) -> None:
     pods = kpods(3, labels=AFF, aff=[term(ZONE, AFF_SEL)])
