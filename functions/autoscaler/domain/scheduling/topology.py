@@ -360,7 +360,7 @@ class _Topology(_State):
         extra = (Requirement(key, "In", (value,)),) if value is not None else ()
         handled = c.handled | {key} if key else c.handled
         child = replace(c, id=len(self.classes), pods=pods, placed=0, targets=[], conflicts=set(c.conflicts),
-                        variants=[c.variant + extra], required_variants=[v + extra for v in c.required_variants],
+                        variants=[c.variant + extra], required_variants=list(c.required_variants),
                         handled=handled, zone_counts={}, host_spread=list(c.host_spread),
                         domain_counts={k: dict(v) for k, v in c.domain_counts.items()})
         if value is not None:
