@@ -996,3 +996,17 @@ def test_issue15_item_3_anti_affinity_on_capacity_type_and_custom_keys_is_symmet
     pools = [nodepool("default", ANY_ARCH, req(CT, "In", "spot"), limits={"cpu": "0"}), pools[1]]
     c.provision(pools, [kpod("b2", labels={"app": "b"}, cpu=1900)])  # too big for the spot node b is on
     assert not c.scheduled("b2") and "anti-affinity" in c.unschedulable["b2"]
+
+
+@pytest.mark.parametrize("key", [CT, ARCH, ZONE])
+def test_spread_counts_pods_of_every_class_with_the_same_selector(key: str) -> None:
+    # Given one app's pods of three sizes (three classes) spreading with maxSkew 1
+    sel = LabelSelector(match_labels=(("app", "s"),))
+    pods = [kpod(labels={"app": "s"}, cpu=cpu, spreads=[spread(key, sel=sel)]) for cpu in (100, 700, 1500, 100)]
+    c = Cluster()
+    # When provisioning
+    c.provision([nodepool("default", ANY_ARCH)], pods)
+    # Then the skew holds across the classes, not per class
+    counts = c.skew(key, sel)
+    assert all(c.scheduled(p.name) for p in pods)
+    assert max(counts) - (min(counts) if len(counts) == (3 if key == ZONE else 2) else 0) <= 1, counts

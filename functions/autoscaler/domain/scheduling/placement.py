@@ -106,10 +106,14 @@ class _Placement(_Topology):
             out = [(z, ct, k) if z is not None and len(z) == 1 else
                    (frozenset({self._cheapest_zone(c, set(z) & usable if z else usable)}), ct, k)
                    if (set(z) & usable if z else usable) else (z, ct, k) for z, ct, k in out]
-        for zones, _, k in out:
+        for zones, cts, k in out:  # what later classes' spread and affinity count
             if zones is not None and len(zones) == 1:
                 z = next(iter(zones))
                 c.zone_counts[z] = c.zone_counts.get(z, 0) + k
+            if cts is not None and len(cts) == 1:
+                ct_counts = c.domain_counts.setdefault(CAPACITY_TYPE_LABEL, {})
+                v = next(iter(cts))
+                ct_counts[v] = ct_counts.get(v, 0) + k
         return out
 
     def _spread_parts(self, c: _Class, tsc: TopologySpreadConstraint,

@@ -288,6 +288,7 @@ class _Topology(_State):
                    and _selects(t.label_selector, owner_ns=c.rep.namespace, pod=c)]
         if not usable and not own and not spreads and not banned:
             child = self._child(c, rest, key, None)  # only followed by others, with no value to pin it to
+            c.domain_counts = self._counts_for(c, len(c.pods))
             return [] if self._resolve_child(child) else [child]
         for term in c.rep.pod_anti_affinity:
             if term.topology_key != key:
@@ -353,7 +354,9 @@ class _Topology(_State):
             start += k
         if start < n:
             left = self._child(c, rest[start:], key, None)
+            left.domain_counts = {}  # placed nowhere
             self._unschedulable(left, len(left.pods), reason)
+        c.domain_counts = self._counts_for(c, len(c.pods))
         return [ch for ch in children if not self._resolve_child(ch)]
 
     def _child(self, c: _Class, pods: list[Pod], key: str, value: str | None) -> _Class:
@@ -362,7 +365,7 @@ class _Topology(_State):
         child = replace(c, id=len(self.classes), pods=pods, placed=0, targets=[], conflicts=set(c.conflicts),
                         variants=[c.variant + extra], required_variants=list(c.required_variants),
                         handled=handled, zone_counts={}, host_spread=list(c.host_spread),
-                        domain_counts={k: dict(v) for k, v in c.domain_counts.items()})
+                        domain_counts=self._counts_for(c, len(pods)))
         if value is not None:
             child.domain_counts[key] = {value: len(pods)}
         self.classes.append(child)
@@ -387,10 +390,17 @@ class _Topology(_State):
             return False
         moved, c.pods = c.pods[len(c.pods) - count:], c.pods[:len(c.pods) - count]
         child = self._child(c, moved, "", None)
+        child.domain_counts = self._counts_for(c, len(moved))
+        c.domain_counts = self._counts_for(c, len(c.pods))
         child.variants, child.handled = c.variants[idx + 1:], c.handled
         if not self._resolve_child(child):
             self.requeue.append(child)
         return True
+
+    @staticmethod
+    def _counts_for(c: _Class, n: int) -> dict[str, dict[str, int]]:
+        """``c``'s values on the keys it was split on (one each), counting ``n`` pods."""
+        return {k: dict.fromkeys(vals, n) for k, vals in c.domain_counts.items() if n}
 
     def _resolve_child(self, child: _Class) -> bool:
         """Resolve a child's NodePool targets; report its pods when none fits (True)."""
