@@ -113,6 +113,10 @@ class TopologySpreadConstraint:
     node_taints_policy: Literal["Honor", "Ignore"] = "Ignore"
 
 
+# ``PodAffinityTerm.namespaces`` entry meaning every namespace (an empty ``namespaceSelector``).
+ALL_NAMESPACES = "*"
+
+
 @dataclass(frozen=True, slots=True)
 class PodAffinityTerm:
     label_selector: LabelSelector | None
@@ -159,6 +163,8 @@ class Pod:
     preferred_pod_anti_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()  # (weight, term)
     host_ports: tuple[HostPort, ...] = ()
     volume_claims: tuple[str, ...] = ()  # PVC names in the pod's namespace
+    # generic ephemeral volumes: claim name -> its template's StorageClass ("" = none named)
+    ephemeral_claims: Mapping[str, str] = field(default_factory=dict)
     empty_dir: bool = False  # mounts an emptyDir volume: its data dies with the pod (kubectl drain's local data)
     owner: OwnerRef | None = None  # the controller owner reference, if any
     priority: int = 0

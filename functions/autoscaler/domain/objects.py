@@ -8,12 +8,14 @@ of the client's slow generated models) and the AWS adapter. Malformed input rais
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
 from autoscaler.domain import resources as res
 from autoscaler.domain.keys import ZONE_KEYS
 from autoscaler.domain.models import (
+    ALL_NAMESPACES,
     DaemonSet,
     HostPort,
     InstanceType,
@@ -123,10 +125,15 @@ def _terms(raw_terms: Any, *, where: str) -> tuple[NodeSelectorTerm, ...]:
 def _affinity_term(t: Raw, *, where: str) -> PodAffinityTerm:
     if not t.get("topologyKey"):
         raise ObjectError(f"{where}: topologyKey is required")
+    namespaces = tuple(t.get("namespaces") or ())
+    ns_selector = t.get("namespaceSelector")
+    if isinstance(ns_selector, Mapping) and not ns_selector.get("matchLabels") and not ns_selector.get(
+            "matchExpressions"):
+        namespaces = (ALL_NAMESPACES,)  # an empty namespaceSelector selects every namespace
     return PodAffinityTerm(
         label_selector=parse_label_selector(t.get("labelSelector"), where=f"{where}.labelSelector"),
         topology_key=str(t["topologyKey"]),
-        namespaces=tuple(t.get("namespaces") or ()),
+        namespaces=namespaces,
     )
 
 
@@ -215,11 +222,17 @@ def _pod_from_spec(meta: Raw, spec: Raw, status: Raw, *, where: str) -> Pod:
         min_domains = c.get("minDomains")
         if min_domains is not None and (not isinstance(min_domains, int) or min_domains < 1):
             raise ObjectError(f"{w}.minDomains: must be a positive integer, got {min_domains!r}")
+        selector = parse_label_selector(c.get("labelSelector"), where=f"{w}.labelSelector")
+        own = _map(meta.get("labels"))
+        keys = [str(k) for k in c.get("matchLabelKeys") or () if str(k) in own]
+        if keys and selector is not None:  # kube ignores matchLabelKeys without a labelSelector
+            selector = replace(selector, match_labels=tuple(sorted({*selector.match_labels,
+                                                                    *((k, own[k]) for k in keys)})))
         spread.append(TopologySpreadConstraint(
             max_skew=int(c["maxSkew"]), topology_key=str(c["topologyKey"]),
             when_unsatisfiable="ScheduleAnyway" if c.get("whenUnsatisfiable") == "ScheduleAnyway"
             else "DoNotSchedule",
-            label_selector=parse_label_selector(c.get("labelSelector"), where=f"{w}.labelSelector"),
+            label_selector=selector,
             min_domains=min_domains,
             node_affinity_policy=policies["nodeAffinityPolicy"],  # type: ignore[arg-type]
             node_taints_policy=policies["nodeTaintsPolicy"],  # type: ignore[arg-type]
@@ -233,6 +246,14 @@ def _pod_from_spec(meta: Raw, spec: Raw, status: Raw, *, where: str) -> Pod:
         str(v["persistentVolumeClaim"]["claimName"])
         for v in (spec.get("volumes") or ()) if v.get("persistentVolumeClaim")
     )
+    # A generic ephemeral volume's claim is named <pod>-<volume> and made from its template; until it
+    # exists, the template's StorageClass says where it may be provisioned.
+    ephemeral = {
+        f"{meta.get('name') or ''}-{v.get('name')}": str(
+            ((v["ephemeral"].get("volumeClaimTemplate") or {}).get("spec") or {}).get("storageClassName") or "")
+        for v in (spec.get("volumes") or ()) if isinstance(v.get("ephemeral"), Mapping)
+    }
+    claims += tuple(ephemeral)
     grace = spec.get("terminationGracePeriodSeconds")
     return Pod(
         namespace=str(meta.get("namespace") or "default"),
@@ -265,6 +286,7 @@ def _pod_from_spec(meta: Raw, spec: Raw, status: Raw, *, where: str) -> Pod:
             where=f"{where}.affinity.podAntiAffinity.preferred"),
         host_ports=ports,
         volume_claims=claims,
+        ephemeral_claims=ephemeral,
         empty_dir=any(isinstance(v, Mapping) and "emptyDir" in v for v in spec.get("volumes") or ()),
         owner=_owner(meta),
         priority=int(spec.get("priority") or 0),

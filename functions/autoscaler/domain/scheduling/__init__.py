@@ -7,9 +7,11 @@ them"). The steps, in order:
 
 1. Per NodePool, once: instance types allowed by its requirements, their offerings (minus the
    ``unavailable`` ones) and allocatable less the DaemonSet overhead that would land on such a node.
-2. Per class: the first variant of its node requirements (preferred affinity taken as required, then
-   relaxed; each required term in turn) that some NodePool or existing node satisfies; its zone and
-   capacity-type spread decided as counts per domain (water-filling over existing counts).
+2. Per class: the first variant of its node requirements (Karpenter's order: the heaviest preferred
+   term with each required term, then lighter ones, then none) that some NodePool or existing node
+   satisfies; classes are placed after the classes their pod affinity follows (``topology.py``); zone
+   and capacity-type spread decided as counts per domain over the domains the class can use; spread
+   and pod (anti-)affinity on any other key split the class per value of that key.
 3. In-flight instances take back the pods they were launched for; then existing nodes and in-flight
    instances are filled, then nodes already opened by this plan.
 4. Classes that shape nodes (hostname anti-affinity, host ports, hostname spread, hostname affinity)

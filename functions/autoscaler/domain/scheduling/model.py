@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL
 from autoscaler.domain.models import (
+    ALL_NAMESPACES,
     LabelSelector,
     Pod,
     PodAffinityTerm,
@@ -63,6 +64,7 @@ class _Type:
     alloc: Vec  # allocatable minus DaemonSet overhead on this NodePool
     capacity: dict[str, int]
     offerings: dict[tuple[str, str], float]  # (zone, capacity type) -> price
+    overhead: dict[str, int] = field(default_factory=dict)  # the DaemonSet requests taken out of ``alloc``
 
 
 @dataclass(eq=False, slots=True)
@@ -75,6 +77,7 @@ class _Pool:
     custom: dict[str, list[Requirement]]  # requirements on keys that are not well-known
     usage: dict[str, int]
     index: int
+    daemon_ports: dict[tuple[int, str], str] = field(default_factory=dict)  # host port -> the DaemonSet on it
 
 
 @dataclass(eq=False, slots=True)
@@ -88,6 +91,8 @@ class _Target:
     labels: dict[str, str]
     sig: tuple[object, ...]
     names: frozenset[str] | None = None
+    sizing: list[_Type] | None = None  # with minValues: the types nodes are filled up to (state.py)
+    base_types: list[_Type] | None = None  # ``types`` before narrowing to what one class's pods fit
 
 
 def _price(t: _Type, zones: Iterable[str], ct: str) -> float:
@@ -134,6 +139,10 @@ class _Class:
         such a class opens nodes of its own shape instead of joining a group's packing."""
         return self.cap < UNBOUNDED or bool(self.conflicts)
     zone_counts: dict[str, int] = field(default_factory=dict)
+    # the variants without preferred node affinity (nodeAffinityPolicy Honor looks at these only)
+    required_variants: list[tuple[Requirement, ...]] = field(default_factory=list)
+    handled: frozenset[str] = frozenset()  # keys this class was split on (topology.py)
+    domain_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> value -> pods put there
 
 
 def _class_key(p: Pod) -> tuple[object, ...]:
@@ -145,17 +154,24 @@ def _class_key(p: Pod) -> tuple[object, ...]:
 
 
 def _variants(p: Pod) -> list[tuple[Requirement, ...]]:
-    """Requirement sets to try in order: preferences as required first, relaxed lowest weight first,
-    for each required term in turn (Karpenter's order)."""
+    """Requirement sets to try in order, Karpenter's: the heaviest preferred term with each required
+    term in turn, then with the last required term the next heaviest preferred term alone, and so on,
+    and finally the last required term without preferences."""
     base = tuple(Requirement(k, "In", (v,)) for k, v in sorted(p.node_selector.items()))
     terms = [t.requirements for t in p.required_node_affinity] or [()]
     prefs = [t.requirements for _, t in sorted(p.preferred_node_affinity, key=lambda wt: -wt[0])]
-    out: list[tuple[Requirement, ...]] = []
-    for term in terms:
-        for n in range(len(prefs), -1, -1):
-            extra = tuple(r for pref in prefs[:n] for r in pref)
-            out.append(base + term + extra)
+    if not prefs:
+        return [base + term for term in terms]
+    out = [base + term + prefs[0] for term in terms]
+    out += [base + terms[-1] + pref for pref in prefs[1:]]
+    out.append(base + terms[-1])
     return out
+
+
+def _required_variants(p: Pod) -> list[tuple[Requirement, ...]]:
+    """``_variants`` without the preferences: node selector plus each required term."""
+    base = tuple(Requirement(k, "In", (v,)) for k, v in sorted(p.node_selector.items()))
+    return [base + t.requirements for t in p.required_node_affinity] or [base]
 
 
 def _selects(term: PodAffinityTerm | LabelSelector | None, *, owner_ns: str, pod: Pod | _Class,
@@ -164,7 +180,8 @@ def _selects(term: PodAffinityTerm | LabelSelector | None, *, owner_ns: str, pod
     labels = pod.labels if isinstance(pod, Pod) else pod.rep.labels
     if isinstance(term, PodAffinityTerm):
         namespaces, term = term.namespaces, term.label_selector
-    if ns not in (namespaces or (owner_ns,)):
+    allowed = namespaces or (owner_ns,)
+    if ns not in allowed and ALL_NAMESPACES not in allowed:
         return False
     return term is not None and term.matches(labels)
 

@@ -5,9 +5,11 @@ own nodes, and the rest is deferred to group packing."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from autoscaler.domain import resources as res
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_KEYS, ZONE_LABEL
+from autoscaler.domain.models import TopologySpreadConstraint
 from autoscaler.domain.scheduling.model import (
     _INF,
     Vec,
@@ -21,10 +23,10 @@ from autoscaler.domain.scheduling.model import (
     _Target,
 )
 from autoscaler.domain.scheduling.rules import _duals, _spread, _water_fill
-from autoscaler.domain.scheduling.state import _State
+from autoscaler.domain.scheduling.topology import _Topology
 
 
-class _Placement(_State):
+class _Placement(_Topology):
     """Where each class's pods go on existing, in-flight and opened nodes."""
 
     def _place_launched_for(self) -> None:
@@ -54,25 +56,35 @@ class _Placement(_State):
     def _chunks(self, c: _Class) -> list[tuple[frozenset[str] | None, frozenset[str] | None, int]]:
         """Split the class into (zones, capacity types, count) by spread, zonal affinity/anti-affinity."""
         n = len(c.pods) - c.placed
+        banned = self._banned_by_others(c, ZONE_LABEL)
+        zonal = banned or ZONE_LABEL in self.pinned.get(c.id, ()) or any(
+            t.topology_key in ZONE_KEYS for t in (*c.rep.pod_affinity, *c.rep.pod_anti_affinity))
+        usable = self._usable(c, ZONE_LABEL)[0] if zonal else set()  # only zonal (anti-)affinity needs it
         zone_sets: list[tuple[frozenset[str] | None, int]] = [(c.zone_pin, n)]
+        if banned:
+            usable -= banned
+            if not usable:
+                self._unschedulable(c, n, "pod anti-affinity on zone: every zone it may use holds a pod whose "
+                                    "anti-affinity excludes it")
+                return []
+            zone_sets = [(frozenset(usable), n)]
         for term in c.rep.pod_affinity:
             if term.topology_key not in ZONE_KEYS:
                 continue
-            counts = self._matching_counts(c, term, ZONE_LABEL)
-            domains = self._domains(c, ZONE_LABEL)
-            have = sorted((z for z in counts if z in domains), key=lambda z: (-counts[z], z))
+            counts = self._matching_counts(c, term, ZONE_LABEL, namespaces=term.namespaces)
+            have = sorted((z for z in counts if z in usable), key=lambda z: (-counts[z], z))
             if have:
                 zone_sets = [(frozenset({have[0]}), n)]
-            elif _selects(term, owner_ns=c.rep.namespace, pod=c) and domains:
-                zone_sets = [(frozenset({self._cheapest_zone(c, domains)}), n)]
+            elif _selects(term, owner_ns=c.rep.namespace, pod=c) and usable:
+                zone_sets = [(frozenset({self._cheapest_zone(c, usable)}), n)]
             else:
                 self._unschedulable(c, n, "pod affinity: no pod in any zone matches its required podAffinity")
                 return []
         for term in c.rep.pod_anti_affinity:
             if term.topology_key not in ZONE_KEYS:
                 continue
-            counts = self._matching_counts(c, term, ZONE_LABEL)
-            free = sorted(z for z in self._domains(c, ZONE_LABEL) if counts.get(z, 0) == 0)
+            counts = self._matching_counts(c, term, ZONE_LABEL, namespaces=term.namespaces)
+            free = sorted(z for z in usable if counts.get(z, 0) == 0)
             if _selects(term, owner_ns=c.rep.namespace, pod=c):
                 zone_sets = [(frozenset({z}), 1) for z in free[:n]]
                 if n > len(free):
@@ -86,41 +98,67 @@ class _Placement(_State):
         for zones, count in zone_sets:
             parts: list[tuple[frozenset[str] | None, frozenset[str] | None, int]] = [(zones, None, count)]
             for tsc in c.rep.topology_spread:
-                if tsc.topology_key in ZONE_KEYS or tsc.topology_key == CAPACITY_TYPE_LABEL:
-                    is_zone = tsc.topology_key in ZONE_KEYS
-                    domains = self._domains(c, tsc.topology_key)
-                    if is_zone and zones is not None:
-                        domains &= zones
-                    every = self._spread_domains(c, tsc) | domains
-                    counts = self._matching_counts(c, tsc.label_selector, tsc.topology_key, spread=tsc)
-                    hard = tsc.when_unsatisfiable == "DoNotSchedule"
-                    # minDomains: with fewer eligible domains than asked, the global minimum is 0.
-                    min_zero = hard and tsc.min_domains is not None and len(every) < tsc.min_domains
-                    new_parts: list[tuple[frozenset[str] | None, frozenset[str] | None, int]] = []
-                    for pz, pc, pn in parts:
-                        doms = domains & (pz or domains) if is_zone else domains & (pc or domains)
-                        if not doms:
-                            self._unschedulable(c, pn, f"topology spread on {tsc.topology_key}: no allowed domain")
-                            continue
-                        got, over = _spread(doms, every, counts, pn, max_skew=tsc.max_skew, min_zero=min_zero)
-                        if over and hard:
-                            self._unschedulable(c, over, f"topology spread on {tsc.topology_key}: maxSkew "
-                                                f"{tsc.max_skew} would be exceeded in every domain it may use")
-                        elif over:  # ScheduleAnyway: a preference, relaxed once it cannot be met
-                            extra = _water_fill(doms, {d: counts.get(d, 0) + got.get(d, 0) for d in doms}, over)
-                            for d, k in extra.items():
-                                got[d] = got.get(d, 0) + k
-                        for dom, k in sorted(got.items()):
-                            if k:
-                                new_parts.append((frozenset({dom}), pc, k) if is_zone else (pz, frozenset({dom}), k))
-                                counts[dom] = counts.get(dom, 0) + k
-                    parts = new_parts
+                if tsc.topology_key not in ZONE_KEYS and tsc.topology_key != CAPACITY_TYPE_LABEL:
+                    continue
+                if not _selects(tsc.label_selector, owner_ns=c.rep.namespace, pod=c):
+                    continue  # its own pods do not count: placing them never changes the skew
+                parts = self._spread_parts(c, tsc, parts, banned)
             out.extend(parts)
-        for zones, _, k in out:
+        if ZONE_LABEL in self.pinned.get(c.id, ()):
+            # Others follow (or avoid) this class's zone: decide it now instead of at launch.
+            out = [(z, ct, k) if z is not None and len(z) == 1 else
+                   (frozenset({self._cheapest_zone(c, set(z) & usable if z else usable)}), ct, k)
+                   if (set(z) & usable if z else usable) else (z, ct, k) for z, ct, k in out]
+        for zones, cts, k in out:  # what later classes' spread and affinity count
             if zones is not None and len(zones) == 1:
                 z = next(iter(zones))
                 c.zone_counts[z] = c.zone_counts.get(z, 0) + k
+            if cts is not None and len(cts) == 1:
+                ct_counts = c.domain_counts.setdefault(CAPACITY_TYPE_LABEL, {})
+                v = next(iter(cts))
+                ct_counts[v] = ct_counts.get(v, 0) + k
         return out
+
+    def _spread_parts(self, c: _Class, tsc: TopologySpreadConstraint,
+                      parts: list[tuple[frozenset[str] | None, frozenset[str] | None, int]],
+                      banned: set[str]) -> list[tuple[frozenset[str] | None, frozenset[str] | None, int]]:
+        """Split each part over the domains of a zone or capacity-type spread constraint."""
+        is_zone = tsc.topology_key in ZONE_KEYS
+        domains, room = self._usable(c, tsc.topology_key)
+        if is_zone:
+            domains -= banned
+        every = self._spread_every(c, tsc) | domains
+        counts = self._matching_counts(c, tsc.label_selector, tsc.topology_key, spread=tsc)
+        hard = tsc.when_unsatisfiable == "DoNotSchedule"
+        # minDomains: with fewer eligible domains than asked, the global minimum is 0.
+        min_zero = hard and tsc.min_domains is not None and len(every) < tsc.min_domains
+        new_parts: list[tuple[frozenset[str] | None, frozenset[str] | None, int]] = []
+        for pz, pc, pn in parts:
+            doms = domains & (pz or domains) if is_zone else domains & (pc or domains)
+            if not doms:
+                self._unschedulable(c, pn, f"topology spread on {tsc.topology_key}: no domain it may use has room "
+                                    "or a NodePool that can launch there")
+                continue
+            got, over = _spread(doms, every, counts, pn, max_skew=tsc.max_skew, min_zero=min_zero, room=room)
+            if over and not hard:  # ScheduleAnyway: a preference, relaxed once it cannot be met
+                extra = _water_fill(doms, {d: counts.get(d, 0) + got.get(d, 0) for d in doms}, over,
+                                    room={d: r - got.get(d, 0) for d, r in room.items()})
+                for d, k in extra.items():
+                    got[d] = got.get(d, 0) + k
+                    over -= k
+            if over and hard and self._relax(c, over):
+                over = 0
+            if over:
+                self._unschedulable(c, over, f"topology spread on {tsc.topology_key}: maxSkew {tsc.max_skew} would "
+                                    "be exceeded in every domain it may use" if hard else
+                                    f"topology spread on {tsc.topology_key}: no domain it may use has room left")
+            for dom, k in sorted(got.items()):
+                if k:
+                    new_parts.append((frozenset({dom}), pc, k) if is_zone else (pz, frozenset({dom}), k))
+                    counts[dom] = counts.get(dom, 0) + k
+                    if dom in room:
+                        room[dom] -= k
+        return new_parts
 
     def _place(self, c: _Class, zones: frozenset[str] | None, cts: frozenset[str] | None, count: int) -> None:
         affinity_nodes = self._hostname_affinity(c)
@@ -151,7 +189,7 @@ class _Placement(_State):
         if affinity_nodes is not None and not self_affine:
             self._unschedulable(c, count, "pod affinity on hostname: no pod matches its required podAffinity")
             return
-        if affinity_nodes is not None or c.shapes_nodes:
+        if affinity_nodes is not None or c.shapes_nodes or c.id in self.host_targets:
             self._open_nodes(c, zones, cts, count, single=affinity_nodes is not None)
             return
         self._defer(c, zones, cts, count)
@@ -211,7 +249,11 @@ class _Placement(_State):
             ct = t.cts if cts is None else t.cts & cts
             if z and ct:
                 key = (t.sig, z, ct)
-                entry = self.deferred.setdefault(key, (t, z, ct, []))
+                entry = self.deferred.get(key)
+                if entry is None:
+                    # The group's nodes may be any type the target allows, not only those this class fits.
+                    full = t if t.base_types is None else replace(t, types=t.base_types, sizing=None)
+                    entry = self.deferred[key] = (full, z, ct, [])
                 entry[3].append([c, count])
                 return
         self._unschedulable(c, count, self._why_not(c, zones))
@@ -257,7 +299,7 @@ class _Placement(_State):
             ct = t.cts if cts is None else t.cts & cts
             if not z or not ct:
                 continue
-            types = [x for x in t.types if _sizing_price(x, z, ct) < _INF]
+            types = [x for x in (t.types if t.sizing is None else t.sizing) if _sizing_price(x, z, ct) < _INF]
             if not types:
                 continue
             per_node = min(c.cap, count)

@@ -4,7 +4,9 @@ for pods a plan cannot place."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Collection
+from dataclasses import replace
 
 from autoscaler.domain import resources as res
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, NODEPOOL_LABEL, ZONE_LABEL
@@ -52,15 +54,24 @@ class _Scheduler(_Placement):
             if c.error is None:
                 c.error = self._resolve(c)
         self._place_launched_for()
+        # Pod (anti-)affinity targets come before the classes that follow or avoid them.
+        queue = deque(self._affinity_order(order))
+        self.requeue = []
         flexible: list[_Chunk] = []  # pods of unshaped classes still to place
-        for i, c in enumerate(order):
-            if i % 8 == 7:  # drop nodes no remaining class could use, so scans stay short
-                floor = tuple(min(d.req[j] for d in order[i:]) for j in range(len(self.keys)))
+        i = 0
+        while queue:
+            self._split_all(queue)  # spread/affinity on keys other than zone, capacity type, hostname
+            if not queue:
+                break
+            c = queue.popleft()
+            i += 1
+            if i % 8 == 0 and queue:  # drop nodes no remaining class could use, so scans stay short
+                floor = tuple(min(d.req[j] for d in queue) for j in range(len(self.keys)))
                 self.open = [n for n in self.open if _fit(n.free, floor) > 0]
             if c.error is not None:
-                self._unschedulable(c, len(c.pods), c.error)
+                self._unschedulable(c, len(c.pods) - c.placed, c.error)
                 continue
-            shaped = c.shapes_nodes or any(
+            shaped = c.shapes_nodes or c.id in self.host_targets or any(
                 t.topology_key == HOSTNAME_LABEL for t in c.rep.pod_affinity)
             for zones, cts, count in self._chunks(c):
                 if shaped:
@@ -69,6 +80,8 @@ class _Scheduler(_Placement):
                     left = self._place_existing(c, zones, cts, count)
                     if left:
                         flexible.append(_Chunk(c, zones, cts, left))
+            queue.extendleft(reversed(self.requeue))  # pods that gave up a preference are placed next
+            self.requeue.clear()
         # Classes free to go anywhere fill the nodes opened for shaped ones together, node by node,
         # balancing CPU against memory; what is left is packed in bulk.
         self._fill_open(flexible)
@@ -92,8 +105,9 @@ class _Scheduler(_Placement):
                     why = f"NodePool {t.pool.pool.name} limit reached"
                     self._unschedulable_later(c, n, why)
                 else:
+                    full = nxt if nxt.base_types is None else replace(nxt, types=nxt.base_types, sizing=None)
                     e = self.deferred.setdefault((nxt.sig, zones & nxt.zones, cts & nxt.cts),
-                                                 (nxt, zones & nxt.zones, cts & nxt.cts, []))
+                                                 (full, zones & nxt.zones, cts & nxt.cts, []))
                     e[3].append([c, n])
 
     def _pack_group(self, t: _Target, zones: frozenset[str], cts: frozenset[str],
@@ -104,6 +118,22 @@ class _Scheduler(_Placement):
         most (or, for the last fraction of a node, ``_residual_node``'s choice), and fill it balancing
         CPU against memory so the node is full in both."""
         types = [x for x in t.types if _sizing_price(x, zones, cts) < _INF]
+        sizing = self._min_values_sizing(t, types)
+        if sizing is not None:
+            types = sizing
+        split = self._demanding(types, items, zones=zones, cts=cts)
+        if split is not None:
+            # Pods only the largest types hold get their nodes first; the rest top those up, and what is
+            # left is packed on its own (small types stay allowed for it).
+            big, rest = split
+            left = self._pack_group(t, zones, cts, big)
+            chunks = [_Chunk(c, zones, cts, n) for c, n in rest]
+            self._fill_open(chunks)
+            rest = [(ch.cls, ch.left) for ch in chunks if ch.left]
+            return left + (self._pack_group(t, zones, cts, rest) if rest else [])
+        # Only types that hold every class's pod are sized with (as the LP would each round anyway).
+        biggest = tuple(max(c.req[i] for c, _ in items) for i in range(len(self.keys)))
+        types = [x for x in types if _le(biggest, x.alloc)] or types
         rem = {c.id: n for c, n in items}
         cls = {c.id: c for c, _ in items}
         cpu, mem = self.keys.index(res.CPU), self.keys.index(res.MEMORY)
@@ -150,6 +180,31 @@ class _Scheduler(_Placement):
             if n > 0:
                 leftovers.append((c, n))
         return leftovers
+
+    def _demanding(self, types: list[_Type], items: list[tuple[_Class, int]], *, zones: frozenset[str],
+                   cts: frozenset[str]) -> tuple[list[tuple[_Class, int]], list[tuple[_Class, int]]] | None:
+        """The classes that fit far fewer types than the others (an 8-GPU pod next to 1-GPU pods) and the
+        rest, when packing them apart is clearly cheaper: the LP over all of them may only use types the
+        most demanding class fits."""
+        if len(items) < 2:
+            return None
+        if all(c.req == items[0][0].req for c, _ in items):
+            return None
+        fit = {c.id: sum(1 for x in types if _le(c.req, x.alloc)) for c, _ in items}
+        low = min(fit.values())
+        big = [(c, n) for c, n in items if fit[c.id] == low]
+        rest = [(c, n) for c, n in items if fit[c.id] > low]
+        if not rest or min(fit[c.id] for c, _ in rest) < 2 * max(low, 1):
+            return None
+
+        def cost(part: list[tuple[_Class, int]]) -> float:
+            demand = [sum(c.req[i] * n for c, n in part) for i in range(len(self.keys))]
+            a, xa, b, xb = _mix(types, part, demand, zones=zones, cts=cts, keys=self.keys)
+            if a is None:
+                return _INF
+            return _sizing_price(a, zones, cts) * xa + (_sizing_price(b, zones, cts) * xb if b is not None else 0.0)
+
+        return (big, rest) if cost(big) + cost(rest) < 0.97 * cost(items) else None
 
     def _residual_node(self, t: _Target, types: list[_Type], live: list[tuple[_Class, int]], demand: list[int],
                        duals: tuple[float, ...], *, zones: frozenset[str],
@@ -242,10 +297,12 @@ class _Scheduler(_Placement):
         for ct in ("spot", "on-demand"):
             if ct not in n.cts:
                 continue
-            skey = (id(t), n.zones, ct)
+            # Any type the target allows may be listed (one that fits every pod on the node fits each class's).
+            skey = (t.sig, n.zones, ct)
             ordered = self.sorted_cache.get(skey)
             if ordered is None:
-                ordered = sorted(((p, x.name, x) for x in t.types if (p := _price(x, n.zones, ct)) < _INF),
+                base = t.types if t.base_types is None else t.base_types
+                ordered = sorted(((p, x.name, x) for x in base if (p := _price(x, n.zones, ct)) < _INF),
                                  key=lambda e: (e[0], e[1]))
                 self.sorted_cache[skey] = ordered
             cands = []
@@ -287,7 +344,9 @@ def plan(snapshot: PlanInput, *, unavailable: Collection[tuple[str, str, str]] =
     terms = {p.key: _preferred_terms(p) for p in snapshot.pods
              if p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity)}
     while True:
-        result = _Scheduler(_preferences_as_required(snapshot, terms, relaxed), unavailable).run()
+        scheduler = _Scheduler(_preferences_as_required(snapshot, terms, relaxed), unavailable)
+        scheduler.soft = {k: frozenset(t for _, t in v[relaxed.get(k, 0):]) for k, v in terms.items()}
+        result = scheduler.run()
         stuck = [u.pod for u in result.unschedulable if relaxed.get(u.pod, 0) < len(terms.get(u.pod, ()))]
         if not stuck:
             break

@@ -17,6 +17,7 @@ from autoscaler.domain.models import (
     PodAffinityTerm,
     Requirement,
     Taint,
+    Toleration,
 )
 from autoscaler.domain.nodepool import requirement_allows
 from autoscaler.domain.plan import PlanInput
@@ -177,17 +178,23 @@ def _fill_balanced(ty: _Type, items: list[tuple[_Class, int]], *, cpu: int,
 
 
 def _spread(allowed: set[str], every: set[str], counts: Mapping[str, int], n: int, *, max_skew: int,
-            min_zero: bool) -> tuple[dict[str, int], int]:
+            min_zero: bool, room: Mapping[str, int] | None = None) -> tuple[dict[str, int], int]:
     """Place up to ``n`` pods in ``allowed`` domains, always into the one with the fewest matching pods,
     while kube's skew rule admits it: count + 1 - global minimum (over ``every`` domain; 0 when
-    ``min_zero``) <= maxSkew. Returns the counts per domain and how many could not be placed."""
+    ``min_zero``) <= maxSkew. A domain in ``room`` takes at most that many (existing nodes only, no
+    NodePool launches there). Returns the counts per domain and how many could not be placed."""
+    room = room or {}
     have = {d: counts.get(d, 0) for d in every | allowed}
     out: dict[str, int] = {}
     others = [have[d] for d in have if d not in allowed]
     floor_others = min(others) if others else _INF
+    open_ = set(allowed)
     while n > 0:
-        d = min(allowed, key=lambda x: (have[x], x))
-        if not min_zero and not others and n >= len(allowed) and all(
+        open_ = {x for x in open_ if x not in room or out.get(x, 0) < room[x]}
+        if not open_:
+            break
+        d = min(open_, key=lambda x: (have[x], x))
+        if not min_zero and not others and not room and n >= len(allowed) and all(
                 have[x] == have[d] for x in allowed):
             q = n // len(allowed)  # level: a whole round each at once (skew stays 0 among them)
             for x in allowed:
@@ -195,31 +202,34 @@ def _spread(allowed: set[str], every: set[str], counts: Mapping[str, int], n: in
                 out[x] = out.get(x, 0) + q
             n -= q * len(allowed)
             continue
-        low = 0 if min_zero else min(floor_others, have[d])
-        room = low + max_skew - have[d]
-        if room <= 0:
+        low = 0 if min_zero else min(floor_others, *(have[x] for x in allowed))
+        room_skew = low + max_skew - have[d]
+        if room_skew <= 0:
             break
-        nxt = min((have[x] for x in allowed if x != d), default=have[d] + n)
-        k = int(min(n, room, max(1, nxt - have[d])))
+        nxt = min((have[x] for x in open_ if x != d), default=have[d] + n)
+        k = int(min(n, room_skew, max(1, nxt - have[d]), room[d] - out.get(d, 0) if d in room else n))
         have[d] += k
         out[d] = out.get(d, 0) + k
         n -= k
     return out, n
 
 
-def _water_fill(domains: set[str], counts: Mapping[str, int], n: int) -> dict[str, int]:
-    """Place ``n`` pods one at a time in the domain with the fewest matching pods (kube's skew rule
-    always admits that domain), returning counts per domain."""
-    heap = [(counts.get(d, 0), d) for d in sorted(domains)]
+def _water_fill(domains: set[str], counts: Mapping[str, int], n: int,
+                room: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Place up to ``n`` pods one at a time in the domain with the fewest matching pods (kube's skew
+    rule always admits that domain), a domain in ``room`` taking at most that many; counts per domain."""
+    room = room or {}
+    heap = [(counts.get(d, 0), d) for d in sorted(domains) if room.get(d, 1) > 0]
     heapq.heapify(heap)
     out = dict.fromkeys(domains, 0)
-    while n > 0:
+    while n > 0 and heap:
         have, d = heapq.heappop(heap)
         nxt = heap[0][0] if heap else have + n
-        k = min(n, max(1, nxt - have))
+        k = min(n, max(1, nxt - have), room[d] - out[d] if d in room else n)
         out[d] += k
         n -= k
-        heapq.heappush(heap, (have + k, d))
+        if d not in room or out[d] < room[d]:
+            heapq.heappush(heap, (have + k, d))
     return out
 
 
@@ -265,6 +275,11 @@ def _intersect(pod: Requirement, pool_reqs: list[Requirement]) -> str | bool:
         ok = sorted(v for v in allowed if requirement_allows(pod, v))
         return ok[0] if ok else False
     return False
+
+
+def _prefer_no_schedule(tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]) -> list[Taint]:
+    """The PreferNoSchedule taints no toleration covers (kube-scheduler avoids such nodes when it can)."""
+    return [t for t in taints if t.effect == "PreferNoSchedule" and not any(tol.tolerates(t) for tol in tolerations)]
 
 
 def _single_values(reqs: Iterable[Requirement]) -> dict[str, str]:

@@ -20,11 +20,8 @@ from autoscaler.domain.keys import (
 )
 from autoscaler.domain.labels import instance_type_labels
 from autoscaler.domain.models import (
-    LabelSelector,
     Pod,
-    PodAffinityTerm,
     Requirement,
-    TopologySpreadConstraint,
     tolerates_all,
 )
 from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
@@ -32,7 +29,6 @@ from autoscaler.domain.nodepool import NodePool, requirement_allows
 from autoscaler.domain.plan import Plan, PlanInput, Unschedulable
 from autoscaler.domain.scheduling.model import (
     _CT,
-    _INF,
     Vec,
     _add,
     _Class,
@@ -40,6 +36,7 @@ from autoscaler.domain.scheduling.model import (
     _le,
     _Node,
     _Pool,
+    _required_variants,
     _selects,
     _sizing_price,
     _sub,
@@ -47,7 +44,15 @@ from autoscaler.domain.scheduling.model import (
     _Type,
     _variants,
 )
-from autoscaler.domain.scheduling.rules import _describe, _fmt, _intersect, _label_ok, _live_taints
+from autoscaler.domain.scheduling.rules import (
+    _describe,
+    _fmt,
+    _intersect,
+    _label_ok,
+    _live_taints,
+    _prefer_no_schedule,
+    _with_min_values,
+)
 
 
 class _State:
@@ -76,6 +81,10 @@ class _State:
         self.fits_cache: dict[tuple[object, ...], list[_Type]] = {}
         self.sorted_cache: dict[tuple[object, ...], list[tuple[float, str, _Type]]] = {}
         self.frontier_cache: dict[tuple[object, ...], list[tuple[float, _Type]]] = {}
+        self.type_sets: dict[tuple[str, ...], int] = {}
+        self.sizing_cache: dict[tuple[object, ...], list[_Type]] = {}
+        self.host_targets: set[int] = set()  # classes others follow onto their node (topology.py)
+        self.pinned: dict[int, set[str]] = {}  # class id -> keys it must take one value of (topology.py)
         self.deferred: dict[tuple[object, ...], tuple[_Target, frozenset[str], frozenset[str], list[list[object]]]] = {}
 
     def vec(self, r: Mapping[str, int]) -> Vec:
@@ -91,9 +100,17 @@ class _State:
         out = []
         for i, pods in enumerate(groups.values()):
             rep = pods[0]
-            c = _Class(id=i, rep=rep, pods=pods, req=self.vec(rep.requests), variants=_variants(rep))
+            c = _Class(id=i, rep=rep, pods=pods, req=self.vec(rep.requests), variants=_variants(rep),
+                       required_variants=_required_variants(rep))
             for claim in rep.volume_claims:
                 pvc = pvcs.get((rep.namespace, claim))
+                if pvc is None and claim in rep.ephemeral_claims:
+                    # not created yet from the pod's ephemeral volume template: provisioned like a
+                    # WaitForFirstConsumer claim of the template's StorageClass
+                    sc = scs.get(rep.ephemeral_claims[claim])
+                    if sc is not None and sc.zones:
+                        c.zone_pin = frozenset(sc.zones) if c.zone_pin is None else c.zone_pin & frozenset(sc.zones)
+                    continue
                 if pvc is None:
                     c.error = f"PersistentVolumeClaim {rep.namespace}/{claim} not found"
                     break
@@ -155,13 +172,16 @@ class _State:
         out = []
         for idx, pool in enumerate(sorted(self.snap.node_pools, key=lambda p: (-p.weight, p.name))):
             kubelet, root = self._kubelet(pool)
-            type_reqs = [r for r in pool.requirements if r.key in WELL_KNOWN_KEYS
+            # A template label on a well-known key (zone, capacity type, arch...) constrains like a requirement.
+            reqs = [*pool.requirements, *(Requirement(k, "In", (v,)) for k, v in pool.labels.items()
+                                          if k in WELL_KNOWN_KEYS and k != NODEPOOL_LABEL)]
+            type_reqs = [r for r in reqs if r.key in WELL_KNOWN_KEYS
                          and r.key not in ZONE_KEYS and r.key not in _CT and r.key != NODEPOOL_LABEL]
-            zone_reqs = [r for r in pool.requirements if r.key in ZONE_KEYS]
-            ct_reqs = [r for r in pool.requirements if r.key == CAPACITY_TYPE_LABEL]
+            zone_reqs = [r for r in reqs if r.key in ZONE_KEYS]
+            ct_reqs = [r for r in reqs if r.key == CAPACITY_TYPE_LABEL]
             pool_labels = {**pool.labels, NODEPOOL_LABEL: pool.name}
-            daemons = [d.template for d in self.snap.daemonsets
-                       if not tolerates_all(d.template.tolerations, pool.taints)]
+            landing = [d for d in self.snap.daemonsets if not tolerates_all(d.template.tolerations, pool.taints)]
+            daemons = [d.template for d in landing]
             types: list[_Type] = []
             zones: set[str] = set()
             cts: set[str] = set()
@@ -183,19 +203,23 @@ class _State:
                     continue
                 alloc = allocatable(it, kubelet=kubelet, root_volume_bytes=root)
                 node_view = {**labels, **pool_labels}
+                overhead: dict[str, int] = {}
                 for d in daemons:
                     if any(all(_label_ok(r, node_view) for r in v) for v in _variants(d)[-1:]):
-                        alloc = res.subtract(alloc, d.requests)
+                        overhead = res.add(overhead, d.requests)
+                alloc = res.subtract(alloc, overhead)
                 types.append(_Type(it.name, labels, self.vec(alloc),
-                                   {**capacity(it, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers))
+                                   {**capacity(it, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers,
+                                   overhead))
                 zones.update(z for z, _ in offers)
                 cts.update(c for _, c in offers)
             custom: dict[str, list[Requirement]] = defaultdict(list)
             for r in pool.requirements:
                 if r.key not in WELL_KNOWN_KEYS:
                     custom[r.key].append(r)
+            ports = {(hp.port, hp.protocol): f"{d.namespace}/{d.name}" for d in landing for hp in d.template.host_ports}
             out.append(_Pool(pool, pool.node_class_ref, types, frozenset(zones), frozenset(cts), dict(custom),
-                             self._usage(pool), idx))
+                             self._usage(pool), idx, ports))
         return out
 
     def _usage(self, pool: NodePool) -> dict[str, int]:
@@ -252,15 +276,20 @@ class _State:
                              frozenset({f.zone}), frozenset({f.capacity_type}), launched_for=f.pod_keys))
         return out
 
-    def _target(self, c: _Class, variant: tuple[Requirement, ...], pool: _Pool) -> _Target | str:
+    def _target(self, c: _Class, variant: tuple[Requirement, ...], pool: _Pool, *,
+                taints: bool = True) -> _Target | str:
         name = f"NodePool {pool.pool.name}"
         if not pool.types:
             return (f"{name}: no instance type has a priced offering its requirements allow "
                     f"(capacity types {list(pool.pool.capacity_types)})")
-        untolerated = tolerates_all(c.rep.tolerations, pool.pool.taints)
+        untolerated = tolerates_all(c.rep.tolerations, pool.pool.taints) if taints else []
         if untolerated:
             t = untolerated[0]
             return f"{name}: taint {t.key}{'=' + t.value if t.value else ''}:{t.effect} not tolerated"
+        for hp in c.rep.host_ports:
+            ds = pool.daemon_ports.get((hp.port, hp.protocol))
+            if ds is not None:
+                return f"{name}: host port {hp.port}/{hp.protocol} is taken by DaemonSet {ds} on its nodes"
         zones, cts = set(pool.zones), set(pool.cts)
         if c.zone_pin is not None:
             zones &= c.zone_pin
@@ -295,7 +324,11 @@ class _State:
         if not types:
             reqs = ", ".join(_describe(r) for r in type_reqs) or "zone/capacity type"
             return f"{name}: no instance type satisfies {reqs}"
-        sig = (pool.index, variant, c.zone_pin)
+        # Targets that allow the same nodes are one: classes with different but compatible requirements
+        # (``team In [x]``, ``team NotIn [y]``) are packed together.
+        names = tuple(t.name for t in types)
+        sig = (pool.index, self.type_sets.setdefault(names, len(self.type_sets)), frozenset(zones), frozenset(cts),
+               tuple(sorted(labels.items())))
         return _Target(pool, types, frozenset(zones), frozenset(cts), labels, sig)
 
     def _resolve(self, c: _Class) -> str | None:
@@ -304,7 +337,7 @@ class _State:
         for variant in c.variants:
             targets, reasons = [], []
             for pool in self.pools:
-                key = (pool.index, variant, c.zone_pin, c.rep.tolerations)
+                key = (pool.index, variant, c.zone_pin, c.rep.tolerations, c.rep.host_ports)
                 t = self.target_cache.get(key)
                 if t is None:
                     t = self.target_cache[key] = self._target(c, variant, pool)
@@ -315,19 +348,49 @@ class _State:
                 if fits is None:
                     fits = self.fits_cache[(key, c.req)] = [x for x in t.types if _le(c.req, x.alloc)]
                 if not fits:
-                    reasons.append(f"NodePool {pool.pool.name}: requests ({_fmt(c.rep.requests)}) exceed the "
-                                   f"largest instance type it allows")
+                    reasons.append(self._too_big(c, t))
                     continue
-                targets.append(replace(t, types=fits))
+                sizing = self._min_values_sizing(t, fits)
+                if sizing is not None and not sizing:
+                    reasons.append(f"NodePool {pool.pool.name}: the instance types that fit its requests "
+                                   f"({_fmt(c.rep.requests)}) cannot meet its minValues")
+                    continue
+                targets.append(replace(t, types=fits, sizing=sizing, base_types=t.types))
             if targets or any(self._node_ok(c, n, variant) for n in self.existing):
+                # An untolerated PreferNoSchedule taint is avoided while another NodePool can take the pod.
+                targets.sort(key=lambda t: bool(_prefer_no_schedule(c.rep.tolerations, t.pool.pool.taints)))
                 c.targets, c.variant = targets, variant
                 return None
         if not self.pools:
             return "no NodePool is defined"
         return "; ".join(reasons) or "no NodePool or node matches"
 
-    def _node_ok(self, c: _Class, n: _Node, variant: tuple[Requirement, ...]) -> bool:
-        if tolerates_all(c.rep.tolerations, n.taints):
+    def _too_big(self, c: _Class, t: _Target) -> str:
+        """Why no instance type of ``t`` holds a pod of ``c``: its requests, or the DaemonSet overhead."""
+        name = f"NodePool {t.pool.pool.name}"
+        raw = [x for x in t.types if _le(c.req, _add(x.alloc, self.vec(x.overhead)))]
+        if raw:
+            x = max(raw, key=lambda y: y.alloc)
+            return (f"{name}: requests ({_fmt(c.rep.requests)}) plus DaemonSet overhead ({_fmt(x.overhead)}) "
+                    f"exceed every instance type it allows (largest: {x.name})")
+        return f"{name}: requests ({_fmt(c.rep.requests) or 'none'}) exceed the largest instance type it allows"
+
+    def _min_values_sizing(self, t: _Target, fits: list[_Type]) -> list[_Type] | None:
+        """With ``minValues`` on the NodePool, the types a node may be filled up to: those for which the
+        types at least as large still meet every minValues (so the launch list does); None without."""
+        reqs = [r for r in t.pool.pool.requirements if r.min_values]
+        if not reqs:
+            return None
+        key = (t.sig, tuple(x.name for x in fits))
+        hit = self.sizing_cache.get(key)
+        if hit is None:
+            by_price = sorted(t.types, key=lambda y: (_sizing_price(y, t.zones, t.cts), y.name))
+            hit = self.sizing_cache[key] = [x for x in fits if _with_min_values(
+                [y for y in by_price if _le(x.alloc, y.alloc)], reqs) is not None]
+        return hit
+
+    def _node_ok(self, c: _Class, n: _Node, variant: tuple[Requirement, ...], *, taints: bool = True) -> bool:
+        if taints and tolerates_all(c.rep.tolerations, n.taints):
             return False
         if c.zone_pin is not None and not (n.zones & c.zone_pin):
             return False
@@ -338,72 +401,6 @@ class _State:
         for p in c.pods[start:start + count]:
             self.plan.unschedulable.append(Unschedulable(p.key, reason))
         c.placed += count
-
-    def _matching_counts(self, c: _Class, selector: PodAffinityTerm | LabelSelector | None, key: str,
-                         *, namespaces: tuple[str, ...] = (),
-                         spread: TopologySpreadConstraint | None = None) -> dict[str, int]:
-        """Pods matching ``selector`` per domain of ``key`` (zone or capacity type): bound + planned.
-        For a spread constraint only nodes its node policies admit count."""
-        counts: dict[str, int] = defaultdict(int)
-        label = ZONE_LABEL if key in ZONE_KEYS else key
-        for n in self.existing:
-            value = n.labels.get(label)
-            if value is None or (spread is not None and not self._spread_node(c, n, spread)):
-                continue
-            for p in n.bound:
-                if _selects(selector, owner_ns=c.rep.namespace, pod=p, namespaces=namespaces):
-                    counts[value] += 1
-        if label == ZONE_LABEL:
-            for d in self.classes:
-                if d.zone_counts and _selects(selector, owner_ns=c.rep.namespace, pod=d, namespaces=namespaces):
-                    for z, k in d.zone_counts.items():
-                        counts[z] += k
-        return counts
-
-    def _spread_node(self, c: _Class, n: _Node, tsc: TopologySpreadConstraint) -> bool:
-        """Whether an existing node is a domain of ``tsc`` (nodeAffinityPolicy, nodeTaintsPolicy)."""
-        if tsc.node_affinity_policy == "Honor" and not all(_label_ok(r, n.labels) for r in c.variant):
-            return False
-        return tsc.node_taints_policy == "Ignore" or not tolerates_all(c.rep.tolerations, n.taints)
-
-    def _spread_domains(self, c: _Class, tsc: TopologySpreadConstraint) -> set[str]:
-        """Every domain the skew is measured over: those of the NodePools and nodes the node policies
-        admit, whether or not this pod may go there (a volume pinned to one zone does not remove the
-        others from the skew, as in kube-scheduler)."""
-        is_ct = tsc.topology_key == CAPACITY_TYPE_LABEL
-        label = CAPACITY_TYPE_LABEL if is_ct else ZONE_LABEL
-        out: set[str] = set()
-        if tsc.node_affinity_policy == "Honor":
-            for t in c.targets:
-                out |= t.cts if is_ct else t.zones
-        else:
-            for pool in self.pools:
-                if tsc.node_taints_policy == "Ignore" or not tolerates_all(c.rep.tolerations, pool.pool.taints):
-                    out |= pool.cts if is_ct else pool.zones
-        for n in self.existing:
-            if n.labels.get(label) and self._spread_node(c, n, tsc):
-                out.add(n.labels[label])
-        return out
-
-    def _domains(self, c: _Class, key: str) -> set[str]:
-        out: set[str] = set()
-        for t in c.targets:
-            out |= t.zones if key != CAPACITY_TYPE_LABEL else t.cts
-        label = ZONE_LABEL if key in ZONE_KEYS else key
-        for n in self.existing:
-            if self._node_ok(c, n, c.variant) and n.labels.get(label):
-                out.add(n.labels[label])
-        if c.zone_pin is not None and key != CAPACITY_TYPE_LABEL:
-            out &= c.zone_pin
-        return out
-
-    def _cheapest_zone(self, c: _Class, domains: set[str]) -> str:
-        best: tuple[float, str] = (_INF, min(domains))
-        for t in c.targets:
-            for ty in t.types[:20]:
-                for z in domains & t.zones:
-                    best = min(best, (_sizing_price(ty, frozenset({z}), t.cts), z))
-        return best[1]
 
     def _conflict(self, c: _Class, n: _Node) -> bool:
         if c.conflicts and any(d in c.conflicts for d in n.classes):
