@@ -1,0 +1,139 @@
+"""Reading configuration files safely: size and binary checks before parsing, YAML parsed with the line
+of every key and item recorded and duplicate keys reported, and a fast path for large documents.
+
+Shared by the cluster file (``config.py``), ``autoscaler validate`` and the snapshot reader. Pure apart
+from reading the one file it is given (no AWS or Kubernetes code), so the CDK app can use it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path as FilePath
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from autoscaler.domain.errors import Path, Problem
+
+# A cluster file is a few kilobytes; 5 MB is far beyond any real one and still instant to reject.
+MAX_CONFIG_BYTES = 5 * 1024 * 1024
+# Snapshots of large clusters are big (50,000 pods is ~100 MB of JSON).
+MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024
+_MERGE = "tag:yaml.org,2002:merge"
+# libyaml's C parser is ~10x faster than the pure-Python one; PyYAML without libyaml falls back.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MAX_DEPTH = 200
+
+
+@dataclass
+class Document:
+    """One parsed YAML/JSON document, the line (1-based) of each path, and what was wrong reading it."""
+
+    data: Any = None
+    lines: dict[Path, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def read_text(path: str | FilePath, *, max_bytes: int) -> tuple[str | None, list[Problem]]:
+    """The file's text, or the problem: missing, too large, binary or not UTF-8. Never raises."""
+    p = FilePath(path)
+    try:
+        size = p.stat().st_size
+        if size > max_bytes:
+            return None, [Problem(f"the file is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.0f} MB limit for "
+                                  "this kind of file; is it the right file?")]
+        raw = p.read_bytes()
+    except OSError as exc:
+        return None, [Problem(f"cannot read the file: {exc.strerror}")]
+    if b"\x00" in raw[:1_000_000]:
+        return None, [Problem("the file is binary (it contains NUL bytes), not YAML or JSON text")]
+    try:
+        return raw.decode("utf-8"), []
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        return None, [Problem(f"the file is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                              "save it as UTF-8", line=line)]
+
+
+class _Builder:
+    """Builds Python values from a composed YAML node tree, recording lines and duplicate keys."""
+
+    def __init__(self, doc: Document) -> None:
+        self.doc = doc
+        self.constructor = SafeConstructor()
+
+    def build(self, node: Node, path: Path, depth: int = 0) -> Any:
+        self.doc.lines.setdefault(path, node.start_mark.line + 1)
+        if depth > _MAX_DEPTH:
+            self.doc.problems.append(Problem(f"nested more than {_MAX_DEPTH} levels deep", path))
+            return None
+        if isinstance(node, MappingNode):
+            return self._mapping(node, path, depth)
+        if isinstance(node, SequenceNode):
+            return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
+        assert isinstance(node, ScalarNode)
+        return self.constructor.construct_object(node, deep=True)
+
+    def _mapping(self, node: MappingNode, path: Path, depth: int) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        first_line: dict[Any, int] = {}
+        merged: list[Node] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:
+                merged.append(value_node)
+                continue
+            if not isinstance(key_node, ScalarNode):
+                self.doc.problems.append(Problem("a key must be a plain value, not a list or mapping", path,
+                                                 line=key_node.start_mark.line + 1))
+                continue
+            key = self.constructor.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            if key in out:
+                self.doc.problems.append(Problem(
+                    f"duplicate key {key!r} (first at line {first_line[key]}); YAML keeps only the last one, "
+                    "so delete one of them", (*path, key), line=line))
+            first_line.setdefault(key, line)
+            self.doc.lines[(*path, key)] = line
+            out[key] = self.build(value_node, (*path, key), depth + 1)
+        for value_node in merged:  # ``<<: *anchor``: explicit keys win over merged ones
+            sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+            for source in sources:
+                value = self.build(source, path, depth + 1)
+                if isinstance(value, dict):
+                    for key, item in value.items():
+                        out.setdefault(key, item)
+        return out
+
+
+def parse_yaml(text: str, *, multi: bool = False) -> list[Document]:
+    """Parse YAML (JSON is YAML) keeping lines. One document unless ``multi`` (``---``-separated manifests)."""
+    try:
+        nodes: Iterator[Node | None] = iter(yaml.compose_all(text, Loader=_LOADER)) if multi else iter(
+            [yaml.compose(text, Loader=_LOADER)])
+        docs = []
+        for node in nodes:
+            doc = Document()
+            if node is not None:
+                doc.data = _Builder(doc).build(node, ())
+            docs.append(doc)
+        return docs
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line = mark.line + 1 if mark is not None else None
+        return [Document(problems=[Problem(f"not valid YAML: {reason}", line=line)])]
+
+
+def load_fast(text: str) -> Any:
+    """The data of a large document without line tracking: json when it is JSON, else libyaml."""
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass  # flow-style YAML
+    return yaml.load(text, Loader=_LOADER)
