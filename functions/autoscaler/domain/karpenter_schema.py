@@ -35,11 +35,11 @@ from autoscaler.domain.manifest_schema import (
     Spec,
     quantity,
 )
+from autoscaler.domain.nodeclass import WINDOWS_UNSUPPORTED
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 _BASE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage", "storage")
-_WINDOWS = ("is not supported: the autoscaler launches Linux nodes only (docs/aws.md); "
-            "use AL2023, AL2 or Bottlerocket")
+_WINDOWS = f"is a Windows family: {WINDOWS_UNSUPPORTED}"
 
 
 # --- value checks -------------------------------------------------------------------------------------
@@ -131,8 +131,7 @@ def _budget_schedule(value: Any, path: Path) -> list[Problem]:
 
 def _alias(value: Any, path: Path) -> list[Problem]:
     if str(value).lower().startswith("windows"):
-        return [Problem(f"alias {value!r} {_WINDOWS.replace('AL2023, AL2 or Bottlerocket', 'al2023@latest')}",
-                        path)]
+        return [Problem(f"alias {value!r}: {WINDOWS_UNSUPPORTED}", path)]
     return []
 
 

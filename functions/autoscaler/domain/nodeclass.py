@@ -18,7 +18,7 @@ from autoscaler.domain.ownership import EC2_TAG_LIMIT, OWN_TAG_COUNT, user_tag_c
 
 AmiFamily = Literal["AL2023", "AL2", "Bottlerocket", "Custom", "Windows2019", "Windows2022"]
 # docs/aws.md: the launch path builds Linux bootstrap user data only.
-WINDOWS_UNSUPPORTED = ("Windows nodes are not supported: the autoscaler launches Linux nodes only (docs/aws.md); "
+WINDOWS_UNSUPPORTED = ("Windows nodes are not supported (docs/aws.md: the autoscaler launches Linux nodes only); "
                        "use al2023@latest, al2@latest or bottlerocket@latest")
 _ALIAS_FAMILIES = {"al2023": "AL2023", "al2": "AL2", "bottlerocket": "Bottlerocket"}
 
