@@ -56,17 +56,21 @@ def _overlaps(a: Path, b: Path) -> bool:
     return a[:n] == b[:n]
 
 
-def check_manifest(obj: Any, *, schemas: Mapping[tuple[str, str], Obj], default_kind: str,
+def check_manifest(obj: Any, *, schemas: Mapping[tuple[str, str], Obj], default_kind: str, default_api: str,
                    parse: Callable[[Mapping[str, Any]], object]) -> tuple[str, list[Problem]]:
     """``(subject, problems)`` of one manifest; problem paths are relative to the object."""
     if not isinstance(obj, Mapping):
         return f"{default_kind} <unnamed>", [Problem("must be a mapping with apiVersion, kind, metadata and spec")]
     subject = _subject(obj, default_kind)
-    key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+    # Like the parsers (and kubectl's defaulting of a snapshot's objects), a missing apiVersion/kind is the newest.
+    kind = str(obj.get("kind") or default_kind)
+    if not obj.get("apiVersion") and (default_api, kind) not in schemas:
+        default_api = next((v for v, k in schemas if k == kind), default_api)
+    key = (str(obj.get("apiVersion") or default_api), kind)
     schema = schemas.get(key)
     if schema is None:
         allowed = [f"{v} {k}" for v, k in sorted(schemas)]
-        got = f"{obj.get('apiVersion')} {obj.get('kind')}"
+        got = " ".join(key)
         return subject, [Problem(f"apiVersion/kind {got!r} is not supported; {did_you_mean(got, allowed)}")]
     problems = walk(schema, obj)
     try:
@@ -96,13 +100,16 @@ def _names(objs: Sequence[Any], *, root: Path) -> tuple[set[str], list[Problem]]
 
 
 def check_node_classes(objs: Sequence[Any], *, root: Path = ("nodeClasses",),
-                       default_role: str | None = None) -> list[Problem]:
+                       default_role: str | None = None, planning: bool = False) -> list[Problem]:
     """Every problem of a list of EC2NodeClass / AWSNodeTemplate manifests. ``default_role`` is the node
-    role the stack lets the autoscaler pass: an EC2NodeClass ``spec.role`` must name it."""
+    role the stack lets the autoscaler pass: an EC2NodeClass ``spec.role`` must name it. ``planning``
+    (snapshots): no node will be launched, so an AWSNodeTemplate needs no instance profile."""
     _, problems = _names(objs, root=root)
+    parse_role = default_role or ("(not needed for planning)" if planning else None)
     for i, obj in enumerate(objs):
         subject, found = check_manifest(obj, schemas=NODE_CLASS_SCHEMAS, default_kind="EC2NodeClass",
-                                        parse=lambda o: parse_node_class(o, default_role=default_role))
+                                        default_api="karpenter.k8s.aws/v1",
+                                        parse=lambda o: parse_node_class(o, default_role=parse_role))
         problems += [p.under((*root, i), subject) for p in found]
         spec = obj.get("spec") if isinstance(obj, Mapping) else None
         role = spec.get("role") if isinstance(spec, Mapping) else None
@@ -120,7 +127,7 @@ def check_node_pools(objs: Sequence[Any], *, root: Path = ("nodePools",),
     _, problems = _names(objs, root=root)
     for i, obj in enumerate(objs):
         subject, found = check_manifest(obj, schemas=NODE_POOL_SCHEMAS, default_kind="NodePool",
-                                        parse=parse_node_pool)
+                                        default_api="karpenter.sh/v1", parse=parse_node_pool)
         problems += [p.under((*root, i), subject) for p in found]
         if node_classes is None or not isinstance(obj, Mapping):
             continue
