@@ -16,6 +16,7 @@ from autoscaler.adapters.snapshot_file import load_snapshot
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.plan import Plan
 from autoscaler.domain.scheduling import plan as solve
+from autoscaler.validate import validate_file
 
 Command = Callable[[argparse.Namespace], int]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] = {}
@@ -56,6 +57,35 @@ def _register_plan(sub: argparse.ArgumentParser) -> Command:
 
 COMMANDS["plan"] = ("Plan node launches for a cluster snapshot, offline (no AWS or Kubernetes calls).",
                     _register_plan)
+
+
+def _register_validate(sub: argparse.ArgumentParser) -> Command:
+    sub.add_argument("files", nargs="+", metavar="FILE",
+                     help="cluster files, NodePool/EC2NodeClass manifests or snapshots (told apart by content)")
+    sub.add_argument("--output", choices=("text", "json"), default="text")
+
+    def run(args: argparse.Namespace) -> int:
+        reports = [validate_file(f) for f in args.files]
+        errors = sum(r.errors for r in reports)
+        warnings = sum(r.warnings for r in reports)
+        if args.output == "json":
+            print(json.dumps({"files": [r.to_json() for r in reports], "errors": errors, "warnings": warnings},
+                             indent=2))
+        else:
+            for r in reports:
+                for problem in r.problems:
+                    print(problem.render(r.path))
+                if not r.problems:
+                    print(f"{r.path}: OK ({r.kind})")
+            print(f"{errors} error(s), {warnings} warning(s) in {len(reports)} file(s)",
+                  file=sys.stderr if errors else sys.stdout)
+        return 1 if errors else 0
+
+    return run
+
+
+COMMANDS["validate"] = ("Check cluster files, NodePool/EC2NodeClass manifests and snapshots; report every "
+                        "problem with its line. Exit code 1 when any file has an error.", _register_validate)
 
 
 def build_parser() -> argparse.ArgumentParser:

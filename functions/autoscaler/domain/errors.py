@@ -26,12 +26,18 @@ def dotted(path: Iterable[str | int]) -> str:
     return out
 
 
+def closest(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate ``word`` is most likely a typo of, if any is close."""
+    close = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """`` did you mean 'x'?`` for the closest candidate, or the list of valid ones when none is close."""
     options = sorted(set(candidates))
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    close = closest(word, options)
     if close:
-        return f"did you mean {close[0]!r}?"
+        return f"did you mean {close!r}?"
     if len(options) <= 12:
         return "expected one of: " + ", ".join(options)
     return "see docs/configuration.md for the fields this object takes"

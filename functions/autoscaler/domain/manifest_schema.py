@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.domain.durations import optional_duration_seconds
-from autoscaler.domain.errors import Path, Problem, did_you_mean
+from autoscaler.domain.errors import Path, Problem, closest, did_you_mean
 from autoscaler.domain.quantity import QuantityError, cpu_millis, to_int
 
 Check = Callable[[Any, Path], list[Problem]]
@@ -138,6 +138,10 @@ def _object(spec: Obj, value: Mapping[str, Any], path: Path) -> list[Problem]:
             out.append(Problem(spec.foreign[key], where))
         else:
             out.append(Problem(f"unknown field {key!r}; {did_you_mean(str(key), spec.fields)}", where))
+            # A typo must not hide what is inside it: check the content as the field it was meant to be.
+            meant = closest(str(key), spec.fields)
+            if meant is not None and meant not in value:
+                out += walk(spec.fields[meant], item, where)
     out += [Problem(f"{key!r} is required", path) for key in spec.required if key not in value]
     return out
 
