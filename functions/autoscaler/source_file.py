@@ -211,7 +211,10 @@ class _FastBuilder:
             elif keys[-1] is _NO_KEY:
                 keys[-1] = value
             else:
-                top[keys[-1]] = value
+                try:
+                    top[keys[-1]] = value
+                except TypeError:  # an unhashable (list or mapping) key: PyYAML reports it
+                    raise _Unusual from None
                 keys[-1] = _NO_KEY
         return root
 

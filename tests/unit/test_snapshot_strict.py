@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from autoscaler.adapters.snapshot_file import load_snapshot
+from autoscaler.cli import main
 from autoscaler.domain.errors import ConfigError
-from autoscaler.source_file import _LOADER
+from autoscaler.source_file import _LOADER, load_fast
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "inflate-spot.yaml"
 
@@ -81,3 +82,34 @@ def test_binary_snapshot_is_rejected_naming_the_file(tmp_path: Path) -> None:
 def test_yaml_is_read_with_the_c_loader_when_available() -> None:
     # libyaml is what makes a 20 MB YAML snapshot load in seconds (benchmarks/snapshot_load.py)
     assert _LOADER is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+
+
+def test_the_documented_minimal_example_plans(capsys: pytest.CaptureFixture[str]) -> None:
+    # Given docs/snapshot.md's hand-written example, when it is planned
+    assert main(["plan", "--snapshot", str(EXAMPLE.with_name("snapshot-minimal.yaml"))]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    # Then the small pod fits the existing node and the big one gets the cheapest spot m5.xlarge
+    assert plan["existing"] == {"default/web-1": "ip-10-0-1-10.ec2.internal"}
+    assert [(ln["capacityType"], ln["instanceTypes"], ln["pods"]) for ln in plan["launches"]] == [
+        ("spot", ["m5.xlarge"], ["default/batch-1"])]
+
+
+@pytest.mark.parametrize("text", [
+    "a: &x {b: 1, c: [1, 2]}\nd: *x\ne:\n  <<: *x\n  b: 2\n",
+    "a: yes\nb: '1'\nc: 1.5\nd: ~\ne: 2024-01-01\nf: !!str 5\ng: 0x1f\nh: [null, true, .inf]\n",
+    "- <<: [{a: 1}, {a: 2, b: 3}]\n  c: 4\n",
+    "x: |\n  multi\n  line\ny: >\n  folded\n",
+    "", "a: !!binary aGVsbG8=\n", "&a x\n", "[1, {a: b}]\n", "a: !!set {x, y}\n", "a: !!omap [x: 1]\n",
+    "'<<': 1\n", "a: !!int '5'\n", "cpu: 1000\nmemory: 1000Gi\nname: '1000'\n",
+])
+def test_the_fast_yaml_loader_reads_what_safe_load_reads(text: str) -> None:
+    # Given any YAML construct, the event-stream builder returns exactly what yaml.safe_load does
+    assert load_fast(text) == yaml.safe_load(text)
+
+
+def test_the_fast_yaml_loader_rejects_what_safe_load_rejects() -> None:
+    for text in ("a: 1\n---\nb: 2\n", "a: [1\n", "? [1]\n: 2\n"):
+        with pytest.raises(yaml.YAMLError):
+            yaml.safe_load(text)
+        with pytest.raises(yaml.YAMLError):
+            load_fast(text)
