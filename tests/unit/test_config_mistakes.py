@@ -15,6 +15,7 @@ from autoscaler.domain.errors import Problem
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = (ROOT / "clusters" / "demo.yaml").read_text()
 NP = "karpenter.sh/v1\n    kind: NodePool"
+ROLE = "      role: KarpenterNodeRole-demo"
 REQ = "            - key: kubernetes.io/os\n              operator: In\n              values: [\"linux\"]\n"
 
 
@@ -133,6 +134,20 @@ CASES: list[tuple[str, str, str, str, str]] = [
     ("interruption value", "  rebalance: taint", "  rebalance: explode", "Input should be 'drain', 'taint' or 'ignore'",
      "error"),
     ("retention", "logRetentionDays: 30", "logRetentionDays: 31", "is not a CloudWatch Logs retention period", "error"),
+    ("number as a tag value", ROLE, ROLE + "\n      tags:\n        team: 5", "must be a string, not the number 5",
+     "error"),
+    ("label value not a string", "            intent: apps", "            intent: yes",
+     "must be a string, not a boolean", "error"),
+    ("httpTokens typo", ROLE, ROLE + "\n      metadataOptions:\n        httpTokens: require",
+     "'require' is not allowed; did you mean 'required'?", "error"),
+    ("volume type", ROLE, ROLE + "\n      blockDeviceMappings:\n        - deviceName: /dev/xvda\n          ebs:\n"
+     "            volumeType: gp4", "'gp4' is not allowed; did you mean", "error"),
+    ("kubelet maxPods 0", ROLE, ROLE + "\n      kubelet:\n        maxPods: 0", "0 is below the minimum 1", "error"),
+    ("budget schedule", "        consolidateAfter: 30s", "        consolidateAfter: 30s\n        budgets:\n"
+     "          - nodes: '1'\n            schedule: 'at noon'\n            duration: 1h",
+     "write a 5-field cron such as '0 9 * * mon-fri'", "error"),
+    ("minValues 0", 'values: ["spot"]', 'values: ["spot"]\n              minValues: 0', "below the minimum 1", "error"),
+    ("nodeRole typo", "  create: true", "  create: true\n  roleNmae: x", "did you mean 'roleName'?", "error"),
     ("taint effect", REQ, REQ + "          taints:\n            - key: a\n              effect: NoSchedul\n",
      "did you mean 'NoSchedule'?", "error"),
 ]
