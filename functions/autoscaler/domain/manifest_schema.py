@@ -163,6 +163,8 @@ def quantity(value: Any, path: Path, *, resource: str = "") -> list[Problem]:
 
 def duration(value: Any, path: Path) -> list[Problem]:
     """A Go duration (``30s``, ``720h``) or ``Never``."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return [Problem(f"must be a duration such as '30s' or 'Never', not {_type_name(value)}", path)]
     try:
         optional_duration_seconds(value, field="")
     except (ValueError, TypeError):
