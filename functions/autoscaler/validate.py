@@ -6,6 +6,7 @@ is: a cluster file (``clusterName``), Karpenter manifests (``kind: NodePool`` ..
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path as FilePath
@@ -24,6 +25,7 @@ from autoscaler.source_file import MAX_CONFIG_BYTES, MAX_SNAPSHOT_BYTES, Documen
 
 SNAPSHOT_KEYS = frozenset({"pods", "nodes", "daemonSets", "instanceTypes", "offerings", "prices", "inFlight",
                            "persistentVolumeClaims", "persistentVolumes", "storageClasses"})
+_SNAPSHOT_ITEM = re.compile(r"^snapshot(?: (\w+)\[(\d+)\]|: (\w+)): ")
 _POOL_KINDS = {kind for _, kind in NODE_POOL_SCHEMAS}
 _CLASS_KINDS = {kind for _, kind in NODE_CLASS_SCHEMAS}
 
@@ -96,15 +98,23 @@ def _snapshot(data: Any, doc: Document | None) -> list[Problem]:
         pools, classes = data.get("nodePools"), data.get("nodeClasses")
         manifest = check_manifests(pools if isinstance(pools, list) else [],
                                    classes if isinstance(classes, list) else [])
-        problems += with_lines(manifest, doc.lines) if doc else manifest
+        problems += manifest
     already = {p.render() for p in problems}
     try:
         parse_snapshot(data if isinstance(data, Mapping) else {})
     except ConfigError as exc:
-        problems += [Problem(line) for line in str(exc).splitlines() if line not in already]
+        for line in str(exc).splitlines():
+            if line in already:
+                continue
+            # "snapshot pods[3]: ..." -> the line of pods[3] in the file
+            match = _SNAPSHOT_ITEM.match(line)
+            path: tuple[str | int, ...] = ()
+            if match:
+                path = (match[1], int(match[2])) if match[1] else (match[3],)
+            problems.append(Problem(line, path, field_from=len(path)))
     if not isinstance(data, Mapping):
         problems.append(Problem("the snapshot must be a mapping of the keys in docs/snapshot.md"))
-    return problems
+    return with_lines(problems, doc.lines) if doc else problems
 
 
 def validate_file(path: str | FilePath) -> FileReport:

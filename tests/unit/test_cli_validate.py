@@ -112,3 +112,18 @@ def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str], content:
 def test_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = _run(capsys, str(tmp_path / "nope.yaml"))
     assert code == 1 and "cannot read the file" in out
+
+
+def test_snapshot_problems_carry_lines_and_all_are_reported(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a snapshot with a misspelt top-level key and a negative request
+    path = tmp_path / "snap.yaml"
+    path.write_text("region: us-east-1\nnodez: []\npods:\n  - metadata: {name: a}\n"
+                    "    spec: {containers: [{resources: {requests: {cpu: '-1'}}}]}\n")
+    # When validated, then both are reported on their lines
+    code, out, _ = _run(capsys, str(path))
+    assert code == 1
+    assert out.splitlines() == [
+        f"{path}:2: snapshot: nodez: unknown key; did you mean 'nodes'?",
+        f"{path}:4: snapshot pods[0]: Pod a.containers[0].resources: resource 'cpu': '-1' is negative; "
+        "a quantity must be >= 0"]

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from autoscaler.domain.errors import ConfigError, Problem, describe_validation_error
+from autoscaler.domain.errors import ConfigError, Problem, closest, describe_validation_error
 from autoscaler.domain.fleet import in_flight_node, instance_from_ec2
 from autoscaler.domain.manifest_check import check_node_classes, check_node_pools, node_class_names
 from autoscaler.domain.models import InstanceType, Offering
@@ -120,15 +120,29 @@ def offerings_from(types: list[InstanceType], locations: list[Raw], prices: _Pri
     return out
 
 
+def _top_level(data: Mapping[str, Any]) -> tuple[_Snapshot, list[str]]:
+    """The top-level keys; an unknown or malformed one is a problem, and the other keys are still read."""
+    known = {f.alias or name for name, f in _Snapshot.model_fields.items()}
+    problems = []
+    for key in data:
+        if key not in known:
+            close = closest(str(key), known)
+            hint = f"did you mean {close!r}?" if close else "expected one of: " + ", ".join(sorted(known))
+            problems.append(f"snapshot: {key}: unknown key; {hint}")
+    kept = {k: v for k, v in data.items() if k in known}
+    try:
+        return _Snapshot.model_validate(kept), problems
+    except ValidationError as exc:
+        problems += str(describe_validation_error("snapshot", exc)).split("; ")
+        bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+        return _Snapshot.model_validate({k: v for k, v in kept.items() if k not in bad}), problems
+
+
 def parse_snapshot(data: Mapping[str, Any]) -> PlanInput:
     """Validate a parsed snapshot document and build the scheduler's input; ConfigError lists every problem."""
     if not isinstance(data, Mapping):
-        raise ConfigError("snapshot: the document must be a mapping of the keys in DESIGN.md")
-    try:
-        snap = _Snapshot.model_validate(data)
-    except ValidationError as exc:
-        raise describe_validation_error("snapshot", exc) from exc
-    problems: list[str] = []
+        raise ConfigError("snapshot: the document must be a mapping of the keys in docs/snapshot.md")
+    snap, problems = _top_level(data)
     types = [t for t in _each(_listed(snap.instance_types, key="instanceTypes", wrapper="InstanceTypes",
                                       problems=problems),
                               instance_type_from_ec2, key="instanceTypes", problems=problems) if t is not None]
