@@ -76,6 +76,8 @@ CASES: list[tuple[str, str, str, str, str]] = [
      "'m5.superlarge' is not an instance type in the bundled catalogue", "warning"),
     ("unknown family", *_requirement("karpenter.k8s.aws/instance-family", '["m55"]'),
      "'m55' is not an instance family", "warning"),
+    ("unknown size", 'values: ["nano", "micro"', 'values: ["nanno", "micro"',
+     "'nanno' is not an instance size in the bundled catalogue; did you mean 'nano'?", "warning"),
     ("capacity type value", 'values: ["spot"]', 'values: ["spots"]', "did you mean 'spot'?", "error"),
     ("arch value", 'values: ["amd64"]', 'values: ["x86_64"]', "'x86_64' is not an architecture", "error"),
     ("windows os", 'values: ["linux"]', 'values: ["windows"]', "only linux nodes are launched", "error"),

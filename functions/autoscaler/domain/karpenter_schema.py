@@ -18,7 +18,13 @@ from typing import Any
 from autoscaler.domain import keys
 from autoscaler.domain.cron import parse_cron
 from autoscaler.domain.errors import Path, Problem, did_you_mean
-from autoscaler.domain.instance_catalogue import CATEGORIES, instance_type_names, known_family, known_instance_type
+from autoscaler.domain.instance_catalogue import (
+    CATEGORIES,
+    SIZES,
+    instance_type_names,
+    known_family,
+    known_instance_type,
+)
 from autoscaler.domain.manifest_schema import (
     ANY,
     BOOLEAN,
@@ -97,6 +103,9 @@ def _requirement(value: Mapping[str, Any], path: Path) -> list[Problem]:
         out += [Problem(f"{v!r} is not an instance family in the bundled catalogue; "
                         f"{did_you_mean(v, [n.split('.')[0] for n in instance_type_names()])}", where,
                         severity="warning") for v in texts if not known_family(v)]
+    elif key == keys.SIZE_LABEL:
+        out += [Problem(f"{v!r} is not an instance size in the bundled catalogue; {did_you_mean(v, SIZES)}", where,
+                        severity="warning") for v in texts if v not in SIZES]
     elif key == keys.CATEGORY_LABEL:
         out += [Problem(f"{v!r} is not an instance category; {did_you_mean(v, CATEGORIES)}", where,
                         severity="warning") for v in texts if v not in CATEGORIES]
