@@ -44,6 +44,7 @@ from autoscaler.domain.manifest_schema import (
 from autoscaler.domain.nodeclass import WINDOWS_UNSUPPORTED
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _BASE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage", "storage")
 _WINDOWS = f"is a Windows family: {WINDOWS_UNSUPPORTED}"
 
@@ -68,6 +69,15 @@ def label_key(key: Any, path: Path) -> list[Problem]:
     if family in keys.OPEN_LABEL_PREFIXES and did_you_mean(key, same_family).startswith("did you mean"):
         return [Problem(f"unknown label key {key!r}; {did_you_mean(key, same_family)}", path)]
     return []
+
+
+def label_value(value: Any, path: Path) -> list[Problem]:
+    """A label value: at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric."""
+    text = str(value)
+    if len(text) <= 63 and _LABEL_VALUE.match(text):
+        return []
+    return [Problem(f"{text!r} is not a valid label value; write at most 63 letters, digits, '-', '_' or '.', "
+                    "starting and ending with a letter or digit", path)]
 
 
 def _resource_name(name: Any, path: Path) -> list[Problem]:
@@ -95,6 +105,7 @@ def _requirement(value: Mapping[str, Any], path: Path) -> list[Problem]:
         return out
     texts = [str(v) for v in values]
     where = (*path, "values")
+    out += [p for i, v in enumerate(texts) for p in label_value(v, (*where, i))]
     if key in (keys.INSTANCE_TYPE_LABEL, keys.INSTANCE_TYPE_LABEL_BETA):
         out += [Problem(f"{v!r} is not an instance type in the bundled catalogue; "
                         f"{did_you_mean(v, instance_type_names())} (fine if AWS added it since)", where,
@@ -151,7 +162,7 @@ REQUIREMENT = Custom(Obj({"key": STRING, "operator": Enum(_OPS), "values": ListO
                           "minValues": Scalar("integer", 1, 50)}, required=("key", "operator")), _requirement)
 TAINT = Obj({"key": STRING, "value": STRING, "effect": Enum(("NoSchedule", "PreferNoSchedule", "NoExecute")),
              "timeAdded": STRING}, required=("key", "effect"))
-LABELS = MapOf(STRING, key=label_key)
+LABELS = MapOf(Custom(STRING, label_value), key=label_key)
 QUANTITIES = Custom(ANY, _resource_list)
 KUBELET = Obj({
     "clusterDNS": ListOf(STRING), "maxPods": Scalar("integer", 1), "podsPerCore": Scalar("integer", 0),
