@@ -127,3 +127,12 @@ def test_snapshot_problems_carry_lines_and_all_are_reported(tmp_path: Path,
         f"{path}:2: snapshot: nodez: unknown key; did you mean 'nodes'?",
         f"{path}:4: snapshot pods[0]: Pod a.containers[0].resources: resource 'cpu': '-1' is negative; "
         "a quantity must be >= 0"]
+
+
+@pytest.mark.parametrize("target", ["synth", "deploy"])
+def test_make_validates_the_cluster_file_before_cdk(target: str) -> None:
+    # Given the Makefile's recipe for the target, the validation comes before any cdk command
+    lines = (ROOT / "Makefile").read_text().split(f"\n{target}:", 1)[1].split("\n\n", 1)[0].splitlines()
+    validate = next(i for i, line in enumerate(lines) if "autoscaler.cli validate clusters/$(CLUSTER).yaml" in line)
+    cdk = next(i for i, line in enumerate(lines) if "cdk " in line)
+    assert validate < cdk
