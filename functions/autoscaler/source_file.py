@@ -109,9 +109,28 @@ class _Builder:
         return out
 
 
+def _too_deep(text: str) -> Problem | None:
+    """libyaml's composer recurses in C: a hostile file nested thousands deep would crash the process
+    rather than raise. The event stream is flat, so the depth is measured on it first."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            depth += 1
+            if depth > _MAX_DEPTH:
+                mark = event.start_mark
+                return Problem(f"nested more than {_MAX_DEPTH} levels deep; no configuration needs that",
+                               line=mark.line + 1 if mark is not None else None)
+        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            depth -= 1
+    return None
+
+
 def parse_yaml(text: str, *, multi: bool = False) -> list[Document]:
     """Parse YAML (JSON is YAML) keeping lines. One document unless ``multi`` (``---``-separated manifests)."""
     try:
+        deep = _too_deep(text)
+        if deep is not None:
+            return [Document(problems=[deep])]
         nodes: Iterator[Node | None] = iter(yaml.compose_all(text, Loader=_LOADER)) if multi else iter(
             [yaml.compose(text, Loader=_LOADER)])
         docs = []
@@ -249,4 +268,7 @@ def load_fast(text: str) -> Any:
     try:
         return _FastBuilder().load(text)
     except _Unusual:
+        deep = _too_deep(text)
+        if deep is not None:  # PyYAML's loader would recurse until the process crashes
+            raise yaml.YAMLError(deep.message) from None
         return yaml.load(text, Loader=_LOADER)

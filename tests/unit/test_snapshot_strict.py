@@ -14,6 +14,7 @@ from autoscaler.adapters.snapshot_file import load_snapshot
 from autoscaler.cli import main
 from autoscaler.domain.errors import ConfigError
 from autoscaler.source_file import _LOADER, load_fast
+from autoscaler.validate import validate_file
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "inflate-spot.yaml"
 
@@ -113,3 +114,16 @@ def test_the_fast_yaml_loader_rejects_what_safe_load_rejects() -> None:
             yaml.safe_load(text)
         with pytest.raises(yaml.YAMLError):
             load_fast(text)
+
+
+@pytest.mark.parametrize("text", ["a: " + "[" * 50_000 + "]" * 50_000 + "\n",
+                                  "a: !!set {x}\nb: " + "[" * 50_000 + "]" * 50_000 + "\n"])
+def test_hostile_nesting_is_a_finding_not_a_crash(tmp_path: Path, text: str) -> None:
+    # Given a file nested 50,000 deep (libyaml's composer recurses in C and would crash the process)
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    # When it is validated or loaded as a snapshot, then it is refused with a message
+    report = validate_file(path)
+    assert "nested more than 200 levels deep" in report.problems[0].message
+    with pytest.raises(ConfigError, match=r"nested more than 200 levels deep|unknown key"):
+        load_snapshot(path)
