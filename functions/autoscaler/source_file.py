@@ -23,6 +23,8 @@ from autoscaler.domain.errors import Path, Problem
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
 # Snapshots of large clusters are big (50,000 pods is ~100 MB of JSON).
 MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024
+# Far more than any cluster file or manifest holds; a file of aliases of aliases is refused above it.
+MAX_EXPANDED_VALUES = 1_000_000
 _MERGE = "tag:yaml.org,2002:merge"
 # libyaml's C parser is ~10x faster than the pure-Python one; PyYAML without libyaml falls back.
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -57,6 +59,22 @@ def read_text(path: str | FilePath, *, max_bytes: int) -> tuple[str | None, list
         line = raw[:exc.start].count(b"\n") + 1
         return None, [Problem(f"the file is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
                               "save it as UTF-8", line=line)]
+
+
+def _expanded_size(node: Node, memo: dict[int, int]) -> int:
+    """How many values the document holds once aliases are expanded (a "billion laughs" file is tiny on
+    disk and astronomically large expanded). Depth is already bounded by ``_too_deep``."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # a recursive alias counts once
+    size = 1
+    if isinstance(node, MappingNode):
+        size += sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    elif isinstance(node, SequenceNode):
+        size += sum(_expanded_size(item, memo) for item in node.value)
+    memo[key] = size
+    return size
 
 
 class _Builder:
@@ -136,7 +154,11 @@ def parse_yaml(text: str, *, multi: bool = False) -> list[Document]:
         docs = []
         for node in nodes:
             doc = Document()
-            if node is not None:
+            if node is not None and (size := _expanded_size(node, {})) > MAX_EXPANDED_VALUES:
+                doc.problems.append(Problem(f"anchors and aliases expand this document to {size:,} values "
+                                            f"(limit {MAX_EXPANDED_VALUES:,}); write the values out",
+                                            line=node.start_mark.line + 1))
+            elif node is not None:
                 doc.data = _Builder(doc).build(node, ())
             docs.append(doc)
         return docs

@@ -127,3 +127,20 @@ def test_hostile_nesting_is_a_finding_not_a_crash(tmp_path: Path, text: str) -> 
     assert "nested more than 200 levels deep" in report.problems[0].message
     with pytest.raises(ConfigError, match=r"nested more than 200 levels deep|unknown key"):
         load_snapshot(path)
+
+
+def test_a_billion_laughs_is_refused_before_it_expands(tmp_path: Path) -> None:
+    # Given nine levels of aliases of aliases: tiny on disk, 490 million values expanded
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    path = tmp_path / "laughs.yaml"
+    path.write_text("\n".join(["clusterName: x", *lines]) + "\n")
+    # When it is validated, then it is refused, quickly
+    report = validate_file(path)
+    assert "anchors and aliases expand this document to 490,329,066 values" in report.problems[0].message
+
+
+def test_planning_a_cluster_file_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--snapshot", str(EXAMPLE.parents[1] / "clusters" / "demo.yaml")]) == 2
+    assert "this is a cluster file, not a snapshot; write one of a live cluster with 'autoscaler snapshot" in (
+        capsys.readouterr().err)

@@ -123,6 +123,9 @@ def offerings_from(types: list[InstanceType], locations: list[Raw], prices: _Pri
 def _top_level(data: Mapping[str, Any]) -> tuple[_Snapshot, list[str]]:
     """The top-level keys; an unknown or malformed one is a problem, and the other keys are still read."""
     known = {f.alias or name for name, f in _Snapshot.model_fields.items()}
+    if "clusterName" in data:
+        raise ConfigError("snapshot: this is a cluster file, not a snapshot; write one of a live cluster with "
+                          "'autoscaler snapshot --cluster-file FILE --output SNAPSHOT' (docs/snapshot.md)")
     problems = []
     for key in data:
         if key not in known:
