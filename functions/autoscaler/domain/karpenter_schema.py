@@ -5,8 +5,8 @@ Provisioner (``v1alpha5``), EC2NodeClass (``karpenter.k8s.aws/v1``, ``v1beta1``)
 Each version has its own schema, so a field of another version is named as such. Beyond shapes:
 label keys in the reserved families (``karpenter.sh/``, ``karpenter.k8s.aws/``, ``kubernetes.io/``, ...)
 must be known keys, limits name real resources with non-negative quantities, and instance types and
-families are checked against the bundled catalogue (a warning: AWS adds types). The domain parsers then
-run too, and their findings are added where the walker has not already reported the same field.
+families are checked against the bundled catalogue (a warning: AWS adds types). ``manifest_check`` runs
+these schemas and the domain parsers together.
 """
 
 from __future__ import annotations
