@@ -82,6 +82,8 @@ CASES: list[tuple[str, str, str, str, str]] = [
      "'my apps' is not a valid label value", "error"),
     ("requirement value with a space", 'values: ["spot"]', 'values: ["spot "]', "'spot ' is not a valid label value",
      "error"),
+    ("Karpenter field not implemented", ROLE, ROLE + "\n      instanceStorePolicy: RAID0",
+     "is a Karpenter field this autoscaler does not implement", "warning"),
     ("capacity type value", 'values: ["spot"]', 'values: ["spots"]', "did you mean 'spot'?", "error"),
     ("arch value", 'values: ["amd64"]', 'values: ["x86_64"]', "'x86_64' is not an architecture", "error"),
     ("windows os", 'values: ["linux"]', 'values: ["windows"]', "only linux nodes are launched", "error"),

@@ -149,6 +149,16 @@ def _budget_schedule(value: Any, path: Path) -> list[Problem]:
     return []
 
 
+def _not_implemented(_value: Any, path: Path) -> list[Problem]:
+    return [Problem("is a Karpenter field this autoscaler does not implement: it has no effect; remove it, or "
+                    "expect Karpenter's behaviour for it to be missing", path, severity="warning")]
+
+
+# Valid Karpenter fields the autoscaler does not act on: accepted (the file stays valid Karpenter) but
+# never silently.
+NOT_IMPLEMENTED = Custom(ANY, _not_implemented)
+
+
 def _alias(value: Any, path: Path) -> list[Problem]:
     if str(value).lower().startswith("windows"):
         return [Problem(f"alias {value!r}: {WINDOWS_UNSUPPORTED}", path)]
@@ -226,7 +236,8 @@ def _node_pool(version: str) -> Obj:
                     "spec": Obj(template_fields, required=("nodeClassRef",), foreign=template_foreign)},
                    required=("spec",))
     return _top(Obj({"template": template, "disruption": Obj(disruption_fields, foreign=disruption_foreign),
-                     "limits": QUANTITIES, "weight": Scalar("integer", 0, 100)}, required=("template",)))
+                     "limits": QUANTITIES, "weight": Scalar("integer", 0, 100), "replicas": NOT_IMPLEMENTED},
+                    required=("template",)))
 
 
 _PROVISIONER = _top(Obj({
@@ -259,7 +270,7 @@ _METADATA_OPTIONS = Obj({"httpEndpoint": _ENABLED, "httpProtocolIPv6": _ENABLED,
 _COMMON_CLASS: dict[str, Spec] = {
     "amiFamily": _FAMILIES, "userData": STRING, "instanceProfile": STRING, "tags": STRING_MAP,
     "blockDeviceMappings": _BLOCK_DEVICES, "metadataOptions": _METADATA_OPTIONS, "detailedMonitoring": BOOLEAN,
-    "context": STRING,
+    "context": NOT_IMPLEMENTED,
 }
 
 
@@ -274,7 +285,8 @@ def _node_class(version: str) -> Obj:
         **_COMMON_CLASS, "subnetSelectorTerms": ListOf(Obj({"tags": STRING_MAP, "id": STRING})),
         "securityGroupSelectorTerms": ListOf(Obj({"tags": STRING_MAP, "id": STRING, "name": STRING})),
         "amiSelectorTerms": ListOf(ami), "role": STRING, "associatePublicIPAddress": BOOLEAN,
-        "instanceStorePolicy": Enum(("RAID0",)), "capacityReservationSelectorTerms": ListOf(ANY),
+        **dict.fromkeys(("instanceStorePolicy", "capacityReservationSelectorTerms", "placementGroupSelector",
+                         "ipPrefixCount", "networkInterfaces", "connectionTracking", "cpuOptions"), NOT_IMPLEMENTED),
     }
     foreign = {}
     if v1:
