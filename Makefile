@@ -10,13 +10,13 @@ PY := $(BIN)/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: help install test lint typecheck layers unit demo simulate synth package deploy bench clean
+.PHONY: help install test lint typecheck layers unit demo simulate synth package deploy bench clean validate
 
 help:
 	@echo "make demo   - run the autoscaler locally on the 'inflate' example, then replay it in virtual time (no AWS account needed)"
 	@echo "make simulate SCENARIO=hpa-burst - replay simulator/scenarios/<name>.yaml: timeline, summary, simulation.png"
 	@echo "make test   - install everything, then lint, type-check, check layers and run the tests"
-	@echo "make synth  - synthesise and lint the CloudFormation template into cdk.out/ (no AWS credentials, no Docker)"
+	@echo "make synth  - validate clusters/$(CLUSTER).yaml, then synthesise and lint the CloudFormation template into cdk.out/ (no AWS credentials, no Docker)"
 	@echo "make package - synth with the real Lambda asset (pip-installs the arm64 dependencies)"
 	@echo "make deploy CLUSTER=name - cdk deploy the stack for clusters/<name>.yaml"
 	@echo "make bench  - run the benchmarks and print JSON"
@@ -60,6 +60,8 @@ simulate: $(PY_STAMP)
 # synth skips the dependency bundling (fast, offline after install); package and deploy bundle for real.
 CLUSTER ?= demo
 synth: install
+	@# Every problem of the cluster file, with its line, before CDK runs (docs/configuration.md).
+	PYTHONPATH=functions:. $(PY) -m autoscaler.cli validate clusters/$(CLUSTER).yaml
 	rm -rf cdk.out
 	npx --no-install cdk synth --quiet -c cluster=$(CLUSTER) -c skipBundling=true > /dev/null
 	$(BIN)/cfn-lint cdk.out/*.template.json
@@ -72,7 +74,12 @@ package: install
 	@echo "Template and bundled Lambda asset written to cdk.out/"
 
 deploy: install
+	PYTHONPATH=functions:. $(PY) -m autoscaler.cli validate clusters/$(CLUSTER).yaml
 	npx --no-install cdk deploy -c cluster=$(CLUSTER)
+
+# make validate FILES="clusters/x.yaml karpenter/*.yaml snapshot.json"
+validate: $(PY_STAMP)
+	PYTHONPATH=functions:. $(PY) -m autoscaler.cli validate $(or $(FILES),clusters/$(CLUSTER).yaml)
 
 bench: $(PY_STAMP)
 	@# Each benchmark prints one JSON object; run them as modules of the work tree.

@@ -12,11 +12,20 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+import boto3
+
 from autoscaler import __version__
-from autoscaler.adapters.snapshot_file import load_snapshot
+from autoscaler.adapters.aws.cloud import AwsCloud
+from autoscaler.adapters.aws.userdata import ClusterInfo
+from autoscaler.adapters.kube.auth import api_client_from_kubeconfig
+from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.adapters.snapshot_file import collect_snapshot, load_snapshot, write_snapshot
+from autoscaler.app.ports import CloudError, ClusterError
+from autoscaler.config import load_cluster_config
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.plan import Plan
 from autoscaler.domain.scheduling import plan as solve
+from autoscaler.validate import validate_file
 
 Command = Callable[[argparse.Namespace], int]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] = {}
@@ -86,6 +95,69 @@ def _register_simulate(sub: argparse.ArgumentParser) -> Command:
     return run
 
 
+def _register_validate(sub: argparse.ArgumentParser) -> Command:
+    sub.add_argument("files", nargs="+", metavar="FILE",
+                     help="cluster files, NodePool/EC2NodeClass manifests or snapshots (told apart by content)")
+    sub.add_argument("--output", choices=("text", "json"), default="text")
+
+    def run(args: argparse.Namespace) -> int:
+        reports = [validate_file(f) for f in args.files]
+        errors = sum(r.errors for r in reports)
+        warnings = sum(r.warnings for r in reports)
+        if args.output == "json":
+            print(json.dumps({"files": [r.to_json() for r in reports], "errors": errors, "warnings": warnings},
+                             indent=2))
+        else:
+            for r in reports:
+                for problem in r.problems:
+                    print(problem.render(r.path))
+                if not r.problems:
+                    print(f"{r.path}: OK ({r.kind})")
+            print(f"{errors} error(s), {warnings} warning(s) in {len(reports)} file(s)",
+                  file=sys.stderr if errors else sys.stdout)
+        return 1 if errors else 0
+
+    return run
+
+
+def _register_snapshot(sub: argparse.ArgumentParser) -> Command:
+    sub.add_argument("--cluster-file", required=True, metavar="FILE",
+                     help="the cluster file whose NodePools and EC2NodeClasses the snapshot carries")
+    sub.add_argument("--context", help="kubeconfig context (default: the current one)")
+    sub.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    sub.add_argument("--region", help="AWS region (default: the cluster file's)")
+    sub.add_argument("--output", "-o", required=True, metavar="FILE", help="where to write; .json for JSON, else YAML")
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            config = load_cluster_config(args.cluster_file)
+            region = args.region or config.region
+            kube = KubeCluster(api_client_from_kubeconfig(config_file=args.kubeconfig, context=args.context))
+            # Only reads are made: the join settings (endpoint, CA) a launch would need are not.
+            info = ClusterInfo(name=config.cluster_name, endpoint="", certificate_authority="", k8s_version="")
+            cloud = AwsCloud.from_session(boto3.Session(region_name=region), region=region, cluster=info)
+            doc = collect_snapshot(list_raw=kube.list_raw, cloud=cloud, region=region,
+                                   node_pools=config.node_pools, node_classes=config.node_classes)
+            write_snapshot(doc, args.output)
+        except (ConfigError, ClusterError, CloudError, OSError) as exc:
+            print(f"autoscaler snapshot: {exc}", file=sys.stderr)
+            return 1
+        pending = sum(1 for p in doc["pods"] if not (p.get("spec") or {}).get("nodeName"))
+        print(f"wrote {args.output}: {len(doc['pods'])} pods ({pending} pending), {len(doc['nodes'])} nodes, "
+              f"{len(doc['instanceTypes'])} instance types, {len(doc['inFlight'])} in-flight instances",
+              file=sys.stderr)
+        if not doc["prices"]["onDemand"]:
+            print("warning: no on-demand prices (pricing:GetProducts failed or is not allowed): plan will "
+                  "price spot offerings only", file=sys.stderr)
+        return 0
+
+    return run
+
+
+COMMANDS["snapshot"] = ("Write a snapshot of a live cluster (kubeconfig context + AWS region) for "
+                        "'autoscaler plan' (docs/snapshot.md).", _register_snapshot)
+COMMANDS["validate"] = ("Check cluster files, NodePool/EC2NodeClass manifests and snapshots; report every "
+                        "problem with its line. Exit code 1 when any file has an error.", _register_validate)
 COMMANDS["simulate"] = ("Replay a scenario (simulator/scenarios/*.yaml) in virtual time against moto and an "
                         "emulated cluster: timeline, summary, assertions, plot. Needs a repository clone.",
                         _register_simulate)

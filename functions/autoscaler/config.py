@@ -20,17 +20,16 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from autoscaler.domain.durations import duration_seconds
-from autoscaler.domain.errors import ConfigError
-from autoscaler.domain.nodeclass import parse_node_classes
-from autoscaler.domain.nodepool import parse_node_pools
-from autoscaler.domain.quantity import QuantityError, cpu_millis, to_int
+from autoscaler.domain.errors import ConfigError, Problem, did_you_mean, with_lines
+from autoscaler.domain.manifest_check import check_node_classes, check_node_pools, node_class_names
+from autoscaler.domain.schedule_expression import rate_problem, rate_seconds, schedule_problem
+from autoscaler.source_file import MAX_CONFIG_BYTES, parse_yaml, read_text
 
 # Where the bundled configuration lives inside the Lambda asset, and how to point elsewhere (tests, local runs).
 BUNDLED_CONFIG = Path(__file__).with_name("cluster.json")
@@ -47,22 +46,13 @@ InterruptionAction = Literal["drain", "taint", "ignore"]
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
                       2922, 3288, 3653)
 
-_RATE = re.compile(r"^rate\((?P<n>[1-9]\d*) (?P<unit>minute|minutes|hour|hours|day|days)\)$")
-_CRON = re.compile(r"^cron\(\S+ \S+ \S+ \S+ \S+ \S+\)$")
-_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
-
-
-def rate_seconds(expression: str) -> int | None:
-    """Seconds between runs of a ``rate(...)`` schedule expression; None for ``cron(...)``."""
-    match = _RATE.match(expression)
-    if not match:
-        return None
-    return int(match["n"]) * _UNIT_SECONDS[match["unit"].rstrip("s")]
+__all__ = ["rate_seconds"]  # EventBridge grammar: domain/schedule_expression.py
 
 
 def _check_schedule(value: str) -> str:
-    if rate_seconds(value) is None and not _CRON.match(value):
-        raise ValueError(f"{value!r} is not an EventBridge schedule: use 'rate(N minutes)' or 'cron(m h d M w y)'")
+    problem = schedule_problem(value)
+    if problem:
+        raise ValueError(problem)
     return value
 
 
@@ -113,8 +103,13 @@ class ProvisionerConfig(_Model):
     @field_validator("schedule")
     @classmethod
     def _rate_only(cls, value: str) -> str:
-        if rate_seconds(value) is None:
-            raise ValueError(f"{value!r}: the provisioner runs on a fixed 'rate(N minutes)' schedule")
+        if value.strip().startswith("rate("):
+            problem = rate_problem(value)
+            if problem:
+                raise ValueError(problem)
+        elif rate_seconds(value) is None:
+            raise ValueError(f"{value!r}: the provisioner runs on a fixed schedule; write 'rate(N minutes)', "
+                             "e.g. 'rate(1 minute)'")
         return value
 
     @field_validator("registration_timeout")
@@ -264,142 +259,101 @@ class ClusterConfig(_Model):
         return self.model_dump_json(by_alias=True, indent=1)
 
 
-# --- Karpenter object checks ------------------------------------------------------------------------
+# --- checking a whole cluster file ------------------------------------------------------------------
 
-_NODEPOOL_KINDS = {("karpenter.sh/v1", "NodePool"), ("karpenter.sh/v1beta1", "NodePool"),
-                   ("karpenter.sh/v1alpha5", "Provisioner")}
-_NODECLASS_KINDS = {("karpenter.k8s.aws/v1", "EC2NodeClass"), ("karpenter.k8s.aws/v1beta1", "EC2NodeClass"),
-                    ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate")}
-
-
-def _dig(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def _check_objects(raw: list[dict[str, Any]], *, field: str, kinds: set[tuple[str, str]]) -> list[str]:
-    problems: list[str] = []
-    seen: set[str] = set()
-    for i, obj in enumerate(raw):
-        where = f"{field}[{i}]"
-        if (obj.get("apiVersion"), obj.get("kind")) not in kinds:
-            allowed = ", ".join(f"{v} {k}" for v, k in sorted(kinds))
-            problems.append(f"{where}: apiVersion/kind {obj.get('apiVersion')!r} {obj.get('kind')!r} "
-                            f"is not one of: {allowed}")
-        name = _dig(obj, "metadata", "name")
-        if not isinstance(name, str) or not name:
-            problems.append(f"{where}.metadata.name: required")
-        elif name in seen:
-            problems.append(f"{where}.metadata.name: {name!r} is defined twice")
-        else:
-            seen.add(name)
-        if not isinstance(obj.get("spec"), Mapping):
-            problems.append(f"{where}.spec: required")
-    return problems
-
-
-def _node_class_ref(pool: Mapping[str, Any]) -> tuple[str, str | None]:
-    if pool.get("kind") == "Provisioner":
-        return "spec.providerRef.name", _dig(pool, "spec", "providerRef", "name")
-    return "spec.template.spec.nodeClassRef.name", _dig(pool, "spec", "template", "spec", "nodeClassRef", "name")
-
-
-def check_karpenter_objects(config: ClusterConfig) -> list[str]:
-    """Structural checks the CDK app can make without the domain: kinds, names, references, limits, roles."""
-    problems = _check_objects(config.node_pools, field="nodePools", kinds=_NODEPOOL_KINDS)
-    problems += _check_objects(config.node_classes, field="nodeClasses", kinds=_NODECLASS_KINDS)
-    class_names = {_dig(c, "metadata", "name") for c in config.node_classes}
-    for i, pool in enumerate(config.node_pools):
-        path, ref = _node_class_ref(pool)
-        if ref is not None and ref not in class_names:
-            problems.append(f"nodePools[{i}].{path}: {ref!r} names no entry of nodeClasses")
-        limits = _dig(pool, "spec", "limits") or {}
-        if pool.get("kind") == "Provisioner":
-            limits = _dig(pool, "spec", "limits", "resources") or {}
-            path = "spec.limits.resources"
-        else:
-            path = "spec.limits"
-        if not isinstance(limits, Mapping):
-            problems.append(f"nodePools[{i}].{path}: must be a map of resource name to quantity")
-            continue
-        for resource, value in limits.items():
-            try:
-                cpu_millis(value) if resource == "cpu" else to_int(value)
-            except (QuantityError, TypeError) as exc:
-                problems.append(f"nodePools[{i}].{path}.{resource}: {value!r} is not a quantity ({exc})")
-    for i, node_class in enumerate(config.node_classes):
-        role = _dig(node_class, "spec", "role")
-        if role is not None and role != config.node_role_name:
-            problems.append(f"nodeClasses[{i}].spec.role: {role!r} is not the node role this stack lets the "
-                            f"autoscaler pass ({config.node_role_name!r}); set nodeRole to match")
-    return problems
-
-
-def validate_karpenter_objects(config: ClusterConfig) -> list[str]:
-    """All problems with the config's NodePools and EC2NodeClasses: structural checks, then the domain's
-    own parsers (which produce the messages a user sees for Karpenter semantics). Returns
-    ``"field.path: message"`` strings; empty means valid."""
-    problems = check_karpenter_objects(config)
-    if problems:
-        return problems
-    try:
-        parse_node_pools(config.node_pools)
-    except ConfigError as exc:
-        problems.append(f"nodePools: {exc}")
-    try:
-        # v1alpha1 AWSNodeTemplates took the instance profile from a global setting; the stack's
-        # node role plays that part here.
-        parse_node_classes(config.node_classes, default_role=config.node_role_name)
-    except ConfigError as exc:
-        problems.append(f"nodeClasses: {exc}")
-    return problems
-
-
-# --- loading ------------------------------------------------------------------------------------------
-
-def _messages(exc: ValidationError) -> list[str]:
-    # pydantic prefixes custom messages with "Value error, "; the field name already says where.
-    return [f"{_location(err['loc']) or '(top level)'}: {err['msg'].removeprefix('Value error, ')}"
-            for err in exc.errors()]
-
-
-def _location(loc: Sequence[int | str]) -> str:
-    out = ""
+def _fields_at(loc: Sequence[int | str]) -> list[str]:
+    """The camelCase keys of the model at ``loc`` (for a did-you-mean on an unknown key)."""
+    model: Any = ClusterConfig
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int) or not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+        info = next((f for f in model.model_fields.values() if f.alias == part), None)
+        if info is None:
+            return []
+        model = next((a for a in (info.annotation, *get_args(info.annotation))
+                      if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return [f.alias or name for name, f in model.model_fields.items()]
+    return []
+
+
+def _model_problems(exc: ValidationError) -> list[Problem]:
+    out = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden" and loc:
+            message = f"unknown key {loc[-1]!r}; {did_you_mean(str(loc[-1]), _fields_at(loc[:-1]))}"
+        else:
+            # pydantic prefixes custom messages with "Value error, "; the field name already says where.
+            message = err["msg"].removeprefix("Value error, ")
+        out.append(Problem(message, loc))
     return out
+
+
+def _node_role_name(data: Mapping[str, Any], config: ClusterConfig | None) -> str | None:
+    if config is not None:
+        return config.node_role_name
+    try:  # the rest of the file is invalid: the role can still be checked when its own settings are valid
+        role = NodeRoleConfig.model_validate(data.get("nodeRole") or {})
+        name = str(data.get("clusterName") or "")
+        return ClusterConfig.model_construct(cluster_name=name, node_role=role).node_role_name if name else None
+    except (ValidationError, ValueError, TypeError):
+        return None
+
+
+def check_cluster_data(data: object) -> tuple[ClusterConfig | None, list[Problem]]:
+    """Every problem of a parsed cluster file, errors and warnings, in one pass: the file's own keys, then
+    every NodePool and EC2NodeClass at every depth, whether or not the rest is valid."""
+    if not isinstance(data, Mapping):
+        return None, [Problem("the file must hold a mapping (clusterName, region, nodePools, ...)")]
+    config: ClusterConfig | None = None
+    problems: list[Problem] = []
+    try:
+        config = ClusterConfig.model_validate(data)
+    except ValidationError as exc:
+        problems += _model_problems(exc)
+    pools, classes = data.get("nodePools"), data.get("nodeClasses")
+    if isinstance(classes, list):
+        problems += check_node_classes(classes, default_role=_node_role_name(data, config))
+    if isinstance(pools, list):
+        names = node_class_names(classes) if isinstance(classes, list) else None
+        problems += check_node_pools(pools, node_classes=names)
+    errors = [p for p in problems if p.severity == "error"]
+    return (config if not errors else None), problems
 
 
 def parse_cluster_config(data: object, *, source: str) -> ClusterConfig:
     """Validate already-parsed file content; raises ConfigError naming ``source`` and every bad field."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(source=source,
-                          problems=["the file must hold a mapping (clusterName, region, nodePools, ...)"])
-    try:
-        config = ClusterConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(source=source, problems=_messages(exc)) from None
-    problems = validate_karpenter_objects(config)
-    if problems:
-        raise ConfigError(source=source, problems=problems)
+    config, problems = check_cluster_data(data)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors or config is None:
+        raise ConfigError.from_problems(errors, source=source)
     return config
 
 
+def check_cluster_file(path: str | Path) -> tuple[ClusterConfig | None, list[Problem]]:
+    """Read and check a cluster file: every problem (with its line), errors and warnings. Never raises."""
+    text, problems = read_text(path, max_bytes=MAX_CONFIG_BYTES)
+    if text is None:
+        return None, problems
+    doc = parse_yaml(text)[0]
+    if doc.problems and doc.data is None:
+        return None, doc.problems
+    config, found = check_cluster_data(doc.data)
+    problems = with_lines([*doc.problems, *found], doc.lines)
+    if any(p.severity == "error" for p in doc.problems):
+        config = None
+    return config, problems
+
+
 def load_cluster_config(path: str | Path, *, source: str | None = None) -> ClusterConfig:
-    """Read and validate a cluster file (YAML or JSON). Errors name ``source`` (default: the path)."""
-    source = source or str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(source=source, problems=[f"cannot read the file: {exc.strerror}"]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(source=source, problems=[f"not valid YAML: {exc}"]) from None
-    return parse_cluster_config(data, source=source)
+    """Read and validate a cluster file (YAML or JSON). Errors name ``source`` (default: the path), each
+    line ``file:line: object: field: what is wrong``; warnings do not stop the load."""
+    config, problems = check_cluster_file(path)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors or config is None:
+        raise ConfigError.from_problems(errors, source=source or str(path))
+    return config
 
 
 def load_runtime_config(path: str | Path | None = None, *, environ: Mapping[str, str] | None = None) -> ClusterConfig:
@@ -417,7 +371,7 @@ def load_runtime_config(path: str | Path | None = None, *, environ: Mapping[str,
     try:
         return ClusterConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source=str(chosen), problems=_messages(exc)) from None
+        raise ConfigError(source=str(chosen), problems=[p.render() for p in _model_problems(exc)]) from None
 
 
 class DeploymentEnv(_Model):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,4 +40,6 @@ def test_synth_fails_on_a_bad_cluster_file_naming_the_field(tmp_path: Path) -> N
     result = subprocess.run([sys.executable, str(ROOT / "infra" / "app.py")], env=env, capture_output=True,
                             text=True, check=False)
     assert result.returncode == 1
-    assert f"error: {bad}: nodePools[0].spec.limits.cpu: 'a lot' is not a quantity" in result.stderr
+    # file:line: object: field: message (docs/configuration.md "Validation")
+    assert re.search(rf"error: {re.escape(str(bad))}:\d+: NodePool default: spec\.limits\.cpu: 'a lot' is not a "
+                     "quantity", result.stderr), result.stderr

@@ -15,7 +15,7 @@ MAX_LINES = 500
 # What the domain may import: the standard library's pure parts, pydantic, and itself. Anything that
 # reads a clock, sleeps, starts threads, touches files, the environment, randomness or logging is not here.
 PURE_STDLIB = frozenset({
-    "__future__", "abc", "bisect", "collections", "dataclasses", "datetime", "decimal", "email", "enum",
+    "__future__", "abc", "bisect", "collections", "dataclasses", "datetime", "decimal", "email", "difflib", "enum",
     "fractions", "functools", "heapq", "itertools", "json", "math", "operator", "re", "string", "typing",
 })
 PURE_THIRD_PARTY = frozenset({"pydantic"})

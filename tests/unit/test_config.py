@@ -75,14 +75,15 @@ _DELETE = object()
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [
-    ("nodePools[0].spec.limits.cpu", "lots", "nodePools[0].spec.limits.cpu: 'lots' is not a quantity"),
-    ("nodePools[0].spec.limits.memory", "1Zi", "nodePools[0].spec.limits.memory: '1Zi' is not a quantity"),
-    ("nodePools[0].kind", "Provisioner2", "nodePools[0]: apiVersion/kind 'karpenter.sh/v1' 'Provisioner2'"),
-    ("nodePools[0].metadata.name", "", "nodePools[0].metadata.name: required"),
+    ("nodePools[0].spec.limits.cpu", "lots", "NodePool default: spec.limits.cpu: 'lots' is not a quantity"),
+    ("nodePools[0].spec.limits.memory", "1Zi", "NodePool default: spec.limits.memory: '1Zi' is not a quantity"),
+    ("nodePools[0].kind", "Provisioner2",
+     "Provisioner2 default: apiVersion/kind 'karpenter.sh/v1 Provisioner2' is not supported"),
+    ("nodePools[0].metadata.name", "", "NodePool <unnamed>: metadata.name: must not be empty"),
     ("nodePools[0].spec.template.spec.nodeClassRef.name", "other",
-     "nodePools[0].spec.template.spec.nodeClassRef.name: 'other' names no entry of nodeClasses"),
-    ("nodeClasses[0].spec.role", "SomeRole", "nodeClasses[0].spec.role: 'SomeRole' is not the node role"),
-    ("nodeClasses[0].apiVersion", "karpenter.sh/v1", "nodeClasses[0]: apiVersion/kind"),
+     "NodePool default: spec.template.spec.nodeClassRef.name: 'other' names no entry of nodeClasses"),
+    ("nodeClasses[0].spec.role", "SomeRole", "EC2NodeClass default: spec.role: 'SomeRole' is not the node role"),
+    ("nodeClasses[0].apiVersion", "karpenter.sh/v1", "EC2NodeClass default: apiVersion/kind"),
     ("clusterName", "bad name!", "clusterName: String should match pattern"),
     ("region", "mars", "region: String should match pattern"),
     ("interruption.rebalance", "explode", "interruption.rebalance: Input should be 'drain', 'taint' or 'ignore'"),
@@ -91,7 +92,7 @@ _DELETE = object()
     ("provisioner.schedule", "cron(* * * * ? *)", "provisioner.schedule: 'cron(* * * * ? *)': the provisioner runs"),
     ("provisioner.registrationTimeout", "soon", "provisioner.registrationTimeout: 'soon' is not a duration"),
     ("disruption.schedule", "hourly", "disruption.schedule: 'hourly' is not an EventBridge schedule"),
-    ("provisioner.watchMod", True, "provisioner.watchMod: Extra inputs are not permitted"),
+    ("provisioner.watchMod", True, "provisioner.watchMod: unknown key 'watchMod'; did you mean 'watchMode'?"),
     ("vpc", {"vpcId": "vpc-0123456789abcdef0", "subnetIds": ["subnet-1"], "securityGroupIds": []},
      "vpc.subnetIds: not subnet ids"),
     ("vpc", {"vpcId": "vpc-0123456789abcdef0", "subnetIds": ["subnet-0123456789abcdef0"],
@@ -129,7 +130,7 @@ def test_duplicate_names_are_rejected(raw: dict[str, Any]) -> None:
 def test_v1alpha5_provisioner_limits_are_checked(raw: dict[str, Any]) -> None:
     raw["nodePools"] = [{"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "p"},
                          "spec": {"providerRef": {"name": "default"}, "limits": {"resources": {"cpu": "x"}}}}]
-    with pytest.raises(ConfigError, match=r"nodePools\[0\]\.spec\.limits\.resources\.cpu: 'x'"):
+    with pytest.raises(ConfigError, match=r"Provisioner p: spec\.limits\.resources\.cpu: 'x'"):
         parse_cluster_config(raw, source=SOURCE)
 
 
@@ -179,13 +180,13 @@ def test_deployment_env() -> None:
 def test_node_pool_semantics_are_checked_by_the_domain_parser(raw: dict[str, Any]) -> None:
     raw["nodePools"][0]["spec"]["template"]["spec"]["requirements"] = [
         {"key": "karpenter.sh/capacity-type", "operator": "Near", "values": ["spot"]}]
-    with pytest.raises(ConfigError, match=r"nodePools: NodePool default: spec\.template\.spec\.requirements\.0\.op"):
+    with pytest.raises(ConfigError, match=r"NodePool default: spec\.template\.spec\.requirements\[0\]\.op"):
         parse_cluster_config(raw, source=SOURCE)
 
 
 def test_node_class_semantics_are_checked_by_the_domain_parser(raw: dict[str, Any]) -> None:
     raw["nodeClasses"][0]["spec"]["amiSelectorTerms"] = [{"alias": "ubuntu@latest"}]
-    with pytest.raises(ConfigError, match=r"nodeClasses: EC2NodeClass \S+: spec\.amiSelectorTerms\.0\.alias"):
+    with pytest.raises(ConfigError, match=r"EC2NodeClass \S+: spec\.amiSelectorTerms\[0\]\.alias"):
         parse_cluster_config(raw, source=SOURCE)
 
 

@@ -50,6 +50,31 @@ WELL_KNOWN_KEYS = frozenset({
     MEMORY_LABEL, HYPERVISOR_LABEL, GPU_COUNT_LABEL, GPU_NAME_LABEL, GPU_MANUFACTURER_LABEL,
 })
 
+# Every key a NodePool requirement or template label may use in the reserved label families, so a typo
+# (``karpenter.k8s.aws/instance-categroy``) is caught at validation instead of matching nothing.
+KNOWN_LABEL_KEYS = WELL_KNOWN_KEYS | frozenset({
+    HOSTNAME_LABEL, EBS_CSI_ZONE_LABEL, PROVISIONER_NAME_LABEL, INITIALIZED_LABEL,
+    "karpenter.sh/registered", "karpenter.sh/do-not-sync-taints", "karpenter.sh/nodeclaim",
+    "topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region", "topology.k8s.aws/zone-id",
+    "beta.kubernetes.io/arch", "beta.kubernetes.io/os", "node.kubernetes.io/windows-build",
+    "node.kubernetes.io/exclude-from-external-load-balancers", "node.kubernetes.io/exclude-disruption",
+    "karpenter.k8s.aws/ec2nodeclass", "karpenter.k8s.aws/instance-local-nvme",
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported", "karpenter.k8s.aws/instance-capability-flex",
+    "karpenter.k8s.aws/instance-cpu-manufacturer", "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
+    "karpenter.k8s.aws/instance-ebs-bandwidth", "karpenter.k8s.aws/instance-network-bandwidth",
+    "karpenter.k8s.aws/instance-gpu-memory", "karpenter.k8s.aws/instance-accelerator-name",
+    "karpenter.k8s.aws/instance-accelerator-manufacturer", "karpenter.k8s.aws/instance-accelerator-count",
+    "karpenter.k8s.aws/instance-tenancy", "karpenter.k8s.aws/nitro-sandbox",
+    "karpenter.k8s.aws/capacity-reservation-id", "karpenter.k8s.aws/capacity-reservation-type",
+    "karpenter.k8s.aws/placement-group-id", "karpenter.k8s.aws/placement-group-partition",
+})
+# Label prefixes reserved by Kubernetes and Karpenter: a key under them must be one of KNOWN_LABEL_KEYS.
+RESERVED_LABEL_PREFIXES = ("karpenter.sh/", "karpenter.k8s.aws/", "kubernetes.io/", "topology.kubernetes.io/",
+                           "topology.k8s.aws/", "beta.kubernetes.io/", "failure-domain.beta.kubernetes.io/")
+# Prefixes where custom keys are allowed (Karpenter's label-domain exceptions), so only near-misses of a
+# known key are flagged.
+OPEN_LABEL_PREFIXES = ("node.kubernetes.io/",)
+
 # ----- pod and node annotations -----------------------------------------------------------------
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"

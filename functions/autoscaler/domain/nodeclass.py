@@ -17,8 +17,10 @@ from autoscaler.domain.errors import ConfigError, describe_validation_error, man
 from autoscaler.domain.ownership import EC2_TAG_LIMIT, OWN_TAG_COUNT, user_tag_count
 
 AmiFamily = Literal["AL2023", "AL2", "Bottlerocket", "Custom", "Windows2019", "Windows2022"]
-_ALIAS_FAMILIES = {"al2023": "AL2023", "al2": "AL2", "bottlerocket": "Bottlerocket",
-                   "windows2019": "Windows2019", "windows2022": "Windows2022"}
+# docs/aws.md: the launch path builds Linux bootstrap user data only.
+WINDOWS_UNSUPPORTED = ("Windows nodes are not supported (docs/aws.md: the autoscaler launches Linux nodes only); "
+                       "use al2023@latest, al2@latest or bottlerocket@latest")
+_ALIAS_FAMILIES = {"al2023": "AL2023", "al2": "AL2", "bottlerocket": "Bottlerocket"}
 
 
 class _Model(BaseModel):
@@ -55,6 +57,8 @@ class AmiSelectorTerm(_Model):
         if v is None:
             return v
         family, _, version = v.partition("@")
+        if family.lower().startswith("windows"):
+            raise ValueError(f"alias {v!r}: {WINDOWS_UNSUPPORTED}")
         if family.lower() not in _ALIAS_FAMILIES or not version:
             raise ValueError(f"alias {v!r} must be FAMILY@VERSION with FAMILY one of {sorted(_ALIAS_FAMILIES)}")
         # EKS AMIs are pinned by date (v20240807); Bottlerocket by its release (v1.20.3).
@@ -148,6 +152,8 @@ class _V1Spec(_Model):
 
     @model_validator(mode="after")
     def _identity(self) -> _V1Spec:
+        if self.ami_family in ("Windows2019", "Windows2022"):
+            raise ValueError(f"amiFamily {self.ami_family!r}: {WINDOWS_UNSUPPORTED}")
         if bool(self.role) == bool(self.instance_profile):
             raise ValueError("exactly one of role and instanceProfile must be set")
         aliases = [t for t in self.ami_selector_terms if t.alias]

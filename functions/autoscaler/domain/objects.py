@@ -101,11 +101,19 @@ def parse_taint(raw: Raw, *, where: str) -> Taint:
     return Taint(key=str(raw["key"]), value=str(raw.get("value") or ""), effect=effect)
 
 
-def parse_toleration(raw: Raw) -> Toleration:
+def parse_toleration(raw: Raw, *, where: str = "toleration") -> Toleration:
+    operator = raw.get("operator") or "Equal"
+    if operator not in ("Exists", "Equal"):
+        # The API server rejects any other operator; accepting "Exist" as Equal would plan a pod onto
+        # nodes its real toleration does not match.
+        hint = " (did you mean 'Exists'?)" if str(operator).lower().startswith("exist") else ""
+        raise ObjectError(f"{where}.operator: {operator!r} is not Exists or Equal{hint}")
+    if operator == "Exists" and raw.get("value"):
+        raise ObjectError(f"{where}.value: operator Exists takes no value (got {raw.get('value')!r})")
     seconds = raw.get("tolerationSeconds")
     return Toleration(
         key=str(raw.get("key") or ""),
-        operator="Exists" if raw.get("operator") == "Exists" else "Equal",
+        operator="Exists" if operator == "Exists" else "Equal",
         value=str(raw.get("value") or ""),
         effect=str(raw.get("effect") or ""),
         toleration_seconds=int(seconds) if seconds is not None else None,
@@ -272,7 +280,8 @@ def _pod_from_spec(meta: Raw, spec: Raw, status: Raw, *, where: str) -> Pod:
                                              where=f"{where}.affinity.nodeAffinity.preferred[{i}]")[0])
             for i, p in enumerate(preferred)
         ),
-        tolerations=tuple(parse_toleration(t) for t in spec.get("tolerations") or ()),
+        tolerations=tuple(parse_toleration(t, where=f"{where}: spec.tolerations[{i}]")
+                          for i, t in enumerate(spec.get("tolerations") or ())),
         topology_spread=tuple(spread),
         pod_affinity=_affinity_terms(pod_aff.get("requiredDuringSchedulingIgnoredDuringExecution"),
                                      where=f"{where}.affinity.podAffinity.required"),

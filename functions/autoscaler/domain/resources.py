@@ -25,7 +25,10 @@ def parse_resource_list(raw: Mapping[str, object] | None) -> Resources:
     for name, value in (raw or {}).items():
         if not isinstance(value, str | int | float):
             raise ValueError(f"resource {name!r} has a non-quantity value {value!r}")
-        out[name] = cpu_millis(value) if name == CPU else to_int(value)
+        amount = cpu_millis(value) if name == CPU else to_int(value)
+        if amount < 0:
+            raise ValueError(f"resource {name!r}: {value!r} is negative; a quantity must be >= 0")
+        out[name] = amount
     return out
 
 

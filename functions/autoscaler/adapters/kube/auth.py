@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client import ApiClient, Configuration
 
-from autoscaler.app.ports import Clock
+from autoscaler.app.ports import Clock, ClusterError
 
 if TYPE_CHECKING:
     from mypy_boto3_eks import EKSClient
@@ -152,3 +152,16 @@ def api_client_for_endpoint(endpoint: str, *, token: str | None = None, ca_pem: 
         config.api_key_prefix = {"authorization": "Bearer"}
         config.api_key = {"authorization": token}
     return ApiClient(configuration=config)
+
+
+def api_client_from_kubeconfig(*, config_file: str | None = None, context: str | None = None) -> ApiClient:
+    """An ``ApiClient`` from a kubeconfig (default ``$KUBECONFIG`` or ``~/.kube/config``) and context
+    (default: the current one), as kubectl would connect: for the operator's CLI, never for Lambda."""
+    from kubernetes import config as kube_config  # noqa: PLC0415 - only the CLI needs kubeconfig support
+
+    try:
+        client: ApiClient = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=config_file, context=context)
+    except (kube_config.ConfigException, OSError, ValueError) as exc:
+        raise ClusterError(f"kubeconfig{f' context {context!r}' if context else ''}: {exc}") from exc
+    return client

@@ -185,6 +185,11 @@ class KubeCluster:
             return None
 
     # ----- reads -----------------------------------------------------------------------------
+    def list_raw(self, path: str) -> list[Raw]:
+        """Every object of an API collection (e.g. ``/api/v1/pods``) as raw JSON: for ``autoscaler
+        snapshot``, which writes the cluster's own shapes."""
+        return self._list_all(path)[0]
+
     def pending_pods(self) -> list[Pod]:
         pods = self._parse_all(pod_from_dict, "/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR)
         return [p for p in pods if p.is_pending]
