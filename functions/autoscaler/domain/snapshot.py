@@ -118,7 +118,7 @@ def parse_snapshot(data: Mapping[str, Any]) -> PlanInput:
     return PlanInput(
         region=snap.region,
         node_pools=parse_node_pools(_items(snap.node_pools, key="nodePools")),
-        node_classes=parse_node_classes(_items(snap.node_classes, key="nodeClasses")),
+        node_classes=parse_node_classes(_items(snap.node_classes, key="nodeClasses"), planning=True),
         pods=_each(_items(snap.pods, key="pods"), pod_from_dict, key="pods"),
         nodes=_each(_items(snap.nodes, key="nodes"), node_from_dict, key="nodes"),
         daemonsets=_each(_items(snap.daemon_sets, key="daemonSets"), daemonset_from_dict, key="daemonSets"),
