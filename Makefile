@@ -10,13 +10,14 @@ PY := $(BIN)/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: help install test lint typecheck layers unit demo synth package deploy bench clean
+.PHONY: help install test lint typecheck layers unit demo synth package bootstrap deploy bench clean
 
 help:
 	@echo "make demo   - run the autoscaler locally on the 'inflate' example (no AWS account needed)"
 	@echo "make test   - install everything, then lint, type-check, check layers and run the tests"
 	@echo "make synth  - synthesise and lint the CloudFormation template into cdk.out/ (no AWS credentials, no Docker)"
 	@echo "make package - synth with the real Lambda asset (pip-installs the arm64 dependencies)"
+	@echo "make bootstrap CLUSTER=name - cdk bootstrap your credentials' account in the region of clusters/<name>.yaml"
 	@echo "make deploy CLUSTER=name - cdk deploy the stack for clusters/<name>.yaml"
 	@echo "make bench  - run the benchmarks and print JSON"
 
@@ -64,6 +65,11 @@ package: install
 	npx --no-install cdk synth --quiet -c cluster=$(CLUSTER) > /dev/null
 	$(BIN)/cfn-lint cdk.out/*.template.json
 	@echo "Template and bundled Lambda asset written to cdk.out/"
+
+# cdk bootstrap without an environment bootstraps the app's stack environment: the cluster file's region (and
+# account, else your credentials' account). Bundling is skipped: bootstrapping needs only the template.
+bootstrap: install
+	npx --no-install cdk bootstrap -c cluster=$(CLUSTER) -c skipBundling=true
 
 deploy: install
 	npx --no-install cdk deploy -c cluster=$(CLUSTER)

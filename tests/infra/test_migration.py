@@ -76,3 +76,12 @@ def test_adopted_karpenter_instances_may_be_terminated_by_disruption_and_interru
     for s in _statements(migration, "IdentityDisruptionRole"):
         if str(s.get("Sid", "")).startswith("TerminateAdopted"):
             assert s["Action"] == "ec2:TerminateInstances" and render(s["Resource"]) == INSTANCE
+
+
+def test_bootstrap_goes_to_the_cluster_files_region(migration: Synth, demo: Synth) -> None:
+    # `make bootstrap CLUSTER=x` runs `cdk bootstrap -c cluster=x`: with no environment given, the CDK CLI
+    # bootstraps the app's stack environments, with unknown-account taken from the credentials.
+    assert migration.stack.environment == "aws://123456789012/eu-central-1"
+    assert demo.stack.environment == "aws://unknown-account/us-west-2"
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    assert "npx --no-install cdk bootstrap -c cluster=$(CLUSTER) -c skipBundling=true" in makefile
