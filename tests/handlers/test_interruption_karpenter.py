@@ -69,3 +69,16 @@ def test_without_adoption_a_karpenter_node_is_drained_but_never_terminated(not_a
     assert not_adopting.state(iid) == "running"
     assert node is not None and node["spec"].get("unschedulable") and not node["metadata"].get("deletionTimestamp")
     assert node["metadata"]["finalizers"] == [KARPENTER_TERMINATION_FINALIZER]
+
+
+def test_every_handler_takes_the_adoption_setting(adopting: World, kube_api: KubeApiServer) -> None:
+    # The provisioner's lifecycle sweep (deleting Nodes whose instance is gone) and the disruption pass
+    # release Karpenter's finalizer too when adoption is on; the defaults release nothing.
+    from autoscaler.handlers.disruption import service_for
+    from autoscaler.handlers.provisioner import provisioner_for
+
+    assert provisioner_for(adopting.rt, dry_run=False).settings.release_finalizers == (KARPENTER_TERMINATION_FINALIZER,)
+    assert service_for(adopting.rt).release_finalizers == (KARPENTER_TERMINATION_FINALIZER,)
+    plain = World.create(kube_api)
+    assert provisioner_for(plain.rt, dry_run=False).settings.release_finalizers == ()
+    assert service_for(plain.rt).release_finalizers == ()
