@@ -10,7 +10,7 @@ PY := $(BIN)/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: help install test lint typecheck layers unit demo simulate synth package deploy bench clean validate
+.PHONY: help install test lint typecheck layers unit demo simulate synth package bootstrap deploy bench clean validate
 
 help:
 	@echo "make demo   - run the autoscaler locally on the 'inflate' example, then replay it in virtual time (no AWS account needed)"
@@ -18,6 +18,7 @@ help:
 	@echo "make test   - install everything, then lint, type-check, check layers and run the tests"
 	@echo "make synth  - validate clusters/$(CLUSTER).yaml, then synthesise and lint the CloudFormation template into cdk.out/ (no AWS credentials, no Docker)"
 	@echo "make package - synth with the real Lambda asset (pip-installs the arm64 dependencies)"
+	@echo "make bootstrap CLUSTER=name - cdk bootstrap your credentials' account in the region of clusters/<name>.yaml"
 	@echo "make deploy CLUSTER=name - cdk deploy the stack for clusters/<name>.yaml"
 	@echo "make bench  - run the benchmarks and print JSON"
 
@@ -72,6 +73,11 @@ package: install
 	npx --no-install cdk synth --quiet -c cluster=$(CLUSTER) > /dev/null
 	$(BIN)/cfn-lint cdk.out/*.template.json
 	@echo "Template and bundled Lambda asset written to cdk.out/"
+
+# cdk bootstrap without an environment bootstraps the app's stack environment: the cluster file's region (and
+# account, else your credentials' account). Bundling is skipped: bootstrapping needs only the template.
+bootstrap: install
+	npx --no-install cdk bootstrap -c cluster=$(CLUSTER) -c skipBundling=true
 
 deploy: install
 	PYTHONPATH=functions:. $(PY) -m autoscaler.cli validate clusters/$(CLUSTER).yaml

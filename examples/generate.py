@@ -35,7 +35,7 @@ def _catalog() -> dict[str, Any]:
 
 NODE_CLASS = {
     "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-    "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "KarpenterNodeRole-demo",
+    "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "eks-autoscaler-node-demo",
              "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
              "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]},
 }

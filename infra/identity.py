@@ -16,7 +16,14 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from autoscaler.config import ClusterConfig
-from autoscaler.domain.keys import EKS_CLUSTER_TAG, NAME_TAG, NODECLAIM_TAG, NODEPOOL_TAG, PODS_TAG_PREFIX
+from autoscaler.domain.keys import (
+    EKS_CLUSTER_TAG,
+    NAME_TAG,
+    NODECLAIM_TAG,
+    NODEPOOL_TAG,
+    PODS_TAG_PREFIX,
+    PROVISIONER_NAME_TAG,
+)
 from autoscaler.domain.ownership import cluster_tag
 
 KUBERNETES_GROUP = "eks-serverless-autoscaler"
@@ -76,6 +83,9 @@ class Identity(Construct):
     def _node_role(self) -> iam.IRole:
         if self.config.node_role.role_arn:
             return iam.Role.from_role_arn(self, "NodeRole", self.config.node_role.role_arn, mutable=False)
+        if not self.config.node_role.create:
+            # An existing role named in the cluster file (e.g. Karpenter's KarpenterNodeRole-<cluster>).
+            return iam.Role.from_role_name(self, "NodeRole", self.config.node_role_name, mutable=False)
         return iam.Role(
             self, "NodeRole",
             role_name=self.config.node_role_name,
@@ -85,6 +95,9 @@ class Identity(Construct):
         )
 
     def _instance_profile(self) -> iam.IInstanceProfile:
+        """The profile every launch uses (passed to the functions as AUTOSCALER_INSTANCE_PROFILE): an
+        existing one by name, or one the stack creates for the node role, so ``cdk destroy`` removes it
+        and the functions need no iam:CreateInstanceProfile."""
         name = self.config.node_role.instance_profile_name
         if name and not self.config.node_role.create:
             return iam.InstanceProfile.from_instance_profile_name(self, "InstanceProfile", name)
@@ -117,10 +130,30 @@ class Identity(Construct):
         return {"StringEquals": {f"{key}/{cluster_tag(cluster)}": "owned"},
                 "StringLike": {f"{key}/{NODEPOOL_TAG}": "*"}}
 
-    def _terminate(self) -> iam.PolicyStatement:
+    def _terminate_own(self) -> iam.PolicyStatement:
         return iam.PolicyStatement(sid="TerminateOwnInstances", actions=["ec2:TerminateInstances"],
                                    resources=[self._arn("instance")],
                                    conditions=self._owned_conditions("aws:ResourceTag"))
+
+    def _terminate(self) -> list[iam.PolicyStatement]:
+        """Interruption and disruption: our instances, and adopted Karpenter ones with migration on (the
+        provisioner terminates only its own orphans)."""
+        own = self._terminate_own()
+        if not self.config.migration.adopt_karpenter_nodes:
+            return [own]
+        # Adopted Karpenter instances (autoscaler.domain.ownership.launched_by_karpenter): the cluster tag or
+        # eks:eks-cluster-name, with a NodePool or (v0.2x) Provisioner tag. Karpenter v1's instances already
+        # match the statement above; these add the other combinations.
+        cluster = self.config.cluster_name
+        by_cluster = {"StringEquals": {f"aws:ResourceTag/{cluster_tag(cluster)}": "owned"}}
+        by_eks = {"StringEquals": {f"aws:ResourceTag/{EKS_CLUSTER_TAG}": cluster}}
+        combinations = (("TerminateAdoptedProvisionerInstances", by_cluster, PROVISIONER_NAME_TAG),
+                        ("TerminateAdoptedNodePoolInstancesByEksTag", by_eks, NODEPOOL_TAG),
+                        ("TerminateAdoptedProvisionerInstancesByEksTag", by_eks, PROVISIONER_NAME_TAG))
+        return [own] + [iam.PolicyStatement(sid=sid, actions=["ec2:TerminateInstances"],
+                                            resources=[self._arn("instance")],
+                                            conditions={**match, "StringLike": {f"aws:ResourceTag/{pool_tag}": "*"}})
+                        for sid, match, pool_tag in combinations]
 
     def _grant_provisioner(self) -> None:
         cluster = self.config.cluster_name
@@ -154,21 +187,13 @@ class Identity(Construct):
                 conditions={**self._owned_conditions("aws:ResourceTag"),
                             "ForAllValues:StringLike": {"aws:TagKeys": [NODECLAIM_TAG, NAME_TAG,
                                                                         f"{PODS_TAG_PREFIX}*"]}}),
-            self._terminate(),
+            self._terminate_own(),
             iam.PolicyStatement(
                 sid="DeleteOwnLaunchTemplates", actions=["ec2:DeleteLaunchTemplate"],
                 resources=[self._arn("launch-template")], conditions=self._owned_conditions("aws:ResourceTag")),
             iam.PolicyStatement(
                 sid="PassNodeRole", actions=["iam:PassRole"], resources=[self.node_role.role_arn],
                 conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}),
-            iam.PolicyStatement(
-                # An EC2NodeClass that names a role gets an instance profile the autoscaler creates and
-                # reuses, named <cluster>_<hash of role> (autoscaler.adapters.aws.launch_template.InstanceProfiles).
-                sid="ManageOwnInstanceProfiles",
-                actions=["iam:AddRoleToInstanceProfile", "iam:CreateInstanceProfile", "iam:GetInstanceProfile",
-                         "iam:TagInstanceProfile"],
-                resources=[self.stack.format_arn(service="iam", region="", resource="instance-profile",
-                                                 resource_name=f"{cluster}_*")]),
             iam.PolicyStatement(
                 sid="ReadPublicAmiParameters", actions=["ssm:GetParameter"],
                 resources=[self.stack.format_arn(service="ssm", account="", resource="parameter",
@@ -188,13 +213,13 @@ class Identity(Construct):
                                             "autoscaling:RecordLifecycleActionHeartbeat"], resources=[group])
 
     def _grant_interruption(self) -> None:
-        for statement in (self._describe(INTERRUPTION_DESCRIBE), self._describe_cluster(), self._terminate(),
+        for statement in (self._describe(INTERRUPTION_DESCRIBE), self._describe_cluster(), *self._terminate(),
                           self._lifecycle_actions()):
             self.interruption_role.add_to_policy(statement)
 
     def _grant_disruption(self) -> None:
         for statement in (self._describe(DISRUPTION_DESCRIBE), self._pricing(), self._describe_cluster(),
-                          self._terminate()):
+                          *self._terminate()):
             self.disruption_role.add_to_policy(statement)
 
     def allow_invoke_provisioner(self, provisioner_arn: str) -> None:

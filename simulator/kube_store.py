@@ -9,6 +9,11 @@ Where the emulator simplifies: there are no workload controllers, so a PDB's ``e
 number of non-terminal pods its selector matches (the disruption controller would use the owning
 controller's scale); pods are removed at once on delete unless ``graceful_deletion`` is set, in which
 case they keep a ``deletionTimestamp`` until ``finish_terminating()`` (standing in for the kubelet).
+
+Finalizers are honoured as the API server does: deleting an object whose ``metadata.finalizers`` is not
+empty only sets its ``deletionTimestamp`` (the object stays, readable and patchable); the write that
+empties the list removes it; no new finalizer may be added to an object being deleted, and a
+``deletionTimestamp`` once set cannot be changed or removed.
 """
 
 from __future__ import annotations
@@ -390,8 +395,24 @@ class Store:
         for immutable in ("name", "namespace", "uid", "creationTimestamp"):
             if immutable in old["metadata"]:
                 meta[immutable] = old["metadata"][immutable]
+        # Only a delete sets these; an update can neither set, change nor clear them.
+        for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+            if server_set in old["metadata"]:
+                meta[server_set] = old["metadata"][server_set]
+            else:
+                meta.pop(server_set, None)
+        deleting = bool(old["metadata"].get("deletionTimestamp"))
+        added = set(meta.get("finalizers") or ()) - set(old["metadata"].get("finalizers") or ())
+        if deleting and added:
+            raise ApiError(422, "Invalid", f'{res.kind} "{key[1]}" is invalid: metadata.finalizers: Forbidden: '
+                           f"no new finalizers can be added if the object is being deleted, found new finalizers "
+                           f"{sorted(added)}")
         self._decorate(res, new)
         meta["resourceVersion"] = self._bump()
+        if deleting and not meta.get("finalizers") and not (res.plural == "pods" and self.graceful_deletion):
+            # The last finalizer is gone: the API server completes the pending delete.
+            self._store(res, key, None, event="DELETED", old=new)
+            return copy.deepcopy(new)
         self._store(res, key, new, event="MODIFIED", old=old)
         return copy.deepcopy(new)
 
@@ -460,6 +481,16 @@ class Store:
                 new["metadata"]["resourceVersion"] = self._bump()
                 self._store(res, key, new, event="MODIFIED", old=old)
                 return copy.deepcopy(new)
+            if old["metadata"].get("finalizers"):
+                # Kept until every finalizer is removed (by its controller, or by whoever gives up on it).
+                if old["metadata"].get("deletionTimestamp"):
+                    return copy.deepcopy(old)
+                new = copy.deepcopy(old)
+                new["metadata"]["deletionTimestamp"] = now_rfc3339()
+                new["metadata"]["deletionGracePeriodSeconds"] = 0
+                new["metadata"]["resourceVersion"] = self._bump()
+                self._store(res, key, new, event="MODIFIED", old=old)
+                return copy.deepcopy(new)
             gone = copy.deepcopy(old)
             gone["metadata"]["resourceVersion"] = self._bump()
             self._store(res, key, None, event="DELETED", old=gone)
@@ -468,7 +499,8 @@ class Store:
     def finish_terminating(self) -> int:
         """Stand in for the kubelet: remove every pod that has a deletionTimestamp. Returns how many."""
         with self._lock:
-            keys = [k for k, p in self._objs["pods"].items() if p["metadata"].get("deletionTimestamp")]
+            keys = [k for k, p in self._objs["pods"].items()
+                    if p["metadata"].get("deletionTimestamp") and not p["metadata"].get("finalizers")]
             for ns, name in keys:
                 old = self._objs["pods"][(ns, name)]
                 gone = copy.deepcopy(old)

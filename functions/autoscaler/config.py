@@ -15,6 +15,7 @@ variables, read by :func:`load_deployment_env`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -187,11 +188,25 @@ class VpcConfig(_Model):
         return value
 
 
+NODE_ROLE_PREFIX = "eks-autoscaler-node-"
+
+
+def default_node_role_name(cluster_name: str) -> str:
+    """``eks-autoscaler-node-<cluster>``: not Karpenter's ``KarpenterNodeRole-<cluster>``, which its
+    getting-started stack has usually created already (a role of the same name would fail the deploy).
+    Names over IAM's 64 characters are cut and end in a hash of the cluster name, so they stay unique."""
+    name = f"{NODE_ROLE_PREFIX}{cluster_name}"
+    if len(name) <= 64:
+        return name
+    return f"{name[:55]}-{hashlib.sha256(cluster_name.encode()).hexdigest()[:8]}"
+
+
 class NodeRoleConfig(_Model):
     """The IAM role nodes run with: created by the stack (default) or an existing one."""
 
     create: bool = True
-    # Name of the role to create; defaults to Karpenter's convention, KarpenterNodeRole-<cluster>.
+    # With create: the name of the role to create (default eks-autoscaler-node-<cluster>). With create: false:
+    # the name of an existing role in the stack's account (e.g. Karpenter's KarpenterNodeRole-<cluster>).
     role_name: str | None = Field(default=None, pattern=r"^[\w+=,.@-]{1,64}$")
     role_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
     instance_profile_name: str | None = None
@@ -202,9 +217,22 @@ class NodeRoleConfig(_Model):
     def _one_source(self) -> NodeRoleConfig:
         if self.create and self.role_arn:
             raise ValueError("give either create: true or an existing roleArn, not both")
-        if not self.create and not self.role_arn:
-            raise ValueError("create: false needs roleArn of an existing node role")
+        if not self.create and not self.role_arn and not self.role_name:
+            raise ValueError("create: false needs roleArn or roleName of an existing node role "
+                             "(e.g. roleName: KarpenterNodeRole-<cluster>)")
+        if self.role_arn and self.role_name:
+            raise ValueError("give roleArn or roleName of the existing node role, not both")
         return self
+
+
+class MigrationConfig(_Model):
+    """Taking over a cluster from Karpenter (docs/migration.md)."""
+
+    # Manage the nodes Karpenter launched for this cluster (``karpenter.sh/nodepool`` or v0.2x
+    # ``karpenter.sh/provisioner-name`` tag plus the cluster tag) like the autoscaler's own: disruption
+    # (empty, expired, consolidation), interruption, termination, and removal of Karpenter's
+    # ``karpenter.sh/termination`` finalizer when their Node is deleted. Only once Karpenter is scaled to zero.
+    adopt_karpenter_nodes: bool = False
 
 
 class RbacConfig(_Model):
@@ -235,6 +263,7 @@ class ClusterConfig(_Model):
     disruption: DisruptionConfig = DisruptionConfig()
     vpc: VpcConfig | None = None
     node_role: NodeRoleConfig = NodeRoleConfig()
+    migration: MigrationConfig = MigrationConfig()
     rbac: RbacConfig = RbacConfig()
     log_retention_days: int = 30
     alarms: AlarmsConfig = AlarmsConfig()
@@ -252,7 +281,7 @@ class ClusterConfig(_Model):
         """The node role's name, as EC2NodeClass ``spec.role`` must spell it."""
         if self.node_role.role_arn:
             return self.node_role.role_arn.rsplit("/", 1)[-1]
-        return self.node_role.role_name or f"KarpenterNodeRole-{self.cluster_name}"
+        return self.node_role.role_name or default_node_role_name(self.cluster_name)
 
     def to_json(self) -> str:
         """The runtime form bundled into the Lambda asset."""

@@ -117,6 +117,9 @@ DISRUPTION_BLOCKED = MetricDef("DisruptionBlocked", "Count", ("disruption",),
 NODES_OF_REMOVED_NODE_POOL = MetricDef("NodesOfRemovedNodePool", "Count", ("disruption",),
                                        "Our nodes whose NodePool is no longer in the cluster file (left "
                                        "running, never disrupted); alarmed when above 0.", statistic="Maximum")
+KARPENTER_NODES_NOT_ADOPTED = MetricDef("KarpenterNodesNotAdopted", "Count", ("disruption",),
+                                        "Nodes Karpenter launched for the cluster, left alone because "
+                                        "migration.adoptKarpenterNodes is off.", statistic="Maximum")
 
 CATALOGUE: dict[str, MetricDef] = {m.name: m for m in (
     PENDING_PODS, UNSCHEDULABLE_PODS, PODS_NOMINATED, NODES_LAUNCHED, LAUNCH_FAILURES, PLAN_SECONDS,
@@ -124,6 +127,7 @@ CATALOGUE: dict[str, MetricDef] = {m.name: m for m in (
     INTERRUPTION_EVENTS, INTERRUPTION_OUTCOMES, PODS_EVICTED, EVICTIONS_BLOCKED_BY_PDB, EVICTIONS_THROTTLED,
     DRAIN_SECONDS, EVENT_TO_CORDON_SECONDS,
     NODES_DISRUPTED, DISRUPTION_SAVINGS, DISRUPTION_BLOCKED, NODES_OF_REMOVED_NODE_POOL,
+    KARPENTER_NODES_NOT_ADOPTED,
 )}
 
 

@@ -92,6 +92,46 @@ def test_create_get_delete_and_resource_versions(core: k8s.CoreV1Api) -> None:
     assert gone.value.status == 404 and json.loads(gone.value.body)["reason"] == "NotFound"
 
 
+def test_finalizers_hold_a_delete_until_they_are_removed(kube_api: KubeApiServer, core: k8s.CoreV1Api) -> None:
+    # Given a Node carrying Karpenter's termination finalizer and a watch on nodes
+    body = node("n1")
+    body["metadata"]["finalizers"] = ["karpenter.sh/termination", "example.com/other"]
+    kube_api.store.create("nodes", body)
+    # When it is deleted through the API
+    core.delete_node("n1")
+    # Then, as on a real API server, it stays (readable) with a deletionTimestamp
+    held = core.read_node("n1")
+    assert held.metadata.deletion_timestamp is not None
+    assert held.metadata.finalizers == ["karpenter.sh/termination", "example.com/other"]
+    # ... a second delete changes nothing, no finalizer may be added and the timestamp cannot be cleared
+    core.delete_node("n1")
+    with pytest.raises(ApiException) as forbidden:
+        core.patch_node("n1", {"metadata": {"finalizers": [*held.metadata.finalizers, "new.example.com/x"]}})
+    assert forbidden.value.status == 422 and "no new finalizers" in forbidden.value.body
+    kube_api.store.patch("nodes", None, "n1", {"metadata": {"deletionTimestamp": None}})
+    assert kube_api.store.get("nodes", None, "n1")["metadata"]["deletionTimestamp"]
+    # When one finalizer is removed the object is still there; when the last one goes, so does the object
+    # (a merge patch: a strategic merge patch unions finalizer lists)
+    kube_api.store.patch("nodes", None, "n1", {"metadata": {"finalizers": ["example.com/other"]}})
+    assert core.read_node("n1").metadata.finalizers == ["example.com/other"]
+    kube_api.store.patch("nodes", None, "n1", [{"op": "remove", "path": "/metadata/finalizers/0"}],
+                         content_type="application/json-patch+json")
+    with pytest.raises(ApiException) as gone:
+        core.read_node("n1")
+    assert gone.value.status == 404
+
+
+def test_a_node_without_finalizers_goes_at_once(kube_api: KubeApiServer, core: k8s.CoreV1Api) -> None:
+    # Given a Node with no finalizers; When deleted; Then it is gone, and an update cannot fake a deletion
+    kube_api.store.create("nodes", node("n2"))
+    kube_api.store.patch("nodes", None, "n2", {"metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"}})
+    assert "deletionTimestamp" not in kube_api.store.get("nodes", None, "n2")["metadata"]
+    core.delete_node("n2")
+    with pytest.raises(ApiException) as gone:
+        core.read_node("n2")
+    assert gone.value.status == 404
+
+
 def test_stale_resource_version_is_a_conflict(kube_api: KubeApiServer, core: k8s.CoreV1Api) -> None:
     kube_api.store.create("nodes", node("n1"))
     with pytest.raises(ApiException) as err:

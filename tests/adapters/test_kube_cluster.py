@@ -168,6 +168,22 @@ def test_delete_node_and_pod_report_whether_anything_was_deleted(kube_api: KubeA
     assert cluster.delete_pod("default", "p") is False
 
 
+def test_delete_node_releases_only_the_named_finalizers(kube_api: KubeApiServer, cluster: KubeCluster) -> None:
+    # Given Nodes held by Karpenter's finalizer, one also by another controller's
+    for name, held in (("k1", ["karpenter.sh/termination"]), ("k2", ["karpenter.sh/termination", "x.io/keep"])):
+        body = node(name)
+        body["metadata"]["finalizers"] = held
+        kube_api.store.create("nodes", body)
+    # When deleted without releasing anything, the delete is only pending (as on the API server)
+    assert cluster.delete_node("k1") is True
+    assert kube_api.store.get("nodes", None, "k1")["metadata"]["deletionTimestamp"]
+    # When deleted releasing Karpenter's finalizer: k1 is gone; k2 waits for the other controller
+    assert cluster.delete_node("k1", release_finalizers=["karpenter.sh/termination"]) is True
+    assert cluster.delete_node("k2", release_finalizers=["karpenter.sh/termination"]) is True
+    assert not kube_api.store.exists("nodes", None, "k1")
+    assert kube_api.store.get("nodes", None, "k2")["metadata"]["finalizers"] == ["x.io/keep"]
+
+
 def test_eviction_blocked_by_pdb_then_allowed_once_a_pod_is_ready(kube_api: KubeApiServer,
                                                                   cluster: KubeCluster, clock: ManualClock) -> None:
     st = kube_api.store

@@ -64,10 +64,7 @@ EXPECTED: dict[str, list[dict[str, Any]]] = {
          "Resource": [f"{EC2}launch-template/*"], "Condition": OWNED},
         {"Sid": "PassNodeRole", "Action": ["iam:PassRole"], "Resource": ["${IdentityNodeRole.Arn}"],
          "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
-        {"Sid": "ManageOwnInstanceProfiles",
-         "Action": ["iam:AddRoleToInstanceProfile", "iam:CreateInstanceProfile", "iam:GetInstanceProfile",
-                    "iam:TagInstanceProfile"],
-         "Resource": ["arn:${AWS::Partition}:iam::${AWS::AccountId}:instance-profile/demo_*"]},
+        # No iam:*InstanceProfile: launches use the profile the stack creates (tests/infra/test_migration.py).
         {"Sid": "ReadPublicAmiParameters", "Action": ["ssm:GetParameter"],
          "Resource": ["arn:${AWS::Partition}:ssm:us-west-2::parameter/aws/service/*"]},
         _logs("Provisioner"), XRAY,
@@ -148,7 +145,7 @@ def test_function_roles_trust_only_lambda_and_node_role_only_ec2(demo: Synth) ->
         principal = role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Service"]
         if name.startswith("IdentityNodeRole"):
             assert principal == "ec2.amazonaws.com"
-            assert role["Properties"]["RoleName"] == "KarpenterNodeRole-demo"
+            assert role["Properties"]["RoleName"] == "eks-autoscaler-node-demo"
         elif name.startswith("Identity"):
             assert principal == "lambda.amazonaws.com"
         else:

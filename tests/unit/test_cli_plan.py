@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from autoscaler.cli import main
 
@@ -91,3 +92,34 @@ def test_bad_input_exits_non_zero_naming_the_field(tmp_path: Path, capsys: pytes
 def test_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "--snapshot", str(tmp_path / "nope.json"))
     assert code == 2 and "cannot read" in err
+
+
+# Karpenter v0.2x getting-started guide's manifests, as the guide applies them: the AWSNodeTemplate names no
+# instanceProfile (it came from the global aws.defaultInstanceProfile setting).
+GUIDE_V1ALPHA5_PROVISIONER = {
+    "apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "default"},
+    "spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
+             "limits": {"resources": {"cpu": 1000}}, "providerRef": {"name": "default"},
+             "ttlSecondsAfterEmpty": 30}}
+GUIDE_V1ALPHA1_AWSNODETEMPLATE = {
+    "apiVersion": "karpenter.k8s.aws/v1alpha1", "kind": "AWSNodeTemplate", "metadata": {"name": "default"},
+    "spec": {"subnetSelector": {"karpenter.sh/discovery": "my-cluster"},
+             "securityGroupSelector": {"karpenter.sh/discovery": "my-cluster"}}}
+
+
+def test_plan_accepts_the_v0_2x_guides_awsnodetemplate_without_instance_profile(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # Given the inflate snapshot with the v0.2x guide's Provisioner and AWSNodeTemplate in place of the v1 objects
+    snapshot = yaml.safe_load((EXAMPLES / "inflate-spot.yaml").read_text())
+    snapshot["nodePools"] = [GUIDE_V1ALPHA5_PROVISIONER]
+    snapshot["nodeClasses"] = [GUIDE_V1ALPHA1_AWSNODETEMPLATE]
+    path = tmp_path / "v0.2x.json"
+    path.write_text(json.dumps(snapshot))
+    # When planned offline
+    code, out, err = run(capsys, "--snapshot", str(path), "--output", "json")
+    # Then planning needs no instance profile: every pending pod gets a spot node of the converted NodePool
+    assert code == 0, err
+    assert isinstance(out, dict) and out["unschedulable"] == []
+    assert sum(len(ln["pods"]) for ln in out["launches"]) == 5
+    assert {(ln["nodePool"], ln["nodeClass"], ln["capacityType"]) for ln in out["launches"]} == {
+        ("default", "default", "spot")}

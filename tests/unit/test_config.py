@@ -38,7 +38,7 @@ def test_demo_reproduces_the_karpenter_getting_started_setup() -> None:
     assert pool["spec"]["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"}
     node_class = config.node_classes[0]["spec"]
     assert node_class["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
-    assert node_class["role"] == config.node_role_name == "KarpenterNodeRole-demo"
+    assert node_class["role"] == config.node_role_name == "eks-autoscaler-node-demo"
     assert node_class["subnetSelectorTerms"] == node_class["securityGroupSelectorTerms"] == [
         {"tags": {"karpenter.sh/discovery": "demo"}}]
 

@@ -12,6 +12,7 @@ container) continues where this one stopped:
    a drain that a PDB blocks leaves the node cordoned for the next pass, and one blocked for longer
    than ``blocked_drain_timeout`` is released (taint, cordon and annotations removed);
 4. terminate the instance (only one with this cluster's ownership tags) and delete the Node.
+Nodes Karpenter launched are disrupted like ours only when adopted (``app/adoption.py``).
 
 Every decision is logged with its reason and saving per hour, recorded as an Event on the node and
 counted in metrics. In dry-run nothing is written: the pass only reports.
@@ -25,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from autoscaler.app.adoption import KarpenterNodes
 from autoscaler.app.cluster_state import gather_plan_input
 from autoscaler.app.drain import drain
 from autoscaler.app.launcher import fleet_request_for
@@ -53,7 +55,6 @@ from autoscaler.domain.disruption import (
     pods_by_node,
     simulate,
 )
-from autoscaler.domain.keys import NODEPOOL_LABEL
 from autoscaler.domain.models import DISRUPTED_TAINT, Node
 from autoscaler.domain.node_state import (
     NodeState,
@@ -90,6 +91,7 @@ class Options:
     blocked_drain_timeout: float = 1800.0
     replacement_timeout: float = 1200.0
     drain_seconds_per_pass: float = 60.0
+    adopt_karpenter: bool = False  # migration.adoptKarpenterNodes
 
 
 @dataclass
@@ -127,7 +129,7 @@ class DisruptionService:
                  node_classes: Mapping[str, NodeClass], cluster_name: str, region: str, clock: Clock,
                  sink: MetricsSink, options: Options | None = None,
                  replacements: ReplacementRequester | None = None,
-                 sleep: Callable[[float], None] | None = None) -> None:
+                 sleep: Callable[[float], None] | None = None, karpenter: KarpenterNodes | None = None) -> None:
         self.cluster, self.cloud, self.clock, self.sink = cluster, cloud, clock, sink
         self.node_pools = node_pools
         self.pools = {p.name: p for p in node_pools}
@@ -137,6 +139,9 @@ class DisruptionService:
         self.replacements = replacements
         self.states = NodeStates(cluster)
         self.sleep = sleep or clock.sleep
+        # Passed in by a handler that keeps it between invocations (it remembers what it logged).
+        self.karpenter = karpenter or KarpenterNodes(cloud=cloud, sink=sink, adopt=self.options.adopt_karpenter)
+        self.release_finalizers = self.karpenter.release_finalizers
 
     # ----- the pass ----------------------------------------------------------------------------
     def run_pass(self, *, deadline: float) -> PassReport:
@@ -145,8 +150,9 @@ class DisruptionService:
         report = PassReport(dry_run=opts.dry_run)
         now = self.clock.now()
         every = self.cluster.nodes()
-        nodes = [n for n in every if is_ours(n, self.pools)]
         owned = {i.instance_id for i in self.cloud.owned_instances()}
+        unadopted = self.karpenter.sort(every, owned=owned)
+        nodes = [n for n in every if is_ours(n, self.pools) and n.name not in unadopted]
         self._removed_pools([n for n in every if not is_ours(n, self.pools)], owned=owned, report=report)
         if not opts.dry_run:
             nodes = self._reconcile_stuck_cordons(nodes, report=report)
@@ -173,7 +179,7 @@ class DisruptionService:
         by_name = {n.name: n for n in snapshot.nodes}
         decision = decide(DisruptionInput(snapshot=snapshot, pdbs=self.cluster.pdbs(), now=now,
                                           owned_instances=owned, empty_since=empty_since,
-                                          settings=opts.settings, exclude=report.released))
+                                          settings=opts.settings, exclude=[*report.released, *unadopted]))
         report.notes.extend(decision.notes)
         for b in decision.blocked:
             self._blocked(b, by_name.get(b.node), report)
@@ -206,10 +212,10 @@ class DisruptionService:
         on one is abandoned and the node uncordoned; each pass counts them (``NodesOfRemovedNodePool``,
         alarmed) and says so in a log line and a Warning Event, until the pool is restored or the nodes
         are removed by hand."""
-        orphans = [n for n in others if n.labels.get(NODEPOOL_LABEL) and n.instance_id in owned]
+        orphans = [n for n in others if n.node_pool and n.instance_id in owned]
         self.sink.emit(NODES_OF_REMOVED_NODE_POOL, len(orphans))
         for n in orphans:
-            pool = n.labels.get(NODEPOOL_LABEL)
+            pool = n.node_pool
             report.notes.append(f"{n.name}: NodePool {pool} is not in the cluster file; node left running")
             log.warning("node %s belongs to NodePool %s, which is no longer configured; left running", n.name,
                         pool, extra={"node": n.name, "nodePool": pool})
@@ -362,7 +368,7 @@ class DisruptionService:
         if iid is not None and iid not in owned and self._already_terminated(iid):
             # Killed between TerminateInstances and deleting the Node: finish the job, never uncordon a
             # dead node nor call it someone else's.
-            self.cluster.delete_node(node.name)
+            self.cluster.delete_node(node.name, release_finalizers=self.release_finalizers)
             report.removed.append(node.name)
             log.info("node %s: instance %s already terminated; node deleted", node.name, iid,
                      extra={"node": node.name, "instanceId": iid})
@@ -389,7 +395,7 @@ class DisruptionService:
             return
         self.cluster.record_event(node, reason="DisruptionTerminating",
                                   message=f"{reason}: drained; instance {iid} terminated, node deleted")
-        self.cluster.delete_node(node.name)
+        self.cluster.delete_node(node.name, release_finalizers=self.release_finalizers)
         report.removed.append(node.name)
         self.sink.emit(NODES_DISRUPTED, 1, **{REASON: reason})
         self.sink.emit(DRAIN_SECONDS, max(0.0, self.clock.now() - started))
@@ -402,7 +408,8 @@ class DisruptionService:
             found = self.cloud.describe_instances([instance_id])
         except CloudError:
             return False
-        return any(i.state in ("shutting-down", "terminated") and is_owned(i.tags, self.cluster_name)
+        return any(i.state in ("shutting-down", "terminated")
+                   and is_owned(i.tags, self.cluster_name, adopt_karpenter=self.options.adopt_karpenter)
                    for i in found)
 
     def _release(self, node: Node, *, guard: str, why: str, report: PassReport) -> None:

@@ -28,7 +28,12 @@ from autoscaler.app.node_state import NodeStates, NotOwnedError
 from autoscaler.app.ports import CloudError, NotFoundError
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, LaunchHook, action_for, drain_deadline
-from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
+from autoscaler.domain.keys import (
+    CAPACITY_TYPE_LABEL,
+    INSTANCE_TYPE_LABEL,
+    KARPENTER_TERMINATION_FINALIZER,
+    ZONE_LABEL,
+)
 from autoscaler.domain.models import DISRUPTED_TAINT, REBALANCE_TAINT, Node
 from autoscaler.domain.node_state import Owner, read_state, request_replacement, start_drain
 from autoscaler.domain.ownership import is_owned
@@ -128,6 +133,9 @@ class InterruptionService:
     node_grace_seconds: float | None = None
     exclude_node_labels: Mapping[str, str] = field(default_factory=dict)
     hooks: LifecycleHooks | None = None  # None: no Auto Scaling access (local runs)
+    # migration.adoptKarpenterNodes: Karpenter's instances are terminated like ours and their Nodes'
+    # karpenter.sh/termination finalizer removed on delete (docs/migration.md).
+    adopt_karpenter: bool = False
     # When this service cordoned each node (wall clock): DrainSeconds to sub-second precision, where the
     # annotation (whole seconds, shared with the other functions) is all a retry has.
     _cordoned_at: dict[str, float] = field(default_factory=dict, init=False, repr=False)
@@ -135,6 +143,10 @@ class InterruptionService:
 
     def __post_init__(self) -> None:
         self.states = NodeStates(self.cluster)
+
+    @property
+    def _release_finalizers(self) -> tuple[str, ...]:
+        return (KARPENTER_TERMINATION_FINALIZER,) if self.adopt_karpenter else ()
 
     def action(self, event: InterruptionEvent) -> Action:
         return action_for(event.kind, self.actions)
@@ -218,7 +230,8 @@ class InterruptionService:
         return InstanceOutcome(iid, node.name, Outcome.TAINTED)
 
     def _owned(self, instance: CloudInstance | None) -> bool:
-        return instance is not None and is_owned(instance.tags, self.cluster_name)
+        return instance is not None and is_owned(instance.tags, self.cluster_name,
+                                                 adopt_karpenter=self.adopt_karpenter)
 
     def _request_replacement(self, event: InterruptionEvent, nodes: Sequence[Node],
                              instances: Mapping[str, CloudInstance], outcomes: Sequence[InstanceOutcome]) -> set[str]:
@@ -347,10 +360,10 @@ class InterruptionService:
             # Ours and still there: it would be reclaimed anyway; terminating now stops the bill and the
             # kubelet at once. The instance's tags were checked; AwsCloud.terminate checks them again.
             self.cloud.terminate([started.instance_id])
-            self.cluster.delete_node(name)
+            self.cluster.delete_node(name, release_finalizers=self._release_finalizers)
             return replace(outcome, outcome=Outcome.TERMINATED)
         if gone:
-            self.cluster.delete_node(name)
+            self.cluster.delete_node(name, release_finalizers=self._release_finalizers)
             return replace(outcome, outcome=Outcome.NODE_DELETED)
         if node is not None:
             self.cluster.record_event(node, reason="Drained", message="every pod that had to move was evicted; "

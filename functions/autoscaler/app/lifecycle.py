@@ -17,7 +17,7 @@ Every step is idempotent and best effort: one failure is reported and the rest s
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.app.ports import CloudError, CloudPort, ClusterError, ClusterPort
@@ -93,9 +93,11 @@ def _ours(node: Node, owned_ids: set[str]) -> bool:
 def reconcile(*, cluster: ClusterPort, cloud: CloudPort, nodes: Sequence[Node], owned: Sequence[CloudInstance],
               node_pools: Mapping[str, NodePool], now: float,
               registration_timeout: float = REGISTRATION_TIMEOUT_SECONDS,
-              template_ttl: float = TEMPLATE_TTL_SECONDS, dry_run: bool = False) -> LifecycleResult:
+              template_ttl: float = TEMPLATE_TTL_SECONDS, dry_run: bool = False,
+              release_finalizers: Collection[str] = ()) -> LifecycleResult:
     """One lifecycle sweep. ``owned`` are this cluster's pending/running instances (by tag), ``nodes``
-    every Node object, ``now`` epoch seconds. ``dry_run`` reports what it would do and changes nothing."""
+    every Node object, ``now`` epoch seconds. ``dry_run`` reports what it would do and changes nothing.
+    ``release_finalizers``: removed from the Nodes it deletes (Karpenter's, once its nodes are adopted)."""
     result = LifecycleResult()
     by_id = {i.instance_id: i for i in owned}
     registered = {n.instance_id for n in nodes if n.instance_id}
@@ -107,7 +109,7 @@ def reconcile(*, cluster: ClusterPort, cloud: CloudPort, nodes: Sequence[Node], 
         _register(cluster, node, by_id.get(node.instance_id or ""), node_pools=node_pools, types=types,
                   result=result, dry_run=dry_run)
     _delete_orphans(cluster, cloud, [n for n in nodes if _ours(n, set(by_id)) and n.instance_id not in by_id],
-                    result=result, dry_run=dry_run)
+                    result=result, dry_run=dry_run, release_finalizers=release_finalizers)
     _delete_templates(cloud, now=now, ttl=template_ttl, result=result, dry_run=dry_run)
     return result
 
@@ -160,7 +162,7 @@ def _register(cluster: ClusterPort, node: Node, inst: CloudInstance | None, *, n
 
 
 def _delete_orphans(cluster: ClusterPort, cloud: CloudPort, candidates: Sequence[Node], *,
-                    result: LifecycleResult, dry_run: bool) -> None:
+                    result: LifecycleResult, dry_run: bool, release_finalizers: Collection[str]) -> None:
     """Nodes of ours whose instance is not pending/running: delete those whose instance is gone."""
     if not candidates:
         return
@@ -180,7 +182,7 @@ def _delete_orphans(cluster: ClusterPort, cloud: CloudPort, candidates: Sequence
             result.deleted_nodes.append(node.name)
             continue
         try:
-            cluster.delete_node(node.name)
+            cluster.delete_node(node.name, release_finalizers=release_finalizers)
             result.deleted_nodes.append(node.name)
         except ClusterError as exc:
             result.errors.append(f"delete node {node.name}: {exc}")

@@ -180,8 +180,10 @@ class ClusterPort(Protocol):
         """Set annotations; a None value removes it. Raises NotFoundError for a missing node."""
         ...
 
-    def delete_node(self, name: str) -> bool:
-        """Delete the Node object. True if deleted, False if it was already gone. Never raises for 404."""
+    def delete_node(self, name: str, *, release_finalizers: Collection[str] = ()) -> bool:
+        """Delete the Node object. True if deleted, False if it was already gone. Never raises for 404.
+        ``release_finalizers``: finalizers whose controller is gone (Karpenter's on an adopted node) are
+        removed once the delete is accepted, so the API server completes it; others keep holding it."""
         ...
 
     # ----- pod actions -----------------------------------------------------------------------
@@ -254,6 +256,11 @@ class CloudPort(Protocol):
         """All pending/running instances carrying this cluster's ownership tags."""
         ...
 
+    def karpenter_instances(self) -> list[CloudInstance]:
+        """Pending/running instances Karpenter launched for this cluster (``ownership.launched_by_karpenter``),
+        adopted or not."""
+        ...
+
     def describe_instances(self, instance_ids: Iterable[str]) -> list[CloudInstance]:
         """The instances that exist among ``instance_ids``; unknown ids are left out."""
         ...
@@ -265,7 +272,8 @@ class CloudPort(Protocol):
 
     def terminate(self, instance_ids: Iterable[str]) -> list[str]:
         """Terminate instances. Raises OwnershipError (naming the instance) and terminates nothing if
-        any of them lacks this cluster's ownership tags. Already-gone ids are skipped."""
+        any of them lacks this cluster's ownership tags (or, with adoption on, is not one Karpenter launched
+        for this cluster). Already-gone ids are skipped."""
         ...
 
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:

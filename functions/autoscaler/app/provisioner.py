@@ -70,6 +70,7 @@ class ProvisionerSettings:
     batch_idle: float = BATCH_IDLE_SECONDS
     batch_max: float = BATCH_MAX_SECONDS
     lifecycle: bool = True
+    release_finalizers: tuple[str, ...] = ()  # Karpenter's, with migration.adoptKarpenterNodes (lifecycle.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +367,8 @@ class Provisioner:
             return LifecycleResult(errors=[f"lifecycle skipped: {exc}"]), []
         result = reconcile(cluster=self.cluster, cloud=self.cloud, nodes=nodes, owned=owned,
                            node_pools=self.pools_by_name, now=self._now(),
-                           registration_timeout=self.settings.registration_timeout, dry_run=self.settings.dry_run)
+                           registration_timeout=self.settings.registration_timeout, dry_run=self.settings.dry_run,
+                           release_finalizers=self.settings.release_finalizers)
         return result, owned
 
     # ----- metrics -----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from autoscaler.domain.cron import window_open
-from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, DO_NOT_DISRUPT, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, DO_NOT_DISRUPT, INSTANCE_TYPE_LABEL
 from autoscaler.domain.models import DISRUPTED_TAINT, Node, Offering, Pod, PodDisruptionBudget
 from autoscaler.domain.node_state import read_state
 from autoscaler.domain.nodepool import Budget, NodePool
@@ -123,7 +123,7 @@ def moves(pod: Pod) -> bool:
 
 
 def is_ours(node: Node, node_pools: Mapping[str, NodePool]) -> bool:
-    return node.labels.get(NODEPOOL_LABEL, "") in node_pools
+    return node.node_pool in node_pools
 
 
 def in_progress(node: Node) -> bool:
@@ -249,7 +249,7 @@ class _Budgets:
         self._count: dict[str, int] = defaultdict(int)
         self._used: dict[str, int] = defaultdict(int)
         for n in nodes:
-            pool = n.labels.get(NODEPOOL_LABEL, "")
+            pool = n.node_pool
             if pool in pools:
                 self._count[pool] += 1
                 if in_progress(n):
@@ -387,14 +387,14 @@ def decide(inp: DisruptionInput) -> Decision:
     if any(p.is_pending for p in snap.pods):
         receiving = set(plan(replace(snap, in_flight=[])).existing.values())
     budgets = _Budgets(pools, snap.nodes, now)
-    busy = any(in_progress(n) for n in snap.nodes if is_ours(n, pools))
+    busy = any(in_progress(n) for n in snap.nodes if is_ours(n, pools) and n.name not in inp.exclude)
     owned = set(inp.owned_instances)
 
     by_reason: dict[Reason, list[Node]] = {"Empty": [], "Expired": [], "Underutilized": []}
     for node in sorted(snap.nodes, key=lambda n: n.name):
         if not is_ours(node, pools) or in_progress(node) or node.name in inp.exclude:
             continue
-        pool = pools[node.labels[NODEPOOL_LABEL]]
+        pool = pools[node.node_pool]
         pods = on_node.get(node.name, [])
         reason = _reason(node, pods, pool, now=now, empty_since=inp.empty_since)
         if reason is None or (reason != "Expired" and node.name in receiving):
@@ -411,7 +411,7 @@ def decide(inp: DisruptionInput) -> Decision:
         by_reason[reason].append(node)
 
     prices = {n.name: node_price(n, snap.offerings) for n in snap.nodes}
-    pool_of = {n.name: n.labels.get(NODEPOOL_LABEL, "") for n in snap.nodes}
+    pool_of = {n.name: n.node_pool for n in snap.nodes}
 
     def admit(nodes: Iterable[str], reason: Reason) -> bool:
         names = list(nodes)

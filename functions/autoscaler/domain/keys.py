@@ -88,6 +88,10 @@ REPLACEMENT_PROVISIONED_ANNOTATION = "autoscaler.eks.aws/replacement-provisioned
 # Since when the disruption function has seen a node empty (owner: disruption).
 EMPTY_SINCE_ANNOTATION = "autoscaler.eks.aws/empty-since"
 
+# Karpenter's finalizer on the Nodes it launched: its termination controller removes it after draining.
+# Once Karpenter is scaled to zero nobody does, so deleting an adopted node removes it (docs/migration.md).
+KARPENTER_TERMINATION_FINALIZER = "karpenter.sh/termination"
+
 # ----- taint keys (the Taint values live beside the Taint model in ``models.py``) ----------------
 # Every launched node starts with this NoExecute taint; removed once the node registers (Karpenter's rule).
 UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
@@ -102,6 +106,7 @@ UNINITIALIZED_TAINT_KEY = "node.cloudprovider.kubernetes.io/uninitialized"
 CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
 EKS_CLUSTER_TAG = "eks:eks-cluster-name"
 NODEPOOL_TAG = NODEPOOL_LABEL
+PROVISIONER_NAME_TAG = PROVISIONER_NAME_LABEL  # on instances Karpenter v0.2x launched
 NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
 NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 NAME_TAG = "Name"

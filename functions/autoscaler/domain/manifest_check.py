@@ -115,7 +115,9 @@ def check_node_classes(objs: Sequence[Any], *, root: Path = ("nodeClasses",),
         role = spec.get("role") if isinstance(spec, Mapping) else None
         if default_role and isinstance(role, str) and role != default_role:
             problems.append(Problem(f"{role!r} is not the node role this stack lets the autoscaler pass "
-                                    f"({default_role!r}); write role: {default_role} or set nodeRole to match",
+                                    f"({default_role!r}); write role: {default_role}, or reuse the existing "
+                                    f"role with nodeRole: {{create: false, roleName: {role}}} (and "
+                                    "createAccessEntry: false if it has an EKS access entry)",
                                     ("spec", "role")).under((*root, i), subject))
     return problems
 

@@ -12,7 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from autoscaler.domain.keys import DISRUPTED_TAINT_KEY, MIRROR_POD_ANNOTATION, UNREGISTERED_TAINT_KEY
+from autoscaler.domain.keys import (
+    DISRUPTED_TAINT_KEY,
+    MIRROR_POD_ANNOTATION,
+    NODEPOOL_LABEL,
+    PROVISIONER_NAME_LABEL,
+    UNREGISTERED_TAINT_KEY,
+)
 from autoscaler.domain.resources import Resources
 
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
@@ -225,6 +231,13 @@ class Node:
     @property
     def zone(self) -> str | None:
         return self.labels.get("topology.kubernetes.io/zone")
+
+    @property
+    def node_pool(self) -> str:
+        """The NodePool the node belongs to: ``karpenter.sh/nodepool``, else the v1alpha5 Provisioner of
+        ``karpenter.sh/provisioner-name`` (Karpenter v0.2x nodes), which converts to the NodePool of the
+        same name; "" for neither."""
+        return self.labels.get(NODEPOOL_LABEL) or self.labels.get(PROVISIONER_NAME_LABEL) or ""
 
 
 @dataclass(frozen=True, slots=True)

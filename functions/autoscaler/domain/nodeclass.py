@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from autoscaler.domain.errors import ConfigError, describe_validation_error, manifest_header
@@ -151,10 +159,12 @@ class _V1Spec(_Model):
     associate_public_ip_address: bool | None = Field(default=None, alias="associatePublicIPAddress")
 
     @model_validator(mode="after")
-    def _identity(self) -> _V1Spec:
+    def _identity(self, info: ValidationInfo) -> _V1Spec:
         if self.ami_family in ("Windows2019", "Windows2022"):
             raise ValueError(f"amiFamily {self.ami_family!r}: {WINDOWS_UNSUPPORTED}")
-        if bool(self.role) == bool(self.instance_profile):
+        # Planning launches nothing, so it needs neither (the guides' AWSNodeTemplates name none).
+        planning = bool((info.context or {}).get("planning"))
+        if (self.role and self.instance_profile) or not (self.role or self.instance_profile or planning):
             raise ValueError("exactly one of role and instanceProfile must be set")
         aliases = [t for t in self.ami_selector_terms if t.alias]
         if aliases and len(self.ami_selector_terms) > 1:
@@ -182,8 +192,8 @@ def _family(spec: _V1Spec) -> AmiFamily:
     return spec.ami_family or "Custom"
 
 
-def _from_v1(name: str, spec: Mapping[str, Any]) -> NodeClass:
-    parsed = _V1Spec.model_validate(spec)
+def _from_v1(name: str, spec: Mapping[str, Any], *, planning: bool = False) -> NodeClass:
+    parsed = _V1Spec.model_validate(spec, context={"planning": planning})
     family = _family(parsed)
     terms = tuple(parsed.ami_selector_terms)
     if not terms:  # v1beta1 with amiFamily only: the family's latest image
@@ -208,7 +218,7 @@ def _legacy_selector(selector: Mapping[str, str], *, ids_key: str) -> list[dict[
     return [{"tags": tags}] if tags else []
 
 
-def _from_v1alpha1(name: str, spec: Mapping[str, Any], *, default_role: str | None) -> NodeClass:
+def _from_v1alpha1(name: str, spec: Mapping[str, Any], *, default_role: str | None, planning: bool) -> NodeClass:
     """AWSNodeTemplate: selectors are tag maps and the instance profile came from global settings."""
     converted: dict[str, Any] = {
         "subnetSelectorTerms": _legacy_selector(spec.get("subnetSelector") or {}, ids_key="aws-ids"),
@@ -240,36 +250,40 @@ def _from_v1alpha1(name: str, spec: Mapping[str, Any], *, default_role: str | No
     if "instanceProfile" not in converted:
         # v1alpha1 took the profile from the global aws.defaultInstanceProfile setting.
         role = spec.get("role") or default_role
-        if not role:
+        if not role and not planning:
             raise ConfigError(f"AWSNodeTemplate {name}: spec.instanceProfile is required "
                               "(v1alpha1 took it from the global aws.defaultInstanceProfile setting)")
-        converted["role"] = role
-    return _from_v1(name, converted)
+        if role:
+            converted["role"] = role
+    return _from_v1(name, converted, planning=planning)
 
 
-def parse_node_class(obj: Mapping[str, Any], *, default_role: str | None = None) -> NodeClass:
+def parse_node_class(obj: Mapping[str, Any], *, default_role: str | None = None, planning: bool = False) -> NodeClass:
     """Validate one EC2NodeClass / AWSNodeTemplate manifest; raise ConfigError naming the field.
 
-    ``default_role`` is the node role used for an AWSNodeTemplate that names no instance profile."""
+    ``default_role`` is the node role used for an AWSNodeTemplate that names no instance profile.
+    ``planning`` (``autoscaler plan``, which launches nothing): a node class may name neither a role nor an
+    instance profile."""
     kind, api, name, subject, spec = manifest_header(obj, default_kind="EC2NodeClass",
                                                      default_api="karpenter.k8s.aws/v1")
     try:
         if kind == "AWSNodeTemplate" or api.endswith("/v1alpha1"):
-            return _from_v1alpha1(name, spec, default_role=default_role)
+            return _from_v1alpha1(name, spec, default_role=default_role, planning=planning)
         if kind != "EC2NodeClass":
             raise ConfigError(f"{subject}: kind must be EC2NodeClass or AWSNodeTemplate")
         if api not in ("karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1"):
             raise ConfigError(f"{subject}: apiVersion {api!r} is not karpenter.k8s.aws/v1 or v1beta1")
-        return _from_v1(name, spec)
+        return _from_v1(name, spec, planning=planning)
     except ValidationError as exc:
         raise describe_validation_error(subject, exc, path_prefix="spec.") from exc
 
 
-def parse_node_classes(objs: Iterable[Mapping[str, Any]], *, default_role: str | None = None) -> dict[str, NodeClass]:
+def parse_node_classes(objs: Iterable[Mapping[str, Any]], *, default_role: str | None = None,
+                       planning: bool = False) -> dict[str, NodeClass]:
     """Parse all node classes; duplicate names are an error."""
     out: dict[str, NodeClass] = {}
     for obj in objs:
-        nc = parse_node_class(obj, default_role=default_role)
+        nc = parse_node_class(obj, default_role=default_role, planning=planning)
         if nc.name in out:
             raise ConfigError(f"EC2NodeClass {nc.name}: defined twice")
         out[nc.name] = nc

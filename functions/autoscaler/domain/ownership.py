@@ -1,6 +1,10 @@
 """Ownership: the EC2 tags that make an instance this cluster's autoscaler's, and the pod-key codec that
 records on an instance which pods it was launched for. An instance without the ownership tags is never
-touched; the tags are the product's only state in EC2."""
+touched; the tags are the product's only state in EC2.
+
+The one exception is opt-in (``migration.adoptKarpenterNodes``, docs/migration.md): instances Karpenter
+launched for this cluster (a ``karpenter.sh/nodepool`` or v0.2x ``karpenter.sh/provisioner-name`` tag plus
+the cluster's tag, and no managed-by tag) are then adopted and disrupted and terminated like ours."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from autoscaler.domain.keys import (
     NODECLASS_TAG,
     NODEPOOL_TAG,
     PODS_TAG_PREFIX,
+    PROVISIONER_NAME_TAG,
 )
 
 MAX_POD_TAGS = 20
@@ -91,17 +96,37 @@ def launch_tags(
     return tags
 
 
-def ownership_problem(tags: Mapping[str, str], cluster_name: str) -> str | None:
-    """Why a resource with these tags is NOT this cluster's autoscaler's, or None when it is."""
+def karpenter_node_pool(tags: Mapping[str, str]) -> str | None:
+    """The NodePool of an instance Karpenter launched: its ``karpenter.sh/nodepool`` tag (v1, v1beta1), else
+    the v1alpha5 Provisioner of its ``karpenter.sh/provisioner-name`` tag, converted to the NodePool of the
+    same name; None when it has neither."""
+    return tags.get(NODEPOOL_TAG) or tags.get(PROVISIONER_NAME_TAG) or None
+
+
+def launched_by_karpenter(tags: Mapping[str, str], cluster_name: str) -> bool:
+    """Karpenter launched it for this cluster: a NodePool or Provisioner tag and the cluster's tag
+    (``kubernetes.io/cluster/<name>: owned`` or ``eks:eks-cluster-name``), without our managed-by tag."""
+    if MANAGED_BY_TAG in tags or karpenter_node_pool(tags) is None:
+        return False
+    return tags.get(cluster_tag(cluster_name)) == "owned" or tags.get(EKS_CLUSTER_TAG) == cluster_name
+
+
+def ownership_problem(tags: Mapping[str, str], cluster_name: str, *, adopt_karpenter: bool = False) -> str | None:
+    """Why a resource with these tags is NOT this cluster's autoscaler's, or None when it is. With
+    ``adopt_karpenter`` an instance Karpenter launched for this cluster counts as ours."""
+    if adopt_karpenter and launched_by_karpenter(tags, cluster_name):
+        return None
     for key, want in ownership_tags(cluster_name).items():
         got = tags.get(key)
         if got != want:
-            return f"tag {key!r} is {got!r}, expected {want!r}"
+            hint = (" (launched by Karpenter: set migration.adoptKarpenterNodes to manage it)"
+                    if launched_by_karpenter(tags, cluster_name) else "")
+            return f"tag {key!r} is {got!r}, expected {want!r}{hint}"
     return None
 
 
-def is_owned(tags: Mapping[str, str], cluster_name: str) -> bool:
-    return ownership_problem(tags, cluster_name) is None
+def is_owned(tags: Mapping[str, str], cluster_name: str, *, adopt_karpenter: bool = False) -> bool:
+    return ownership_problem(tags, cluster_name, adopt_karpenter=adopt_karpenter) is None
 
 
 class OwnershipError(RuntimeError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from autoscaler.app.adoption import KarpenterNodes
 from autoscaler.app.disruption import DisruptionService, Options
 from autoscaler.domain.disruption import Settings
 from autoscaler.domain.durations import duration_seconds
@@ -30,14 +31,19 @@ def options_for(rt: Runtime, *, dry_run: bool | None = None) -> Options:
         blocked_drain_timeout=duration_seconds(cfg.blocked_drain_timeout),
         replacement_timeout=duration_seconds(cfg.replacement_timeout),
         drain_seconds_per_pass=cfg.drain_seconds_per_pass,
+        adopt_karpenter=rt.config.migration.adopt_karpenter_nodes,
     )
 
 
 def service_for(rt: Runtime, *, dry_run: bool | None = None) -> DisruptionService:
+    options = options_for(rt, dry_run=dry_run)
+    # Kept by the container, so unadopted Karpenter nodes are logged when their set changes, not every run.
+    karpenter = rt.memo.setdefault("karpenterNodes", KarpenterNodes(cloud=rt.cloud, sink=rt.sink,
+                                                                    adopt=options.adopt_karpenter))
     return DisruptionService(
         cluster=rt.cluster, cloud=rt.cloud, node_pools=rt.node_pools, node_classes=rt.node_classes,
         cluster_name=rt.config.cluster_name, region=rt.config.region, clock=rt.clock, sink=rt.sink,
-        options=options_for(rt, dry_run=dry_run), replacements=replacement_requester(rt),
+        options=options, replacements=replacement_requester(rt), karpenter=karpenter,
     )
 
 

@@ -95,6 +95,7 @@ def build_service(rt: Runtime) -> InterruptionService:
                                                           delete_finished=cfg.delete_finished_pods),
                                node_grace_seconds=cfg.node_termination_grace_period,
                                exclude_node_labels=cfg.exclude_node_labels,
+                               adopt_karpenter=rt.config.migration.adopt_karpenter_nodes,
                                hooks=AsgLifecycleHooks(rt.client("autoscaling")))
 
 

@@ -17,6 +17,7 @@ from autoscaler.app.provisioner import (
 )
 from autoscaler.app.watch import run_invocation
 from autoscaler.domain.durations import duration_seconds
+from autoscaler.domain.keys import KARPENTER_TERMINATION_FINALIZER
 from autoscaler.handlers.observability import logger, metrics, tracer
 from autoscaler.handlers.runtime import Runtime, get_runtime
 
@@ -62,6 +63,7 @@ def provisioner_for(runtime: Runtime, *, dry_run: bool) -> Provisioner:
         settings = ProvisionerSettings(
             cluster_name=cfg.cluster_name, region=cfg.region, dry_run=dry_run,
             registration_timeout=float(duration_seconds(cfg.provisioner.registration_timeout)),
+            release_finalizers=(KARPENTER_TERMINATION_FINALIZER,) if cfg.migration.adopt_karpenter_nodes else (),
         )
         services[dry_run] = Provisioner(cluster=runtime.cluster, cloud=runtime.cloud, node_pools=runtime.node_pools,
                                         node_classes=runtime.node_classes, settings=settings, clock=runtime.clock,

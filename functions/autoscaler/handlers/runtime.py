@@ -55,6 +55,8 @@ class Runtime:
     sink: MetricsSink
     session: Any  # boto3.Session, for the few clients a handler needs itself (lambda, sqs)
     claims: ClaimStore = field(default_factory=MemoryClaimStore)  # node claims: DynamoDB when deployed
+    # What a handler keeps between warm invocations of its container (e.g. what it has already logged).
+    memo: dict[str, Any] = field(default_factory=dict)
     _clients: dict[str, Any] = field(default_factory=dict)
 
     def client(self, service: str) -> Any:
@@ -105,7 +107,10 @@ def build_runtime(*, config: ClusterConfig | None = None, environ: Mapping[str, 
                           if deployment.claims_table else MemoryClaimStore())
     return Runtime(
         config=config, env=deployment, node_pools=node_pools, node_classes=node_classes,
-        cloud=AwsCloud.from_session(session, region=config.region, cluster=info, clock=clock),
+        cloud=AwsCloud.from_session(session, region=config.region, cluster=info, clock=clock,
+                                    adopt_karpenter=config.migration.adopt_karpenter_nodes,
+                                    instance_profile=deployment.instance_profile
+                                    or config.node_role.instance_profile_name),
         cluster=KubeCluster(api, clock=clock), clock=clock, sink=sink or PowertoolsSink(), session=session,
         claims=claims,
     )

@@ -119,6 +119,21 @@ def test_node_whose_instance_is_gone(ec2: Any, *, network: Network, cloud: AwsCl
     assert kube_api.store.exists("nodes", None, "n1") is not deleted
 
 
+def test_an_adopted_karpenter_node_whose_instance_is_gone_is_deleted_despite_its_finalizer(
+        ec2: Any, network: Network, cloud: AwsCloud, kube_api: KubeApiServer, kube: KubeCluster) -> None:
+    # Given a Karpenter node (its NodePool label and termination finalizer) whose instance EC2 took
+    inst = launch(ec2, network, owned=False)
+    body = node_for(inst, taint=False)
+    body["metadata"]["finalizers"] = ["karpenter.sh/termination"]
+    kube_api.store.create("nodes", body)
+    ec2.terminate_instances(InstanceIds=[inst["InstanceId"]])
+    # When the lifecycle sweep runs with adoption on (the provisioner passes Karpenter's finalizer)
+    result = reconcile(cluster=kube, cloud=cloud, nodes=kube.nodes(), owned=cloud.owned_instances(),
+                       node_pools=POOLS, now=cloud.clock.now(), release_finalizers=("karpenter.sh/termination",))
+    # Then the Node is really gone, not left pending forever on a finalizer nobody removes
+    assert result.deleted_nodes == ["n1"] and not kube_api.store.exists("nodes", None, "n1")
+
+
 def test_node_with_unknown_instance_id_is_deleted(cloud: AwsCloud, kube_api: KubeApiServer,
                                                   kube: KubeCluster) -> None:
     kube_api.store.create("nodes", node_for({"InstanceId": "i-0123456789abcdef0"}, taint=False))

@@ -51,7 +51,7 @@ def node_pool(*, consolidate_after: str = "30s", expire_after: str = "720h", pol
 
 class World:
     def __init__(self, *, kube: KubeApiServer, ec2: Any, catalog: Any, pools: list[dict[str, Any]],
-                 disruption_cfg: dict[str, Any]) -> None:
+                 disruption_cfg: dict[str, Any], migration: dict[str, Any] | None = None) -> None:
         self.kube, self.store, self.ec2 = kube, kube.store, ec2
         self.clock = ManualClock()
         self.sink = RecordingSink()
@@ -62,13 +62,14 @@ class World:
         self._stub.add_response("get_products", {
             "FormatVersion": "aws_v1", "PriceList": [price_list_item(k, v) for k, v in on_demand_prices().items()]})
         self._stub.activate()
-        self.cloud = AwsCloud(ec2=ec2, ssm=boto3.client("ssm", region_name=REGION),
-                              iam=boto3.client("iam", region_name=REGION), pricing=pricing, region=REGION,
-                              cluster=CLUSTER, clock=self.clock, catalog_ttl=10 * 86400)
-        self.cloud.catalog.load(*catalog)
         self.config = ClusterConfig.model_validate({
             "clusterName": CLUSTER.name, "region": REGION, "nodePools": pools, "nodeClasses": [NODE_CLASS],
-            "disruption": disruption_cfg})
+            "disruption": disruption_cfg, "migration": migration or {}})
+        self.cloud = AwsCloud(ec2=ec2, ssm=boto3.client("ssm", region_name=REGION),
+                              iam=boto3.client("iam", region_name=REGION), pricing=pricing, region=REGION,
+                              cluster=CLUSTER, clock=self.clock, catalog_ttl=10 * 86400,
+                              adopt_karpenter=self.config.migration.adopt_karpenter_nodes)
+        self.cloud.catalog.load(*catalog)
         self.cluster = KubeCluster(client_for(kube.url), clock=self.clock, sleep=self.clock.advance)
         self.runtime = Runtime(
             config=self.config, env=DeploymentEnv(), node_pools=parse_node_pools(self.config.node_pools),
@@ -94,8 +95,23 @@ class World:
         return str(self.ec2.run_instances(ImageId=image, InstanceType=instance_type, MinCount=1, MaxCount=1,
                                           Placement={"AvailabilityZone": "us-east-1a"})["Instances"][0]["InstanceId"])
 
+    def karpenter_instance(self, *, pool_tag: str = "karpenter.sh/nodepool", pool: str = "default",
+                           cluster: str = CLUSTER.name, instance_type: str = "m5.large") -> str:
+        """An instance as Karpenter launches it: its NodePool (v1) or Provisioner (v0.2x) tag and the
+        cluster tag, none of the autoscaler's own."""
+        image = seed_eks_amis(self.ec2)["amd64"]
+        tags = {f"kubernetes.io/cluster/{cluster}": "owned", pool_tag: pool, "Name": f"karpenter/{pool}"}
+        if pool_tag == "karpenter.sh/nodepool":
+            tags.update({"eks:eks-cluster-name": cluster, "karpenter.k8s.aws/ec2nodeclass": "default"})
+        return str(self.ec2.run_instances(
+            ImageId=image, InstanceType=instance_type, MinCount=1, MaxCount=1,
+            Placement={"AvailabilityZone": "us-east-1a"},
+            TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
+        )["Instances"][0]["InstanceId"])
+
     def register(self, instance_id: str, *, name: str | None = None, pool: str | None = "default",
-                 annotations: dict[str, str] | None = None, age: float = 0.0) -> str:
+                 annotations: dict[str, str] | None = None, age: float = 0.0,
+                 pool_label: str = "karpenter.sh/nodepool", finalizers: list[str] | None = None) -> str:
         """Create the Node the kubelet would register for ``instance_id``."""
         [raw] = [i for r in self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
                  for i in r["Instances"]]
@@ -106,11 +122,11 @@ class World:
                   "topology.kubernetes.io/zone": zone, "karpenter.sh/capacity-type": "on-demand",
                   "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}
         if pool:
-            labels["karpenter.sh/nodepool"] = pool
+            labels[pool_label] = pool
         quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"])}
         self.store.create("nodes", {
             "metadata": {"name": name, "labels": labels, "annotations": annotations or {},
-                         "creationTimestamp": _stamp(self.clock.now() - age)},
+                         "creationTimestamp": _stamp(self.clock.now() - age), "finalizers": finalizers or []},
             "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
             "status": {"allocatable": quantities, "capacity": quantities,
                        "conditions": [{"type": "Ready", "status": "True"}]}})
@@ -177,7 +193,8 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def make_world(aws_env: None, kube_api: KubeApiServer, moto_catalog: Any) -> Any:  # noqa: F811
-    def build(*, pools: list[dict[str, Any]] | None = None, **disruption_cfg: Any) -> World:
+    def build(*, pools: list[dict[str, Any]] | None = None, migration: dict[str, Any] | None = None,
+              **disruption_cfg: Any) -> World:
         return World(kube=kube_api, ec2=boto3.client("ec2", region_name=REGION), catalog=moto_catalog,
-                     pools=pools or [node_pool()], disruption_cfg=disruption_cfg)
+                     pools=pools or [node_pool()], disruption_cfg=disruption_cfg, migration=migration)
     return build

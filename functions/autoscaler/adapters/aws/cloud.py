@@ -32,7 +32,8 @@ class AwsCloud:
 
     def __init__(
         self, *, ec2: Any, ssm: Any, pricing: Any, iam: Any, region: str, cluster: ClusterInfo,
-        clock: Clock | None = None, catalog_ttl: float = 300.0,
+        clock: Clock | None = None, catalog_ttl: float = 300.0, adopt_karpenter: bool = False,
+        instance_profile: str | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         self.region = region
@@ -42,16 +43,17 @@ class AwsCloud:
         self.network = NetworkResolver(ec2, clock=self.clock)
         self.amis = AmiResolver(ssm=ssm, ec2=ec2, k8s_version=cluster.k8s_version, clock=self.clock)
         self.templates = LaunchTemplates(ec2, cluster=cluster, clock=self.clock)
-        self.profiles = InstanceProfiles(iam, cluster_name=cluster.name)
+        self.profiles = InstanceProfiles(iam, cluster_name=cluster.name, deployed=instance_profile)
         self.unavailable_offerings = UnavailableOfferings(self.clock)
         self.fleet = FleetLauncher(ec2, cluster=cluster, catalog=self.catalog, network=self.network, amis=self.amis,
                                    templates=self.templates, profiles=self.profiles,
                                    unavailable=self.unavailable_offerings)
-        self.instances = Instances(ec2, cluster_name=cluster.name)
+        self.instances = Instances(ec2, cluster_name=cluster.name, adopt_karpenter=adopt_karpenter)
 
     @classmethod
     def from_session(
         cls, session: Any, *, region: str, cluster: ClusterInfo, clock: Clock | None = None, max_attempts: int = 5,
+        adopt_karpenter: bool = False, instance_profile: str | None = None,
     ) -> AwsCloud:
         """Clients from a boto3 Session with bounded adaptive retries."""
         cfg = client_config(max_attempts=max_attempts)
@@ -60,7 +62,8 @@ class AwsCloud:
             ssm=session.client("ssm", region_name=region, config=cfg),
             pricing=session.client("pricing", region_name=PRICING_REGION, config=cfg),
             iam=session.client("iam", config=cfg),
-            region=region, cluster=cluster, clock=clock,
+            region=region, cluster=cluster, clock=clock, adopt_karpenter=adopt_karpenter,
+            instance_profile=instance_profile,
         )
 
     @property
@@ -115,6 +118,9 @@ class AwsCloud:
 
     def owned_instances(self) -> list[CloudInstance]:
         return self.instances.owned()
+
+    def karpenter_instances(self) -> list[CloudInstance]:
+        return self.instances.karpenter_launched()
 
     def describe_instances(self, instance_ids: Iterable[str]) -> list[CloudInstance]:
         return self.instances.describe(instance_ids)

@@ -1,5 +1,6 @@
-"""Instances this cluster's autoscaler launched, found by their tags (the product's only state), and
-termination that refuses any instance without this cluster's ownership tags."""
+"""Instances this cluster's autoscaler launched, found by their tags (the product's only state), the ones
+Karpenter launched for the cluster, and termination that refuses any instance without this cluster's
+ownership tags (or, with ``migration.adoptKarpenterNodes``, that Karpenter did not launch for it)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,17 @@ from typing import Any
 from autoscaler.adapters.aws._calls import Caller
 from autoscaler.app.ports import CloudError
 from autoscaler.domain.fleet import CloudInstance, instance_from_ec2
-from autoscaler.domain.keys import MANAGED_BY_TAG
-from autoscaler.domain.ownership import OwnershipError, cluster_tag, ownership_problem
+from autoscaler.domain.keys import MANAGED_BY_TAG, NODEPOOL_TAG, PROVISIONER_NAME_TAG
+from autoscaler.domain.ownership import OwnershipError, cluster_tag, launched_by_karpenter, ownership_problem
 
 LIVE_STATES = ("pending", "running")
 
 
 class Instances:
-    def __init__(self, ec2: Any, *, cluster_name: str) -> None:
+    def __init__(self, ec2: Any, *, cluster_name: str, adopt_karpenter: bool = False) -> None:
         self._ec2 = Caller(ec2)
         self._cluster = cluster_name
+        self.adopt_karpenter = adopt_karpenter
 
     @property
     def calls(self) -> dict[str, int]:
@@ -31,6 +33,15 @@ class Instances:
             {"Name": f"tag:{cluster_tag(self._cluster)}", "Values": ["owned"]},
             {"Name": "instance-state-name", "Values": list(states)},
         ]
+        return self._list(filters)
+
+    def karpenter_launched(self, states: Iterable[str] = LIVE_STATES) -> list[CloudInstance]:
+        """Instances Karpenter launched for this cluster (adopted or not), in ``states``."""
+        filters = [{"Name": "tag-key", "Values": [NODEPOOL_TAG, PROVISIONER_NAME_TAG]},
+                   {"Name": "instance-state-name", "Values": list(states)}]
+        return [i for i in self._list(filters) if launched_by_karpenter(i.tags, self._cluster)]
+
+    def _list(self, filters: list[dict[str, Any]]) -> list[CloudInstance]:
         out: list[CloudInstance] = []
         # Pages of 1,000 (EC2's maximum): without MaxResults one response holds every instance.
         for page in self._ec2.pages("describe_instances", Filters=filters, PaginationConfig={"PageSize": 1000}):
@@ -80,7 +91,7 @@ class Instances:
         ids asked to terminate."""
         found = self.describe(instance_ids)
         for inst in found:
-            problem = ownership_problem(inst.tags, self._cluster)
+            problem = ownership_problem(inst.tags, self._cluster, adopt_karpenter=self.adopt_karpenter)
             if problem is not None:
                 raise OwnershipError(inst.instance_id, problem)
         ids = [i.instance_id for i in found if i.state not in ("terminated", "shutting-down")]

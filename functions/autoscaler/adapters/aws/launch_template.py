@@ -216,12 +216,16 @@ class LaunchTemplates:
 
 
 class InstanceProfiles:
-    """The instance profile for a node class: ``instanceProfile`` as given, or one this autoscaler
-    creates for ``role`` (named ``<cluster>_<hash of role>``), like Karpenter does."""
+    """The instance profile for a node class: ``instanceProfile`` as given; for ``role`` (which the cluster
+    file requires to be the stack's node role), ``deployed``: the profile the stack created or imported
+    for that role (``nodeRole.instanceProfileName``, passed as ``AUTOSCALER_INSTANCE_PROFILE``), so nothing
+    is created at run time and ``cdk destroy`` removes what the stack made. Without one (local runs,
+    tests) a profile is created for the role, named ``<cluster>_<hash of role>``, as Karpenter does."""
 
-    def __init__(self, iam: Any, *, cluster_name: str) -> None:
+    def __init__(self, iam: Any, *, cluster_name: str, deployed: str | None = None) -> None:
         self._iam = Caller(iam)
         self._cluster = cluster_name
+        self._deployed = deployed
         self._known: dict[str, str] = {}
         self._lock = threading.Lock()  # launches run in parallel: one creation per profile
 
@@ -232,6 +236,8 @@ class InstanceProfiles:
     def for_node_class(self, node_class: NodeClass) -> str:
         if node_class.instance_profile:
             return node_class.instance_profile
+        if self._deployed:
+            return self._deployed
         with self._lock:
             return self._ensure(str(node_class.role))
 

@@ -8,10 +8,11 @@ paginated with ``limit``/``continue``; reads retry 429 and 5xx with a bounded ex
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -300,12 +301,26 @@ class KubeCluster:
     def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
         self._patch_meta(name, "annotations", annotations)
 
-    def delete_node(self, name: str) -> bool:
+    def delete_node(self, name: str, *, release_finalizers: Collection[str] = ()) -> bool:
         try:
-            self._call("DELETE", self._node_path(name), retry=True)
-            return True
+            deleted = self._call("DELETE", self._node_path(name), retry=True)
         except NotFoundError:
             return False
+        held = set((deleted.get("metadata") or {}).get("finalizers") or ()) & set(release_finalizers)
+        if held:
+            self._release_finalizers(name, held)
+        return True
+
+    def _release_finalizers(self, name: str, finalizers: Collection[str]) -> None:
+        """Remove ``finalizers`` from a Node being deleted (a merge patch sets the whole list, so it is
+        sent with the resourceVersion it was computed from); the API server completes the delete once the
+        list is empty. Other controllers' finalizers stay."""
+        def change(node: Raw) -> Raw | None:
+            held = list((node.get("metadata") or {}).get("finalizers") or ())
+            kept = [f for f in held if f not in finalizers]
+            return None if kept == held else {"metadata": {"finalizers": kept or None}}
+        with contextlib.suppress(NotFoundError):  # already gone: someone else released it
+            self._update_node(name, change)
 
     # ----- pod actions -----------------------------------------------------------------------
     def evict(self, namespace: str, name: str, *, deadline: float, uid: str | None = None,

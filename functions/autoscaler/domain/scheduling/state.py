@@ -227,7 +227,7 @@ class _State:
         if not pool.limits:
             return usage
         for n in self.snap.nodes:
-            if n.labels.get(NODEPOOL_LABEL) == pool.name and not n.deleting:
+            if n.node_pool == pool.name and not n.deleting:
                 usage = res.add(usage, {**n.capacity, "nodes": 1})
         types = {it.name: it for it in self.snap.instance_types}
         kubelet, root = self._kubelet(pool)
