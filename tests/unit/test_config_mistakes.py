@@ -15,7 +15,7 @@ from autoscaler.domain.errors import Problem
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = (ROOT / "clusters" / "demo.yaml").read_text()
 NP = "karpenter.sh/v1\n    kind: NodePool"
-ROLE = "      role: KarpenterNodeRole-demo"
+ROLE = "      role: eks-autoscaler-node-demo"
 REQ = "            - key: kubernetes.io/os\n              operator: In\n              values: [\"linux\"]\n"
 
 
@@ -127,7 +127,7 @@ CASES: list[tuple[str, str, str, str, str]] = [
      "            nmae: default\n          requirements", "unknown field 'nmae'; did you mean 'name'?", "error"),
     ("missing node class", "            name: default\n          requirements",
      "            name: defualt\n          requirements", "'defualt' names no entry of nodeClasses", "error"),
-    ("role mismatch", "      role: KarpenterNodeRole-demo", "      role: SomeOtherRole",
+    ("role mismatch", ROLE, "      role: SomeOtherRole",
      "is not the node role this stack lets the autoscaler pass", "error"),
     ("consolidateAfter words", "consolidateAfter: 30s", "consolidateAfter: 30 seconds", "is not a duration", "error"),
     ("expireAfter words", "          expireAfter: 720h", "          expireAfter: forever",
