@@ -56,6 +56,7 @@ def summary(rec: Record) -> dict[str, Any]:
         "invocations": dict(rec.invocations),
         "events_processed": rec.events_processed,
         "placement": rec.placement,
+        "zones": rec.zones,
     }
 
 
@@ -145,7 +146,8 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
               f"  invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
     for owner, where in sorted(rec.placement.items()):
         spread = ", ".join(f"{pool} {n}" for pool, n in sorted(where.items()) if pool != "total")
-        lines.append(f"  running at end: {owner} {where['total']} ({spread})")
+        zones = ", ".join(f"{z} {n}" for z, n in sorted(rec.zones.get(owner, {}).items()))
+        lines.append(f"  running at end: {owner} {where['total']} ({spread}; {zones})")
     for err in rec.handler_errors[:5]:
         lines.append(f"    {err}")
     if results:

@@ -89,6 +89,7 @@ class Record:
     events_processed: int = 0
     # Running pods at the end by owner (Deployment or DaemonSet) and NodePool (or node group), with "total".
     placement: dict[str, dict[str, int]] = field(default_factory=dict)
+    zones: dict[str, dict[str, int]] = field(default_factory=dict)  # Running pods at the end by owner and zone
     dead_letters: int = 0
     interrupted: int = 0
     capacity_errors: int = 0
@@ -415,6 +416,8 @@ class Simulation:
         rec.never_ran = sum(1 for uid in created if uid not in running)
         rec.wall_seconds = time.monotonic() - started
         pools = {n["metadata"]["name"]: _pool_of(n) for n in self.store.view("nodes")}
+        zones = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone", "?")
+                 for n in self.store.view("nodes")}
         for pod in self.store.view("pods"):
             if (pod.get("status") or {}).get("phase") != "Running":
                 continue
@@ -426,6 +429,9 @@ class Simulation:
             pool = pools.get(pod["spec"].get("nodeName", ""), "(gone)")
             where[pool] = where.get(pool, 0) + 1
             where["total"] += 1
+            by_zone = rec.zones.setdefault(name, {})
+            zone = zones.get(pod["spec"].get("nodeName", ""), "?")
+            by_zone[zone] = by_zone.get(zone, 0) + 1
         rec.events_processed = self.loop.processed
         rec.dead_letters = len(self.queue.dead_letters)
         rec.capacity_errors = self.cloud.capacity_errors
