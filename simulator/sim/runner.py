@@ -334,6 +334,10 @@ class Simulation:
         elif step.apply is not None:
             self.log("scenario", f"apply {step.apply.get('kind')} {(step.apply.get('metadata') or {}).get('name')}")
             self._apply(step.apply)
+        elif step.node_pools is not None:
+            names = ", ".join((p.get("metadata") or {}).get("name", "?") for p in step.node_pools)
+            self.log("scenario", f"apply NodePools {names}")
+            self._reconfigure(step.node_pools)
         elif step.capacity is not None:
             self.cloud.unavailable = {o.key() for o in step.capacity.unavailable}
             self.log("scenario", "unavailable offerings now: "
@@ -356,6 +360,14 @@ class Simulation:
                 self.controllers.scale(step.delete.namespace, step.delete.name, 0)
             else:
                 self.store.delete(PLURALS[step.delete.kind], step.delete.namespace, step.delete.name)
+
+    def _reconfigure(self, node_pools: list[dict[str, Any]]) -> None:
+        """New NodePools, as a redeploy of the functions would apply them: a fresh runtime (the handlers'
+        warm state goes with the old container), the same account, claims table and cluster."""
+        config = self.env.config.model_copy(update={"node_pools": node_pools})
+        self.runtime = self.env.runtime(clock=self.clock, sink=RecordingSink(), config=config,
+                                        environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION})
+        self.kubelets.node_pools = {p.name: p for p in self.runtime.node_pools}
 
     def sample(self) -> None:
         pods = self.store.view("pods")

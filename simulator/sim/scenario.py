@@ -190,6 +190,7 @@ class Step(_Model):
     interrupt: Interrupt | None = None
     load: Load | None = None
     capacity: Capacity | None = None
+    node_pools: list[dict[str, Any]] | None = None  # the cluster file's nodePools from now on (kubectl apply)
 
     @field_validator("at", mode="before")
     @classmethod
@@ -199,10 +200,10 @@ class Step(_Model):
     @model_validator(mode="after")
     def _one_action(self) -> Step:
         actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group,
-                               self.interrupt, self.load, self.capacity) if a is not None]
+                               self.interrupt, self.load, self.capacity, self.node_pools) if a is not None]
         if len(actions) != 1:
             raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
-                             "shrinkNodeGroup, interrupt, load, capacity")
+                             "shrinkNodeGroup, interrupt, load, capacity, nodePools")
         return self
 
 
