@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import time
 import warnings
@@ -23,17 +22,17 @@ from typing import Any
 from moto.server import ThreadedMotoServer
 
 from autoscaler.config import ENV_PROVISIONER_FUNCTION
-from autoscaler.domain.keys import DISRUPTED_TAINT_KEY
 from autoscaler.handlers.disruption import handler as disruption_handler
 from autoscaler.handlers.interruption import handler as interruption_handler
 from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.metrics_catalog import RecordingSink
-from simulator.kube_store import ApiError, WatchEvent, _scaled, pod_ready, selector_matches
+from simulator.kube_store import ApiError, WatchEvent
 from simulator.local import Catalog, LocalCluster, _builtin_images
 from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment
 from simulator.sim.engine import EventLoop, VirtualClock
+from simulator.sim.facts import budget, clock_text, group_of, node_leaving, node_ready, pool_of, taint_keys
 from simulator.sim.hpa import Autoscalers, Hpa
 from simulator.sim.interruption import InterruptionQueue
 from simulator.sim.kubelet import Kubelets, KubeletSettings
@@ -170,14 +169,14 @@ class Simulation:
     def _note_node(self, event: WatchEvent) -> None:
         name = event.obj["metadata"]["name"]
         if event.type == "ADDED":
-            self.log("kubelet", f"node {name} registered (taints: {_taint_keys(event.obj)})")
+            self.log("kubelet", f"node {name} registered (taints: {taint_keys(event.obj)})")
         elif event.type == "DELETED":
             self.log("node", f"node {name} deleted")
         elif event.old is not None:
-            was, now = _ready(event.old), _ready(event.obj)
+            was, now = node_ready(event.old), node_ready(event.obj)
             if was != now:
                 self.log("kubelet", f"node {name} {'Ready' if now == 'True' else 'NotReady'}")
-            gone = set(_taint_keys(event.old).split(", ")) - set(_taint_keys(event.obj).split(", "))
+            gone = set(taint_keys(event.old).split(", ")) - set(taint_keys(event.obj).split(", "))
             for key in sorted(gone - {"node.kubernetes.io/not-ready", "none"}):
                 self.log("node", f"node {name}: taint {key} removed")
             if not (event.old.get("spec") or {}).get("unschedulable") and (event.obj.get("spec") or {}).get(
@@ -230,7 +229,7 @@ class Simulation:
         assert inst is not None
         dup = f" DUPLICATE of {r.duplicate_of}" if r.duplicate_of else ""
         self.log("ec2", f"launched {r.instance_id} {inst.instance_type} {inst.capacity_type} {inst.zone} "
-                        f"${r.hourly_price:.4f}/h {_group(inst)}{dup}")
+                        f"${r.hourly_price:.4f}/h {group_of(inst)}{dup}")
 
     def _leaving(self, r: InstanceRecord) -> bool:
         """Interrupted, or its node cordoned or tainted ``karpenter.sh/disrupted`` (a rebalance, a disruption)."""
@@ -238,7 +237,7 @@ class Simulation:
             return True
         if r.node_name is None or not self.store.exists("nodes", None, r.node_name):
             return False
-        return _node_leaving(self.store.get("nodes", None, r.node_name))
+        return node_leaving(self.store.get("nodes", None, r.node_name))
 
     def _displaced(self, pod_key: str) -> bool:
         ns, _, name = pod_key.partition("/")
@@ -254,11 +253,11 @@ class Simulation:
             return self._leaving(record)
         if not self.store.exists("nodes", None, node):
             return False
-        return _node_leaving(self.store.get("nodes", None, node))
+        return node_leaving(self.store.get("nodes", None, node))
 
     def _terminated(self, r: InstanceRecord) -> None:
         why = " (interrupted)" if r.interrupted else ""
-        self.log("ec2", f"terminated {r.instance_id}{why} after {_clock(self.loop.now - r.launched_at)}")
+        self.log("ec2", f"terminated {r.instance_id}{why} after {clock_text(self.loop.now - r.launched_at)}")
 
     # ----- the Lambda functions --------------------------------------------------------------------
     def _async_invoke(self, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
@@ -286,11 +285,8 @@ class Simulation:
                 for d in report.get("decisions") or ():
                     self.log("disruption", f"{d['reason']}: {d['action']} {', '.join(d['nodes'])} "
                                            f"({d['pods']} pod(s), saving ${d['savingPerHour']:.4f}/h)")
-                for b in report.get("blocked") or ():
-                    if b.get("guard") not in (None, "", "empty"):
-                        pass
         except Exception as exc:  # a failed invocation is a finding, not the end of the run
-            self.record.handler_errors.append(f"{_clock(self.loop.now)} {name}: {type(exc).__name__}: {exc}")
+            self.record.handler_errors.append(f"{clock_text(self.loop.now)} {name}: {type(exc).__name__}: {exc}")
             self.log(name, f"invocation failed: {type(exc).__name__}: {exc}")
 
     def _invoke_interruption(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -300,7 +296,7 @@ class Simulation:
             result: dict[str, Any] = self.env.invoke(interruption_handler, event, remaining_ms=timeout_ms,
                                                      function_name="interruption")
         except Exception as exc:
-            self.record.handler_errors.append(f"{_clock(self.loop.now)} interruption: {type(exc).__name__}: {exc}")
+            self.record.handler_errors.append(f"{clock_text(self.loop.now)} interruption: {type(exc).__name__}: {exc}")
             raise
         return result
 
@@ -375,7 +371,7 @@ class Simulation:
         by_pool: dict[str, int] = {}
         by_capacity: dict[str, int] = {}
         for n in nodes:
-            pool = _pool_of(n)
+            pool = pool_of(n)
             by_pool[pool] = by_pool.get(pool, 0) + 1
             cap = (n["metadata"].get("labels") or {}).get("karpenter.sh/capacity-type", "unknown")
             by_capacity[cap] = by_capacity.get(cap, 0) + 1
@@ -384,7 +380,7 @@ class Simulation:
             pending_pods=sum(1 for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get(
                 "deletionTimestamp")),
             running_pods=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"),
-            nodes=len(nodes), ready_nodes=sum(1 for n in nodes if _ready(n) == "True"),
+            nodes=len(nodes), ready_nodes=sum(1 for n in nodes if node_ready(n) == "True"),
             instances=len(self.cloud.live()), dollars_per_hour=round(self.cloud.hourly_cost(), 6),
             nodes_by_pool=by_pool, nodes_by_capacity=by_capacity))
 
@@ -427,7 +423,7 @@ class Simulation:
         rec.time_to_running = sorted(running[uid] - t for uid, t in created.items() if uid in running)
         rec.never_ran = sum(1 for uid in created if uid not in running)
         rec.wall_seconds = time.monotonic() - started
-        pools = {n["metadata"]["name"]: _pool_of(n) for n in self.store.view("nodes")}
+        pools = {n["metadata"]["name"]: pool_of(n) for n in self.store.view("nodes")}
         zones = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone", "?")
                  for n in self.store.view("nodes")}
         for pod in self.store.view("pods"):
@@ -450,59 +446,6 @@ class Simulation:
         rec.interruption_messages = {**self.queue.outcomes, "deadLettered": len(self.queue.dead_letters),
                                      "pending": len(self.queue.messages)}
         rec.interrupted = sum(1 for r in self.cloud.instances.values() if r.interrupted)
-
-
-def budget(pdb: dict[str, Any], pods: list[dict[str, Any]], scale: dict[str, int]) -> tuple[int, int]:
-    """(healthy pods, pods the budget requires) for ``pdb``; ``scale`` maps a controller uid to its replicas."""
-    ns, spec = pdb["metadata"].get("namespace"), pdb.get("spec") or {}
-    chosen = [p for p in pods if p["metadata"].get("namespace") == ns
-              and selector_matches(spec.get("selector"), p["metadata"].get("labels") or {})]
-    expected, owners = 0, set()
-    for p in chosen:
-        owner = next((o for o in p["metadata"].get("ownerReferences") or () if o.get("controller")), None)
-        if owner is not None and owner.get("uid") in scale:
-            if owner["uid"] not in owners:
-                owners.add(owner["uid"])
-                expected += scale[owner["uid"]]
-        elif (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            expected += 1
-    healthy = sum(1 for p in chosen if pod_ready(p))
-    if spec.get("maxUnavailable") is not None:
-        desired = expected - _scaled(spec["maxUnavailable"], expected, where="maxUnavailable")
-    else:
-        desired = _scaled(spec.get("minAvailable", 1), expected, where="minAvailable")
-    return healthy, max(0, desired)
-
-
-def _ready(node: dict[str, Any]) -> str:
-    return next((str(c.get("status")) for c in (node.get("status") or {}).get("conditions") or ()
-                 if c.get("type") == "Ready"), "Unknown")
-
-
-def _node_leaving(node: dict[str, Any]) -> bool:
-    spec = node.get("spec") or {}
-    return bool(spec.get("unschedulable")) or any(t.get("key") == DISRUPTED_TAINT_KEY for t in spec.get("taints") or ())
-
-
-def _group(inst: Any) -> str:
-    group = inst.tags.get("eks:nodegroup-name")
-    return f"node group {group}" if group else f"pool {inst.node_pool}"
-
-
-def _pool_of(node: dict[str, Any]) -> str:
-    labels = node["metadata"].get("labels") or {}
-    return str(labels.get("karpenter.sh/nodepool") or labels.get("eks.amazonaws.com/nodegroup") or "other")
-
-
-def _taint_keys(node: dict[str, Any]) -> str:
-    return ", ".join(sorted(t.get("key", "") for t in (node.get("spec") or {}).get("taints") or ())) or "none"
-
-
-def _clock(seconds: float) -> str:
-    if math.isinf(seconds):
-        return "end"
-    s = round(seconds)
-    return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 @contextlib.contextmanager
