@@ -270,9 +270,21 @@ class Simulation:
                         lambda_call=True)
         return _Accepted(), {"StatusCode": 202, "Payload": b""}
 
+    def _overran(self, name: str, started: float, timeout: float) -> None:
+        """Lambda would have killed an invocation that ran (in virtual time) past its timeout."""
+        took = self.loop.now - started
+        if took > timeout:
+            self.record.handler_errors.append(f"{clock_text(started)} {name}: ran {took:.0f} s, over its "
+                                              f"{timeout:.0f} s timeout")
+            self.log(name, f"ran {took:.0f} s: Lambda would have stopped it at {timeout:.0f} s")
+
     def _invoke(self, name: str, payload: dict[str, Any] | None = None) -> None:
         self.record.invocations[name] = self.record.invocations.get(name, 0) + 1
-        timeout_ms = int(self.scenario.settings.lambda_timeout_seconds * 1000)
+        cfg = self.env.config
+        timeout = self.scenario.settings.lambda_timeout_seconds or float(
+            cfg.provisioner.timeout_seconds if name == "provisioner" else cfg.disruption.timeout_seconds)
+        timeout_ms = int(timeout * 1000)
+        started = self.loop.now
         try:
             if name == "provisioner":
                 result = self.env.invoke_provisioner(payload, remaining_ms=timeout_ms)
@@ -288,13 +300,16 @@ class Simulation:
         except Exception as exc:  # a failed invocation is a finding, not the end of the run
             self.record.handler_errors.append(f"{clock_text(self.loop.now)} {name}: {type(exc).__name__}: {exc}")
             self.log(name, f"invocation failed: {type(exc).__name__}: {exc}")
+        self._overran(name, started, timeout_ms / 1000)
 
     def _invoke_interruption(self, event: dict[str, Any]) -> dict[str, Any]:
         self.record.invocations["interruption"] = self.record.invocations.get("interruption", 0) + 1
         timeout_ms = int(self.env.config.interruption.timeout_seconds * 1000)
+        started = self.loop.now
         try:
             result: dict[str, Any] = self.env.invoke(interruption_handler, event, remaining_ms=timeout_ms,
                                                      function_name="interruption")
+            self._overran("interruption", started, timeout_ms / 1000)
         except Exception as exc:
             self.record.handler_errors.append(f"{clock_text(self.loop.now)} interruption: {type(exc).__name__}: {exc}")
             raise

@@ -71,7 +71,7 @@ class Settings(_Model):
     provisioner_offset_seconds: float = 0.0
     disruption_period_seconds: float = 60.0
     disruption_offset_seconds: float = 30.0
-    lambda_timeout_seconds: float = 60.0
+    lambda_timeout_seconds: float | None = None  # default: each function's timeout from the cluster file
     sample_seconds: float = 10.0
 
 
