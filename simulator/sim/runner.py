@@ -85,6 +85,7 @@ class Record:
     handler_errors: list[str] = field(default_factory=list)
     invocations: dict[str, int] = field(default_factory=dict)
     wall_seconds: float = 0.0
+    handler_wall_seconds: float = 0.0  # wall time spent inside scheduled and async handler invocations
     events_processed: int = 0
     # Running pods at the end by owner (Deployment or DaemonSet) and NodePool (or node group), with "total".
     placement: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -279,6 +280,13 @@ class Simulation:
             self.log(name, f"ran {took:.0f} s: Lambda would have stopped it at {timeout:.0f} s")
 
     def _invoke(self, name: str, payload: dict[str, Any] | None = None) -> None:
+        wall = time.monotonic()
+        try:
+            self._invoke_timed(name, payload)
+        finally:
+            self.record.handler_wall_seconds += time.monotonic() - wall
+
+    def _invoke_timed(self, name: str, payload: dict[str, Any] | None) -> None:
         self.record.invocations[name] = self.record.invocations.get(name, 0) + 1
         cfg = self.env.config
         timeout = self.scenario.settings.lambda_timeout_seconds or float(
