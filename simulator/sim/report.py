@@ -59,6 +59,7 @@ def summary(rec: Record) -> dict[str, Any]:
         "events_processed": rec.events_processed,
         "placement": rec.placement,
         "zones": rec.zones,
+        "jobs_succeeded": dict(rec.jobs),
     }
 
 

@@ -30,7 +30,7 @@ from simulator.kube_store import ApiError, WatchEvent
 from simulator.local import Catalog, LocalCluster, _builtin_images
 from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
-from simulator.sim.controllers import Controllers, Deployment
+from simulator.sim.controllers import Controllers, Deployment, Job
 from simulator.sim.engine import EventLoop, VirtualClock
 from simulator.sim.facts import budget, clock_text, group_of, node_leaving, node_ready, pool_of, taint_keys
 from simulator.sim.hpa import Autoscalers, Hpa
@@ -93,6 +93,7 @@ class Record:
     dead_letters: int = 0
     interrupted: int = 0
     capacity_errors: int = 0
+    jobs: dict[str, int] = field(default_factory=dict)  # Job name -> pods Succeeded
     interruption_messages: dict[str, int] = field(default_factory=dict)  # handled, retried, deadLettered, pending
 
 
@@ -353,6 +354,11 @@ class Simulation:
         elif step.apply is not None:
             self.log("scenario", f"apply {step.apply.get('kind')} {(step.apply.get('metadata') or {}).get('name')}")
             self._apply(step.apply)
+        elif step.job is not None:
+            j = step.job
+            self.log("scenario", f"create job {j.name} ({j.completions} completions, {j.parallelism} at a time)")
+            self.controllers.apply_job(Job(j.name, j.namespace, j.completions, j.parallelism, j.run_seconds,
+                                           j.pod_template()))
         elif step.node_pools is not None:
             names = ", ".join((p.get("metadata") or {}).get("name", "?") for p in step.node_pools)
             self.log("scenario", f"apply NodePools {names}")
@@ -466,6 +472,7 @@ class Simulation:
         rec.events_processed = self.loop.processed
         rec.dead_letters = len(self.queue.dead_letters)
         rec.capacity_errors = self.cloud.capacity_errors
+        rec.jobs = {job.name: job.succeeded for job in self.controllers.jobs.values()}
         rec.interruption_messages = {**self.queue.outcomes, "deadLettered": len(self.queue.dead_letters),
                                      "pending": len(self.queue.messages)}
         rec.interrupted = sum(1 for r in self.cloud.instances.values() if r.interrupted)
