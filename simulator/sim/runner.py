@@ -66,6 +66,7 @@ class Sample:
     dollars_per_hour: float
     nodes_by_pool: dict[str, int]
     nodes_by_capacity: dict[str, int]
+    nodes_by_type: dict[str, int]
 
 
 @dataclass
@@ -399,7 +400,10 @@ class Simulation:
         nodes = self.store.view("nodes")
         by_pool: dict[str, int] = {}
         by_capacity: dict[str, int] = {}
+        by_type: dict[str, int] = {}
         for n in nodes:
+            itype = (n["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type", "unknown")
+            by_type[itype] = by_type.get(itype, 0) + 1
             pool = pool_of(n)
             by_pool[pool] = by_pool.get(pool, 0) + 1
             cap = (n["metadata"].get("labels") or {}).get("karpenter.sh/capacity-type", "unknown")
@@ -411,7 +415,7 @@ class Simulation:
             running_pods=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"),
             nodes=len(nodes), ready_nodes=sum(1 for n in nodes if node_ready(n) == "True"),
             instances=len(self.cloud.live()), dollars_per_hour=round(self.cloud.hourly_cost(), 6),
-            nodes_by_pool=by_pool, nodes_by_capacity=by_capacity))
+            nodes_by_pool=by_pool, nodes_by_capacity=by_capacity, nodes_by_type=by_type))
 
     def log(self, source: str, text: str) -> None:
         self.record.timeline.append((self.loop.now, source, text))
