@@ -122,7 +122,7 @@ class CloudWorld:
         ct = (params.get("TargetCapacitySpecification") or {}).get("DefaultTargetCapacityType", "on-demand")
         withheld: list[dict[str, Any]] = []
         for config in params.get("LaunchTemplateConfigs") or ():
-            keep = []
+            keep: list[dict[str, Any]] = []
             for ov in config.get("Overrides") or ():
                 (withheld if self._blocked(ov, ct) else keep).append(ov)
             config["Overrides"] = keep

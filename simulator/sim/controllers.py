@@ -1,4 +1,4 @@
-"""Workload controllers for the simulation: Deployments (with the ReplicaSet folded in) and DaemonSets.
+"""Workload controllers for the simulation: Deployments (with the ReplicaSet folded in), DaemonSets and Jobs.
 
 The emulator serves no Deployment or ReplicaSet objects (the autoscaler reads neither), so a
 Deployment lives here: its pods carry an ownerReference to its ReplicaSet, as the real controller's
@@ -9,6 +9,9 @@ unscheduled, then pending, then not-ready, then the newest ones.
 DaemonSets are emulator objects (the autoscaler reads them for per-node overhead). Their controller
 keeps one pod per node whose labels and taints the pod template accepts, pinned with the node-name
 affinity term the real controller writes, and scheduled by kube-scheduler like any pod.
+
+A Job keeps up to ``parallelism`` pods running until ``completions`` have succeeded; each pod's work
+takes ``run_seconds`` once it is Running, after which it is Succeeded (and no longer holds its node).
 
 PodDisruptionBudget status is computed by the emulator from the pods it selects (``kube_store``).
 """
@@ -55,6 +58,23 @@ class Deployment:
         return f"uid-rs-{self.namespace}-{self.rs_name}"
 
 
+@dataclass
+class Job:
+    name: str
+    namespace: str
+    completions: int
+    parallelism: int
+    run_seconds: float
+    template: Obj
+    # Completions are tracked on the Job (as its status does), not by counting pods: pod GC removes the
+    # Succeeded pods of a deleted node.
+    succeeded: int = 0
+
+    @property
+    def uid(self) -> str:
+        return f"uid-job-{self.namespace}-{self.name}"
+
+
 def _phase_rank(pod: Obj) -> int:
     return {"Pending": 0, "Unknown": 1, "Running": 2}.get((pod.get("status") or {}).get("phase", "Pending"), 2)
 
@@ -74,13 +94,19 @@ class Controllers:
     loop: EventLoop
     store: Store
     deployments: dict[tuple[str, str], Deployment] = field(default_factory=dict)
+    jobs: dict[tuple[str, str], Job] = field(default_factory=dict)
     created: dict[str, float] = field(default_factory=dict)  # pod uid -> virtual creation time
     _serial: int = 0
     _pending: bool = False
+    _finishing: set[str] = field(default_factory=set)  # Job pod uids whose work is under way
 
     # ----- Deployments ---------------------------------------------------------------------------
     def apply_deployment(self, deployment: Deployment) -> None:
         self.deployments[(deployment.namespace, deployment.name)] = deployment
+        self.poke()
+
+    def apply_job(self, job: Job) -> None:
+        self.jobs[(job.namespace, job.name)] = job
         self.poke()
 
     def scale(self, namespace: str, name: str, replicas: int) -> None:
@@ -107,8 +133,12 @@ class Controllers:
             self.poke()
         elif event.plural == "pods":
             owner = next(iter(event.obj["metadata"].get("ownerReferences") or ()), None)
-            if owner and (event.type == "DELETED" or event.obj["metadata"].get("deletionTimestamp")):
+            phase = (event.obj.get("status") or {}).get("phase")
+            if owner and (event.type == "DELETED" or event.obj["metadata"].get("deletionTimestamp")
+                          or phase == "Succeeded"):
                 self.poke()
+            if owner and owner.get("kind") == "Job" and phase == "Running" and event.type != "DELETED":
+                self._work(event.obj, owner)
 
     def reconcile(self) -> None:
         self._pending = False
@@ -120,6 +150,37 @@ class Controllers:
         for dep in self.deployments.values():
             self._reconcile_deployment(dep, [p for p in owned.get(dep.rs_uid, []) if _counts(p)])
         self._reconcile_daemonsets(owned)
+        for job in self.jobs.values():
+            self._reconcile_job(job, owned.get(job.uid, []))
+
+    def _reconcile_job(self, job: Job, pods: list[Obj]) -> None:
+        done = job.succeeded
+        active = sum(1 for p in pods if _counts(p))
+        for _ in range(max(0, min(job.parallelism - active, job.completions - done - active))):
+            spec = {**(job.template.get("spec") or {}), "restartPolicy": "Never"}
+            self._create(job.namespace, {**job.template, "spec": spec}, prefix=f"{job.name}-",
+                         owner={"apiVersion": "batch/v1", "kind": "Job", "name": job.name, "uid": job.uid,
+                                "controller": True})
+
+    def _work(self, pod: Obj, owner: Obj) -> None:
+        """A Running Job pod finishes its work ``run_seconds`` later (Succeeded)."""
+        uid = pod["metadata"].get("uid", "")
+        job = next((j for j in self.jobs.values() if j.uid == owner.get("uid")), None)
+        if job is None or uid in self._finishing:
+            return
+        self._finishing.add(uid)
+        ns, name = pod["metadata"].get("namespace", "default"), pod["metadata"]["name"]
+
+        def finish() -> None:
+            with contextlib.suppress(ApiError):
+                current = self.store.get("pods", ns, name)
+                if current["metadata"].get("uid") == uid and not current["metadata"].get("deletionTimestamp"):
+                    conditions = [c for c in (current.get("status") or {}).get("conditions") or ()
+                                  if c.get("type") != "Ready"] + [{"type": "Ready", "status": "False"}]
+                    self.store.patch("pods", ns, name, {"status": {"phase": "Succeeded", "conditions": conditions}})
+                    job.succeeded += 1
+
+        self.loop.after(job.run_seconds, f"job pod {ns}/{name} done", finish)
 
     def _reconcile_deployment(self, dep: Deployment, active: list[Obj]) -> None:
         missing = dep.replicas - len(active)

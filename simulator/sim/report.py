@@ -9,7 +9,8 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from simulator.sim.runner import Record, _clock
+from simulator.sim.facts import clock_text
+from simulator.sim.runner import Record
 from simulator.sim.scenario import Assertion
 
 SERIES = ("pending_pods", "running_pods", "nodes", "ready_nodes", "instances", "dollars_per_hour")
@@ -30,6 +31,7 @@ def summary(rec: Record) -> dict[str, Any]:
     return {
         "virtual_seconds": rec.until,
         "wall_seconds": round(rec.wall_seconds, 2),
+        "handler_wall_seconds": round(rec.handler_wall_seconds, 2),
         "launches": len(rec.instances),
         "terminations": sum(1 for r in rec.instances if r.terminated_at is not None),
         "duplicate_launches": sum(1 for r in rec.instances if r.duplicate_of),
@@ -56,6 +58,8 @@ def summary(rec: Record) -> dict[str, Any]:
         "invocations": dict(rec.invocations),
         "events_processed": rec.events_processed,
         "placement": rec.placement,
+        "zones": rec.zones,
+        "jobs_succeeded": dict(rec.jobs),
     }
 
 
@@ -127,10 +131,10 @@ def as_json(rec: Record, results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
     lines = [f"Scenario {rec.scenario.name}: {rec.scenario.description}".rstrip(": "), "", "Timeline:"]
-    lines += [f"  {_clock(t)}  {src:<14} {text}" for t, src, text in rec.timeline]
+    lines += [f"  {clock_text(t)}  {src:<14} {text}" for t, src, text in rec.timeline]
     facts = summary(rec)
     lines += ["", "Summary:",
-              f"  virtual time {_clock(rec.until)} simulated in {facts['wall_seconds']:.1f} s wall "
+              f"  virtual time {clock_text(rec.until)} simulated in {facts['wall_seconds']:.1f} s wall "
               f"({facts['events_processed']} events)",
               f"  pods: {facts['pods_started']} started, time to Running p50 {facts['time_to_running_p50']:g} s, "
               f"p95 {facts['time_to_running_p95']:g} s, max {facts['time_to_running_max']:g} s; "
@@ -145,7 +149,8 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
               f"  invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
     for owner, where in sorted(rec.placement.items()):
         spread = ", ".join(f"{pool} {n}" for pool, n in sorted(where.items()) if pool != "total")
-        lines.append(f"  running at end: {owner} {where['total']} ({spread})")
+        zones = ", ".join(f"{z} {n}" for z, n in sorted(rec.zones.get(owner, {}).items()))
+        lines.append(f"  running at end: {owner} {where['total']} ({spread}; {zones})")
     for err in rec.handler_errors[:5]:
         lines.append(f"    {err}")
     if results:
@@ -167,7 +172,7 @@ def baseline_text(ours: Record, base: Record) -> str:
     a, b, r = summary(ours), summary(base), ratios(ours, base)
     lines = [f"Baseline (Cluster-Autoscaler-like: {base.scenario.baseline.instance_type} "
              f"{base.scenario.baseline.capacity_type}, 10 s scan, scale-down after 10 min below 50 %):"]
-    lines += [f"  {_clock(t)}  {src:<18} {text}" for t, src, text in base.timeline if src == "cluster-autoscaler"]
+    lines += [f"  {clock_text(t)}  {src:<18} {text}" for t, src, text in base.timeline if src == "cluster-autoscaler"]
     for key, label in (("dollars", "dollars spent"), ("pending_pod_seconds", "pending pod-seconds"),
                        ("time_to_running_p95", "time to Running p95 (s)"), ("max_nodes", "max nodes")):
         ratio = "n/a" if r[key] is None else f"{r[key]:.2f}"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import time
 import warnings
@@ -23,17 +22,17 @@ from typing import Any
 from moto.server import ThreadedMotoServer
 
 from autoscaler.config import ENV_PROVISIONER_FUNCTION
-from autoscaler.domain.keys import DISRUPTED_TAINT_KEY
 from autoscaler.handlers.disruption import handler as disruption_handler
 from autoscaler.handlers.interruption import handler as interruption_handler
 from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.metrics_catalog import RecordingSink
-from simulator.kube_store import ApiError, WatchEvent, _scaled, pod_ready, selector_matches
+from simulator.kube_store import ApiError, WatchEvent
 from simulator.local import Catalog, LocalCluster, _builtin_images
 from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
-from simulator.sim.controllers import Controllers, Deployment
+from simulator.sim.controllers import Controllers, Deployment, Job
 from simulator.sim.engine import EventLoop, VirtualClock
+from simulator.sim.facts import budget, clock_text, group_of, node_leaving, node_ready, pool_of, taint_keys
 from simulator.sim.hpa import Autoscalers, Hpa
 from simulator.sim.interruption import InterruptionQueue
 from simulator.sim.kubelet import Kubelets, KubeletSettings
@@ -67,6 +66,7 @@ class Sample:
     dollars_per_hour: float
     nodes_by_pool: dict[str, int]
     nodes_by_capacity: dict[str, int]
+    nodes_by_type: dict[str, int]
 
 
 @dataclass
@@ -86,12 +86,15 @@ class Record:
     handler_errors: list[str] = field(default_factory=list)
     invocations: dict[str, int] = field(default_factory=dict)
     wall_seconds: float = 0.0
+    handler_wall_seconds: float = 0.0  # wall time spent inside scheduled and async handler invocations
     events_processed: int = 0
     # Running pods at the end by owner (Deployment or DaemonSet) and NodePool (or node group), with "total".
     placement: dict[str, dict[str, int]] = field(default_factory=dict)
+    zones: dict[str, dict[str, int]] = field(default_factory=dict)  # Running pods at the end by owner and zone
     dead_letters: int = 0
     interrupted: int = 0
     capacity_errors: int = 0
+    jobs: dict[str, int] = field(default_factory=dict)  # Job name -> pods Succeeded
     interruption_messages: dict[str, int] = field(default_factory=dict)  # handled, retried, deadLettered, pending
 
 
@@ -169,14 +172,14 @@ class Simulation:
     def _note_node(self, event: WatchEvent) -> None:
         name = event.obj["metadata"]["name"]
         if event.type == "ADDED":
-            self.log("kubelet", f"node {name} registered (taints: {_taint_keys(event.obj)})")
+            self.log("kubelet", f"node {name} registered (taints: {taint_keys(event.obj)})")
         elif event.type == "DELETED":
             self.log("node", f"node {name} deleted")
         elif event.old is not None:
-            was, now = _ready(event.old), _ready(event.obj)
+            was, now = node_ready(event.old), node_ready(event.obj)
             if was != now:
                 self.log("kubelet", f"node {name} {'Ready' if now == 'True' else 'NotReady'}")
-            gone = set(_taint_keys(event.old).split(", ")) - set(_taint_keys(event.obj).split(", "))
+            gone = set(taint_keys(event.old).split(", ")) - set(taint_keys(event.obj).split(", "))
             for key in sorted(gone - {"node.kubernetes.io/not-ready", "none"}):
                 self.log("node", f"node {name}: taint {key} removed")
             if not (event.old.get("spec") or {}).get("unschedulable") and (event.obj.get("spec") or {}).get(
@@ -229,7 +232,7 @@ class Simulation:
         assert inst is not None
         dup = f" DUPLICATE of {r.duplicate_of}" if r.duplicate_of else ""
         self.log("ec2", f"launched {r.instance_id} {inst.instance_type} {inst.capacity_type} {inst.zone} "
-                        f"${r.hourly_price:.4f}/h {_group(inst)}{dup}")
+                        f"${r.hourly_price:.4f}/h {group_of(inst)}{dup}")
 
     def _leaving(self, r: InstanceRecord) -> bool:
         """Interrupted, or its node cordoned or tainted ``karpenter.sh/disrupted`` (a rebalance, a disruption)."""
@@ -237,7 +240,7 @@ class Simulation:
             return True
         if r.node_name is None or not self.store.exists("nodes", None, r.node_name):
             return False
-        return _node_leaving(self.store.get("nodes", None, r.node_name))
+        return node_leaving(self.store.get("nodes", None, r.node_name))
 
     def _displaced(self, pod_key: str) -> bool:
         ns, _, name = pod_key.partition("/")
@@ -253,11 +256,11 @@ class Simulation:
             return self._leaving(record)
         if not self.store.exists("nodes", None, node):
             return False
-        return _node_leaving(self.store.get("nodes", None, node))
+        return node_leaving(self.store.get("nodes", None, node))
 
     def _terminated(self, r: InstanceRecord) -> None:
         why = " (interrupted)" if r.interrupted else ""
-        self.log("ec2", f"terminated {r.instance_id}{why} after {_clock(self.loop.now - r.launched_at)}")
+        self.log("ec2", f"terminated {r.instance_id}{why} after {clock_text(self.loop.now - r.launched_at)}")
 
     # ----- the Lambda functions --------------------------------------------------------------------
     def _async_invoke(self, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
@@ -270,9 +273,28 @@ class Simulation:
                         lambda_call=True)
         return _Accepted(), {"StatusCode": 202, "Payload": b""}
 
+    def _overran(self, name: str, started: float, timeout: float) -> None:
+        """Lambda would have killed an invocation that ran (in virtual time) past its timeout."""
+        took = self.loop.now - started
+        if took > timeout:
+            self.record.handler_errors.append(f"{clock_text(started)} {name}: ran {took:.0f} s, over its "
+                                              f"{timeout:.0f} s timeout")
+            self.log(name, f"ran {took:.0f} s: Lambda would have stopped it at {timeout:.0f} s")
+
     def _invoke(self, name: str, payload: dict[str, Any] | None = None) -> None:
+        wall = time.monotonic()
+        try:
+            self._invoke_timed(name, payload)
+        finally:
+            self.record.handler_wall_seconds += time.monotonic() - wall
+
+    def _invoke_timed(self, name: str, payload: dict[str, Any] | None) -> None:
         self.record.invocations[name] = self.record.invocations.get(name, 0) + 1
-        timeout_ms = int(self.scenario.settings.lambda_timeout_seconds * 1000)
+        cfg = self.env.config
+        timeout = self.scenario.settings.lambda_timeout_seconds or float(
+            cfg.provisioner.timeout_seconds if name == "provisioner" else cfg.disruption.timeout_seconds)
+        timeout_ms = int(timeout * 1000)
+        started = self.loop.now
         try:
             if name == "provisioner":
                 result = self.env.invoke_provisioner(payload, remaining_ms=timeout_ms)
@@ -285,21 +307,21 @@ class Simulation:
                 for d in report.get("decisions") or ():
                     self.log("disruption", f"{d['reason']}: {d['action']} {', '.join(d['nodes'])} "
                                            f"({d['pods']} pod(s), saving ${d['savingPerHour']:.4f}/h)")
-                for b in report.get("blocked") or ():
-                    if b.get("guard") not in (None, "", "empty"):
-                        pass
         except Exception as exc:  # a failed invocation is a finding, not the end of the run
-            self.record.handler_errors.append(f"{_clock(self.loop.now)} {name}: {type(exc).__name__}: {exc}")
+            self.record.handler_errors.append(f"{clock_text(self.loop.now)} {name}: {type(exc).__name__}: {exc}")
             self.log(name, f"invocation failed: {type(exc).__name__}: {exc}")
+        self._overran(name, started, timeout_ms / 1000)
 
     def _invoke_interruption(self, event: dict[str, Any]) -> dict[str, Any]:
         self.record.invocations["interruption"] = self.record.invocations.get("interruption", 0) + 1
         timeout_ms = int(self.env.config.interruption.timeout_seconds * 1000)
+        started = self.loop.now
         try:
             result: dict[str, Any] = self.env.invoke(interruption_handler, event, remaining_ms=timeout_ms,
                                                      function_name="interruption")
+            self._overran("interruption", started, timeout_ms / 1000)
         except Exception as exc:
-            self.record.handler_errors.append(f"{_clock(self.loop.now)} interruption: {type(exc).__name__}: {exc}")
+            self.record.handler_errors.append(f"{clock_text(self.loop.now)} interruption: {type(exc).__name__}: {exc}")
             raise
         return result
 
@@ -333,6 +355,15 @@ class Simulation:
         elif step.apply is not None:
             self.log("scenario", f"apply {step.apply.get('kind')} {(step.apply.get('metadata') or {}).get('name')}")
             self._apply(step.apply)
+        elif step.job is not None:
+            j = step.job
+            self.log("scenario", f"create job {j.name} ({j.completions} completions, {j.parallelism} at a time)")
+            self.controllers.apply_job(Job(j.name, j.namespace, j.completions, j.parallelism, j.run_seconds,
+                                           j.pod_template()))
+        elif step.node_pools is not None:
+            names = ", ".join((p.get("metadata") or {}).get("name", "?") for p in step.node_pools)
+            self.log("scenario", f"apply NodePools {names}")
+            self._reconfigure(step.node_pools)
         elif step.capacity is not None:
             self.cloud.unavailable = {o.key() for o in step.capacity.unavailable}
             self.log("scenario", "unavailable offerings now: "
@@ -356,13 +387,24 @@ class Simulation:
             else:
                 self.store.delete(PLURALS[step.delete.kind], step.delete.namespace, step.delete.name)
 
+    def _reconfigure(self, node_pools: list[dict[str, Any]]) -> None:
+        """New NodePools, as a redeploy of the functions would apply them: a fresh runtime (the handlers'
+        warm state goes with the old container), the same account, claims table and cluster."""
+        config = self.env.config.model_copy(update={"node_pools": node_pools})
+        self.runtime = self.env.runtime(clock=self.clock, sink=RecordingSink(), config=config,
+                                        environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION})
+        self.kubelets.node_pools = {p.name: p for p in self.runtime.node_pools}
+
     def sample(self) -> None:
         pods = self.store.view("pods")
         nodes = self.store.view("nodes")
         by_pool: dict[str, int] = {}
         by_capacity: dict[str, int] = {}
+        by_type: dict[str, int] = {}
         for n in nodes:
-            pool = _pool_of(n)
+            itype = (n["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type", "unknown")
+            by_type[itype] = by_type.get(itype, 0) + 1
+            pool = pool_of(n)
             by_pool[pool] = by_pool.get(pool, 0) + 1
             cap = (n["metadata"].get("labels") or {}).get("karpenter.sh/capacity-type", "unknown")
             by_capacity[cap] = by_capacity.get(cap, 0) + 1
@@ -371,9 +413,9 @@ class Simulation:
             pending_pods=sum(1 for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get(
                 "deletionTimestamp")),
             running_pods=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"),
-            nodes=len(nodes), ready_nodes=sum(1 for n in nodes if _ready(n) == "True"),
+            nodes=len(nodes), ready_nodes=sum(1 for n in nodes if node_ready(n) == "True"),
             instances=len(self.cloud.live()), dollars_per_hour=round(self.cloud.hourly_cost(), 6),
-            nodes_by_pool=by_pool, nodes_by_capacity=by_capacity))
+            nodes_by_pool=by_pool, nodes_by_capacity=by_capacity, nodes_by_type=by_type))
 
     def log(self, source: str, text: str) -> None:
         self.record.timeline.append((self.loop.now, source, text))
@@ -414,7 +456,9 @@ class Simulation:
         rec.time_to_running = sorted(running[uid] - t for uid, t in created.items() if uid in running)
         rec.never_ran = sum(1 for uid in created if uid not in running)
         rec.wall_seconds = time.monotonic() - started
-        pools = {n["metadata"]["name"]: _pool_of(n) for n in self.store.view("nodes")}
+        pools = {n["metadata"]["name"]: pool_of(n) for n in self.store.view("nodes")}
+        zones = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone", "?")
+                 for n in self.store.view("nodes")}
         for pod in self.store.view("pods"):
             if (pod.get("status") or {}).get("phase") != "Running":
                 continue
@@ -426,65 +470,16 @@ class Simulation:
             pool = pools.get(pod["spec"].get("nodeName", ""), "(gone)")
             where[pool] = where.get(pool, 0) + 1
             where["total"] += 1
+            by_zone = rec.zones.setdefault(name, {})
+            zone = zones.get(pod["spec"].get("nodeName", ""), "?")
+            by_zone[zone] = by_zone.get(zone, 0) + 1
         rec.events_processed = self.loop.processed
         rec.dead_letters = len(self.queue.dead_letters)
         rec.capacity_errors = self.cloud.capacity_errors
+        rec.jobs = {job.name: job.succeeded for job in self.controllers.jobs.values()}
         rec.interruption_messages = {**self.queue.outcomes, "deadLettered": len(self.queue.dead_letters),
                                      "pending": len(self.queue.messages)}
         rec.interrupted = sum(1 for r in self.cloud.instances.values() if r.interrupted)
-
-
-def budget(pdb: dict[str, Any], pods: list[dict[str, Any]], scale: dict[str, int]) -> tuple[int, int]:
-    """(healthy pods, pods the budget requires) for ``pdb``; ``scale`` maps a controller uid to its replicas."""
-    ns, spec = pdb["metadata"].get("namespace"), pdb.get("spec") or {}
-    chosen = [p for p in pods if p["metadata"].get("namespace") == ns
-              and selector_matches(spec.get("selector"), p["metadata"].get("labels") or {})]
-    expected, owners = 0, set()
-    for p in chosen:
-        owner = next((o for o in p["metadata"].get("ownerReferences") or () if o.get("controller")), None)
-        if owner is not None and owner.get("uid") in scale:
-            if owner["uid"] not in owners:
-                owners.add(owner["uid"])
-                expected += scale[owner["uid"]]
-        elif (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            expected += 1
-    healthy = sum(1 for p in chosen if pod_ready(p))
-    if spec.get("maxUnavailable") is not None:
-        desired = expected - _scaled(spec["maxUnavailable"], expected, where="maxUnavailable")
-    else:
-        desired = _scaled(spec.get("minAvailable", 1), expected, where="minAvailable")
-    return healthy, max(0, desired)
-
-
-def _ready(node: dict[str, Any]) -> str:
-    return next((str(c.get("status")) for c in (node.get("status") or {}).get("conditions") or ()
-                 if c.get("type") == "Ready"), "Unknown")
-
-
-def _node_leaving(node: dict[str, Any]) -> bool:
-    spec = node.get("spec") or {}
-    return bool(spec.get("unschedulable")) or any(t.get("key") == DISRUPTED_TAINT_KEY for t in spec.get("taints") or ())
-
-
-def _group(inst: Any) -> str:
-    group = inst.tags.get("eks:nodegroup-name")
-    return f"node group {group}" if group else f"pool {inst.node_pool}"
-
-
-def _pool_of(node: dict[str, Any]) -> str:
-    labels = node["metadata"].get("labels") or {}
-    return str(labels.get("karpenter.sh/nodepool") or labels.get("eks.amazonaws.com/nodegroup") or "other")
-
-
-def _taint_keys(node: dict[str, Any]) -> str:
-    return ", ".join(sorted(t.get("key", "") for t in (node.get("spec") or {}).get("taints") or ())) or "none"
-
-
-def _clock(seconds: float) -> str:
-    if math.isinf(seconds):
-        return "end"
-    s = round(seconds)
-    return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 @contextlib.contextmanager

@@ -71,7 +71,7 @@ class Settings(_Model):
     provisioner_offset_seconds: float = 0.0
     disruption_period_seconds: float = 60.0
     disruption_offset_seconds: float = 30.0
-    lambda_timeout_seconds: float = 60.0
+    lambda_timeout_seconds: float | None = None  # default: each function's timeout from the cluster file
     sample_seconds: float = 10.0
 
 
@@ -103,6 +103,22 @@ class NodeGroupSpec(_Model):
     size: int = 3
     capacity_type: Literal["on-demand", "spot"] = "on-demand"
     labels: dict[str, str] = Field(default_factory=dict)
+
+
+class JobSpec(_Model):
+    """A Job: ``completions`` pods, ``parallelism`` at a time, each working ``runSeconds`` once Running."""
+
+    name: str
+    namespace: str = "default"
+    completions: int = 1
+    parallelism: int = 1
+    run_seconds: float = 60.0
+    cpu: str = "1"
+    memory: str | None = None
+    template: dict[str, Any] | None = None
+
+    def pod_template(self) -> dict[str, Any]:
+        return DeploymentSpec(name=self.name, cpu=self.cpu, memory=self.memory, template=self.template).pod_template()
 
 
 class Initial(_Model):
@@ -190,6 +206,8 @@ class Step(_Model):
     interrupt: Interrupt | None = None
     load: Load | None = None
     capacity: Capacity | None = None
+    node_pools: list[dict[str, Any]] | None = None  # the cluster file's nodePools from now on (kubectl apply)
+    job: JobSpec | None = None
 
     @field_validator("at", mode="before")
     @classmethod
@@ -199,10 +217,11 @@ class Step(_Model):
     @model_validator(mode="after")
     def _one_action(self) -> Step:
         actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group,
-                               self.interrupt, self.load, self.capacity) if a is not None]
+                               self.interrupt, self.load, self.capacity, self.node_pools, self.job)
+                   if a is not None]
         if len(actions) != 1:
             raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
-                             "shrinkNodeGroup, interrupt, load, capacity")
+                             "shrinkNodeGroup, interrupt, load, capacity, nodePools, job")
         return self
 
 

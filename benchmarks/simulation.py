@@ -1,0 +1,81 @@
+"""Simulation speed: virtual time against wall time for a large inflate-style scenario.
+
+A Deployment of ``--pods`` one-CPU pods (plus a node-agent DaemonSet) scaled up at 10 s and back to zero
+halfway, on the demo NodePool with its limits raised, for ``--until`` of virtual time, through the real
+provisioner and disruption handlers (``simulator/sim``). Prints ONE JSON object: wall seconds (of the
+run; moto's start excluded), how much of it the handlers took, events processed, nodes and launches.
+
+Issue 16's target is 2 virtual hours with 500 nodes and 5,000 pods in under 2 minutes; the defaults are a
+smaller probe (the target size takes far longer today: the handlers' own passes dominate).
+
+    python benchmarks/simulation.py [--pods 1000] [--until 20m]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "functions"), str(Path(__file__).resolve().parents[1])]
+
+from simulator.local import REPO  # noqa: E402
+from simulator.sim.report import summary  # noqa: E402
+from simulator.sim.runner import run_scenario  # noqa: E402
+from simulator.sim.scenario import Scenario, seconds  # noqa: E402
+
+AGENT = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "node-agent", "namespace": "kube-system"},
+         "spec": {"selector": {"matchLabels": {"app": "node-agent"}}, "template": {
+             "metadata": {"labels": {"app": "node-agent"}},
+             "spec": {"tolerations": [{"operator": "Exists"}],
+                      "containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}}}]}}}}
+
+
+def scenario(*, pods: int, until: float) -> Scenario:
+    pool = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"}, "spec": {
+        "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                              "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                                "values": ["spot"]},
+                                               {"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                                                "values": ["m5", "c5"]}]}},
+        "limits": {"cpu": 100_000, "memory": "100000Gi"},
+        "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"}}}
+    return Scenario.model_validate({
+        "name": "simulation-benchmark", "cluster": str(REPO / "clusters" / "demo.yaml"), "until": until,
+        "config": {"nodePools": [pool]},
+        "initial": {"deployments": [{"name": "inflate", "replicas": 0, "cpu": "1"}], "objects": [AGENT]},
+        "timeline": [{"at": 10, "scale": {"deployment": "inflate", "replicas": pods}},
+                     {"at": until / 2, "scale": {"deployment": "inflate", "replicas": 0}}],
+    })
+
+
+def run(*, pods: int, until: float) -> dict[str, Any]:
+    started = time.monotonic()
+    record = run_scenario(scenario(pods=pods, until=until))
+    facts = summary(record)
+    return {
+        "benchmark": "simulation", "pods": pods, "virtualSeconds": until,
+        "wallSeconds": facts["wall_seconds"], "handlerWallSeconds": facts["handler_wall_seconds"],
+        "wallSecondsWithStart": round(time.monotonic() - started, 2),
+        "eventsProcessed": facts["events_processed"], "maxNodes": facts["max_nodes"],
+        "launches": facts["launches"], "duplicateLaunches": facts["duplicate_launches"],
+        "podsStarted": facts["pods_started"], "timeToRunningP95": facts["time_to_running_p95"],
+        "invocations": facts["invocations"], "handlerErrors": facts["handler_errors"],
+        "target": {"pods": 5000, "nodes": 500, "virtualSeconds": 7200, "wallSecondsUnder": 120},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--until", default="20m")
+    args = parser.parse_args()
+    print(json.dumps(run(pods=args.pods, until=seconds(args.until))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

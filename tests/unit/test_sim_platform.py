@@ -1,0 +1,147 @@
+"""The simulated platform around the handlers, without AWS: duplicate-launch classification, the
+interruption queue's Lambda trigger (batches, partial failures, DLQ) and the HPA (simulator/sim/)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from autoscaler.domain.fleet import instance_from_ec2
+from simulator.kube_store import Store
+from simulator.sim.cloud import CloudWorld, InstanceRecord
+from simulator.sim.controllers import Controllers, Deployment
+from simulator.sim.engine import EventLoop, VirtualClock
+from simulator.sim.hpa import Autoscalers, Hpa
+from simulator.sim.interruption import InterruptionQueue
+
+
+def _record(iid: str, *, pods: str = "", claim: str = "", at: float = 0.0) -> InstanceRecord:
+    tags = [{"Key": "karpenter.sh/nodepool", "Value": "default"}]
+    if pods:
+        tags.append({"Key": "eks-serverless-autoscaler/pods-1", "Value": pods})
+    if claim:
+        tags.append({"Key": "karpenter.sh/nodeclaim", "Value": claim})
+    return InstanceRecord(iid, at, instance=instance_from_ec2({
+        "InstanceId": iid, "InstanceType": "m5.xlarge", "Placement": {"AvailabilityZone": "us-east-1a"},
+        "InstanceLifecycle": "spot", "Tags": tags}))
+
+
+def test_duplicate_launch_classification() -> None:
+    cloud = CloudWorld(EventLoop(epoch=0.0), "us-east-1")
+    first = _record("i-1", pods="default/a default/b", claim="c-1")
+    cloud.instances["i-1"] = first
+    # A launch for a pod a live instance was launched for: duplicate
+    assert cloud._duplicated(_record("i-2", pods="default/b", claim="c-2")) == "i-1"
+    # The same node claim twice: duplicate
+    assert cloud._duplicated(_record("i-3", claim="c-1")) == "i-1"
+    # Other pods: no duplicate
+    assert cloud._duplicated(_record("i-4", pods="default/z", claim="c-4")) is None
+    # The first instance is gone or leaving: a replacement, not a duplicate
+    first.terminated_at = 10.0
+    assert cloud._duplicated(_record("i-5", pods="default/a")) is None
+    first.terminated_at = None
+    first.interrupted = True
+    assert cloud._duplicated(_record("i-6", pods="default/a")) is None
+    first.interrupted = False
+    # A pod sitting on a leaving node is being replaced, whatever the tags say
+    cloud.displaced = lambda pod: pod == "default/a"
+    assert cloud._duplicated(_record("i-7", pods="default/a")) is None
+
+
+def _queue(responses: list[Any]) -> tuple[EventLoop, CloudWorld, InterruptionQueue, list[dict[str, Any]]]:
+    loop = EventLoop(epoch=1_700_000_000.0)
+    cloud = CloudWorld(loop, "us-east-1")
+    seen: list[dict[str, Any]] = []
+
+    def invoke(event: dict[str, Any]) -> dict[str, Any]:
+        seen.append(event)
+        answer = responses.pop(0) if responses else {"batchItemFailures": []}
+        if isinstance(answer, Exception):
+            raise answer
+        return dict(answer)
+
+    queue = InterruptionQueue(loop, cloud, invoke, "us-east-1", batch_size=2, max_receive_count=3)
+    for i in range(3):
+        cloud.instances[f"i-{i}"] = _record(f"i-{i}")
+    return loop, cloud, queue, seen
+
+
+def test_interruption_warnings_reach_the_handler_in_batches() -> None:
+    # Given three spot instances interrupted at once and a trigger with batch size 2
+    loop, _, queue, seen = _queue([])
+    ids = queue.interrupt(count=3)
+    # When a second passes (the queue's delivery)
+    loop.run_until(5)
+    # Then the handler got a batch of 2 then 1, each record the EventBridge event as its body
+    assert [len(e["Records"]) for e in seen] == [2, 1]
+    bodies = [json.loads(r["body"]) for e in seen for r in e["Records"]]
+    assert [b["detail"]["instance-id"] for b in bodies] == ids
+    assert {b["detail-type"] for b in bodies} == {"EC2 Spot Instance Interruption Warning"}
+    assert seen[0]["Records"][0]["eventSourceARN"].startswith("arn:aws:sqs:us-east-1:")
+    assert queue.outcomes == {"handled": 3}
+
+
+def test_failed_messages_come_back_and_end_in_the_dlq() -> None:
+    # Given a handler that returns the message for retry every time
+    loop, _, queue, _ = _queue([])
+    queue.invoke = lambda event: {"batchItemFailures": [{"itemIdentifier": r["messageId"]}
+                                                        for r in event["Records"]]}
+    queue.interrupt(count=1)
+    # When the retries run (10 s retry visibility each)
+    loop.run_until(60)
+    # Then it was received max_receive_count times and moved to the dead-letter queue
+    assert len(queue.dead_letters) == 1 and queue.dead_letters[0].receive_count == 3
+    assert queue.messages == []
+
+
+def test_a_failed_invocation_returns_the_batch_after_the_visibility_timeout() -> None:
+    loop, _, queue, seen = _queue([RuntimeError("boom")])
+    queue.interrupt(count=1)
+    loop.run_until(100)
+    assert len(seen) == 1  # not before the 130 s visibility timeout
+    loop.run_until(119)  # the reclaim at 120 s is not part of this test
+    assert len(seen) == 1
+    assert queue.messages[0].receive_count == 1
+
+
+def test_rebalance_recommendations_are_no_interruption() -> None:
+    loop, cloud, queue, seen = _queue([])
+    queue.interrupt(count=1, rebalance=True)
+    loop.run_until(200)
+    body = json.loads(seen[0]["Records"][0]["body"])
+    assert body["detail-type"] == "EC2 Instance Rebalance Recommendation"
+    assert not any(r.interrupted for r in cloud.instances.values())
+    assert all(r.alive for r in cloud.instances.values())
+
+
+def test_hpa_scales_on_cpu_and_waits_before_scaling_in() -> None:
+    # Given nginx (500m) with an HPA at 50 % and 2 cores of load on its one Ready pod
+    loop = EventLoop(epoch=0.0)
+    store = Store()
+    store.clock = VirtualClock(loop).now
+    controllers = Controllers(loop, store)
+    template = {"metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "n", "resources": {"requests": {"cpu": "500m"}}}]}}
+    controllers.apply_deployment(Deployment("nginx", "default", 1, template))
+    hpas = Autoscalers(loop, controllers)
+    hpas.add(Hpa("nginx", max_replicas=20, target_cpu_utilization=50))
+    hpas.set_load("default", "nginx", 2.0)
+
+    def ready_all() -> None:
+        for p in store.objects("pods"):
+            if not p["metadata"].get("deletionTimestamp"):
+                store.set_pod_ready("default", p["metadata"]["name"])
+
+    loop.every(1, "kubelet", ready_all)
+    loop.observer = lambda: None
+    # When the HPA syncs: 2 cores / (0.5 x 50 %) = 8 replicas, at most +4 (or double) per sync
+    loop.run_until(15.5)
+    assert controllers.deployments[("default", "nginx")].replicas == 5
+    loop.run_until(30.5)
+    assert controllers.deployments[("default", "nginx")].replicas == 8
+    # When the load drops, the replicas stay for the 5-minute window, then go down to the minimum
+    hpas.set_load("default", "nginx", 0.1)
+    loop.run_until(200)
+    assert controllers.deployments[("default", "nginx")].replicas == 8
+    loop.run_until(400)
+    assert controllers.deployments[("default", "nginx")].replicas == 1
