@@ -4,6 +4,12 @@
 (Linux arm64, CPython 3.13) into the asset, next to a copy of ``functions/autoscaler`` and the cluster's
 configuration (``autoscaler/cluster.json``). One asset serves all three functions.
 
+Cold start is mostly imports, so the asset is built for them: what is never imported at run time is
+left out (botocore's models of services no code creates a client for; Powertools' event handler), and
+every module is compiled to bytecode by a CPython of the runtime's version (``tools/python313.sh`` finds
+or provides one), in ``unchecked-hash`` mode: the asset's zip resets file times, so timestamp-checked
+``.pyc`` would be recompiled on every cold start and never written back (``/var/task`` is read-only).
+
 Unit tests and ``make synth`` pass ``-c skipBundling=true``: the asset is then the bare ``functions/``
 directory, which synthesises the same template in a second but is not deployable.
 """
@@ -11,6 +17,8 @@ directory, which synthesises the same template in a second but is not deployable
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +39,16 @@ PYTHON_VERSION = "3.13"
 # Lambda's python3.13 runtime is Amazon Linux 2023 (glibc 2.34): both wheel generations run there.
 PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64")
 CONFIG_NAME = BUNDLED_CONFIG.name
+# Changes whenever how the asset is built changes (pruning, bytecode), so the asset is rebuilt.
+BUNDLE_FORMAT = "pruned+pyc-unchecked-hash"
+PYTHON_FINDER = ROOT / "tools" / "python313.sh"
+PYTHON_CACHE = ROOT / ".cache" / "python3.13"
+ENV_PYTHON = "AUTOSCALER_PYTHON313"
+# Never imported by the handlers (checked by ``python -X importtime`` in benchmarks/bundle.py).
+UNUSED_PATHS = ("aws_lambda_powertools/event_handler", "bin")
+# botocore data a client needs beyond its service's own directory.
+BOTOCORE_SHARED = frozenset({"_retry.json", "endpoints.json", "partitions.json", "sdk-default-configuration.json"})
+_CLIENT_CALL = re.compile(r"""\.client\(\s*["']([a-z0-9-]+)["']""")
 
 
 class BundlingError(RuntimeError):
@@ -55,16 +73,66 @@ def asset_hash(config: ClusterConfig) -> str:
     for path in _source_files():
         digest.update(str(path.relative_to(FUNCTIONS)).encode())
         digest.update(path.read_bytes())
-    digest.update("\n".join([*runtime_requirements(), PYTHON_VERSION, *PLATFORMS]).encode())
+    digest.update("\n".join([*runtime_requirements(), PYTHON_VERSION, *PLATFORMS, BUNDLE_FORMAT]).encode())
     digest.update(config.to_json().encode())
     return digest.hexdigest()
 
 
-def build_asset(output_dir: Path, config: ClusterConfig) -> None:
-    """Install dependencies for the Lambda platform into ``output_dir`` and copy the package and config."""
-    platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
+def services_used() -> frozenset[str]:
+    """Every AWS service the functions create a client for (``.client("ec2", ...)`` in the package)."""
+    return frozenset(m for path in _source_files() if path.suffix == ".py"
+                     for m in _CLIENT_CALL.findall(path.read_text(encoding="utf-8")))
+
+
+def target_python() -> str:
+    """A CPython of the Lambda runtime's version: ``$AUTOSCALER_PYTHON313``, else what
+    ``tools/python313.sh`` finds or provides (python3.13 on PATH, pyenv, or Debian 13's packages)."""
+    explicit = os.environ.get(ENV_PYTHON)
+    if explicit:
+        found = explicit
+    else:
+        result = subprocess.run(["bash", str(PYTHON_FINDER), str(PYTHON_CACHE)], capture_output=True, text=True,
+                                check=False)
+        if result.returncode != 0:
+            raise BundlingError(f"no Python {PYTHON_VERSION} to compile the bytecode with: {result.stderr.strip()}; "
+                                f"install python{PYTHON_VERSION} or set {ENV_PYTHON} to one")
+        found = result.stdout.strip().splitlines()[-1]
+    check = subprocess.run([found, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                           capture_output=True, text=True, check=False)
+    if check.stdout.strip() != PYTHON_VERSION:
+        raise BundlingError(f"{ENV_PYTHON}={found} is Python {check.stdout.strip() or '?'}, not {PYTHON_VERSION}: "
+                            f"the Lambda runtime would ignore its bytecode")
+    return found
+
+
+def prune(output_dir: Path, *, services: frozenset[str]) -> None:
+    """Remove what the handlers never import: other services' botocore models and ``UNUSED_PATHS``."""
+    for rel in UNUSED_PATHS:
+        shutil.rmtree(output_dir / rel, ignore_errors=True)
+    data = output_dir / "botocore" / "data"
+    if data.is_dir():
+        for entry in data.iterdir():
+            if entry.name not in services and entry.name not in BOTOCORE_SHARED:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+def compile_bytecode(output_dir: Path, *, python: str) -> None:
+    """``__pycache__/*.cpython-313.pyc`` for every module, valid whatever the files' times."""
+    result = subprocess.run([python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
+                             str(output_dir)], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise BundlingError(f"compileall failed in {output_dir}:\n{(result.stdout + result.stderr).strip()[-2000:]}")
+
+
+def build_asset(output_dir: Path, config: ClusterConfig, *, platforms: tuple[str, ...] = PLATFORMS,
+                python: str | None = None, compile_pyc: bool = True) -> None:
+    """Install dependencies for the Lambda platform into ``output_dir``, copy the package and config,
+    prune what is never imported and compile the bytecode. ``platforms``: other wheels than Lambda's
+    (the import benchmark builds the same asset for this machine)."""
+    pyc_python = target_python() if compile_pyc and python is None else python
+    pip_platforms = [arg for platform in platforms for arg in ("--platform", platform)]
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-               *platforms, "--implementation", "cp", "--python-version", PYTHON_VERSION,
+               *pip_platforms, "--implementation", "cp", "--python-version", PYTHON_VERSION,
                "--only-binary=:all:", "--target", str(output_dir), *runtime_requirements()]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -73,6 +141,10 @@ def build_asset(output_dir: Path, config: ClusterConfig) -> None:
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", CONFIG_NAME))
     (target / CONFIG_NAME).write_text(config.to_json(), encoding="utf-8")
+    prune(output_dir, services=services_used())
+    if compile_pyc:
+        assert pyc_python is not None
+        compile_bytecode(output_dir, python=pyc_python)
 
 
 @jsii.implements(cdk.ILocalBundling)
