@@ -82,6 +82,9 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
         pod = f"{event['involvedObject']['namespace']}/{event['involvedObject']['name']}"
         assert f"nodeclaim/{claim_of[pod]} " in event["message"]
     assert sink.total("NodesLaunched", CapacityType="spot") == len(instances)
+    assert sink.total("NodesLaunched", NodePool="default") == len(instances)
+    assert sink.total("PassesSucceeded") == 1  # the heartbeat
+    assert sink.total("HourlyCost", NodePool="default", CapacityType="spot") == sink.total("ManagedHourlyCost")
     assert sink.total("PendingPods") == 5
     usage = [v for n, v, d in sink.points if n == "NodePoolUsage" and d == {"NodePool": "default", "Resource": "cpu"}]
     assert usage and 0 < usage[-1] < 100  # an 8-vCPU-class node against a 1000-CPU limit
@@ -101,6 +104,11 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     assert third["launched"] == [] and len(calls) == 1
     assert sorted(local.schedule_pods()) == local_pods and local.pending_pods() == []
     assert local.invoke_provisioner()["passes"][0]["pendingPods"] == 0
+    # The fleet gauges of that last pass: two spot nodes of the default pool, none draining.
+    nodes = [v for n, v, d in sink.points if n == "Nodes" and d == {"NodePool": "default", "CapacityType": "spot"}]
+    assert nodes[-1] == 2
+    assert [v for n, v, _ in sink.points if n == "SpotShare"][-1] == 100
+    assert [v for n, v, _ in sink.points if n == "NodesDraining"][-1] == 0
     node = local.kube.store.get("nodes", None, names[0])
     assert not any(t["key"] == UNREGISTERED_TAINT.key for t in node["spec"].get("taints") or ())
     assert node["metadata"]["labels"]["intent"] == "apps"

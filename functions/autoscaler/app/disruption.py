@@ -76,6 +76,7 @@ from autoscaler.metrics_catalog import (
     GUARD,
     NODES_DISRUPTED,
     NODES_OF_REMOVED_NODE_POOL,
+    NODES_TERMINATED,
     PODS_EVICTED,
     REASON,
     MetricsSink,
@@ -392,6 +393,7 @@ class DisruptionService:
         self.cluster.delete_node(node.name)
         report.removed.append(node.name)
         self.sink.emit(NODES_DISRUPTED, 1, **{REASON: reason})
+        self.sink.emit(NODES_TERMINATED, 1, NodePool=node.labels.get(NODEPOOL_LABEL) or "unknown", Reason=reason)
         self.sink.emit(DRAIN_SECONDS, max(0.0, self.clock.now() - started))
         log.info("removed node %s (%s), instance %s terminated", node.name, reason, iid,
                  extra={"node": node.name, "reason": reason, "instanceId": iid})
