@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
+import logging
+import sys
 import threading
 import time
 from types import SimpleNamespace
@@ -314,3 +317,53 @@ def test_describe_instances_lagging_create_fleet_does_not_launch_again(local: Lo
     assert second["launched"] == [] and second["nominated"] == 5 and len(calls) == 1
     hidden.clear()
     assert local.invoke_provisioner()["passes"][0]["launched"] == [] and len(calls) == 1
+
+
+class _TimedStdout:
+    """Stands in for stdout and remembers when each line was written."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+
+    def write(self, text: str) -> int:
+        self.lines.extend((time.monotonic(), line) for line in text.splitlines() if line.strip())
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class _TimedRecords(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[tuple[float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((time.monotonic(), record.getMessage()))
+
+
+def test_watch_mode_writes_each_pass_metrics_and_decision_log_as_the_pass_ends(
+        local: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autoscaler.handlers.observability import PowertoolsSink, logger
+
+    # GIVEN the handler's real Powertools metrics (EMF on stdout) and decision log, and one pending pod
+    local.runtime(sink=PowertoolsSink())
+    local.scale("inflate", 1)
+    out = _TimedStdout()
+    monkeypatch.setattr(sys, "stdout", out)
+    records = _TimedRecords()
+    logger.addHandler(records)
+    try:
+        # WHEN a watch-mode invocation runs (24 s remaining - 20 s kept back = a 4 s watch after pass 1)
+        passes = local.invoke_provisioner(watch=True, remaining_ms=24_000)["passes"]
+        returned = time.monotonic()
+    finally:
+        logger.removeHandler(records)
+    # THEN pass 1's EMF document (with its heartbeat) and its decision log line were written while the
+    # watch was still open, seconds before the invocation returned, not at its end
+    emf = [(t, json.loads(line)) for t, line in out.lines if line.startswith('{"_aws"')]
+    heartbeats = [t for t, doc in emf if "PassesSucceeded" in doc]
+    assert len(heartbeats) == len(passes) >= 1
+    assert returned - heartbeats[0] >= 2.0
+    decisions = [t for t, message in records.records if message == passes[0]["summary"]]
+    assert decisions and returned - decisions[0] >= 2.0
