@@ -14,8 +14,6 @@ import queue
 import threading
 from collections.abc import Callable
 
-PassHook = Callable[["PassResult"], None]
-
 from autoscaler.app.pass_report import PassResult
 from autoscaler.app.ports import ClusterPort
 from autoscaler.app.provisioner import Provisioner, ReplacementRequest
@@ -23,6 +21,7 @@ from autoscaler.domain.models import Pod
 from autoscaler.domain.plan import Plan
 
 log = logging.getLogger("autoscaler.app.provisioner")
+PassHook = Callable[[PassResult], None]
 
 
 def open_watch(provisioner: Provisioner, *, seconds: float) -> PendingPodWatch:
