@@ -4,11 +4,19 @@
 (Linux arm64, CPython 3.13) into the asset, next to a copy of ``functions/autoscaler`` and the cluster's
 configuration (``autoscaler/cluster.json``). One asset serves all three functions.
 
-Cold start is mostly imports, so the asset is built for them: what is never imported at run time is
-left out (botocore's models of services no code creates a client for; Powertools' event handler), and
-every module is compiled to bytecode by a CPython of the runtime's version (``tools/python313.sh`` finds
-or provides one), in ``unchecked-hash`` mode: the asset's zip resets file times, so timestamp-checked
-``.pyc`` would be recompiled on every cold start and never written back (``/var/task`` is read-only).
+Cold start is mostly imports, so the asset is built for them. What is never imported at run time is
+left out: the kubernetes client's generated API classes and models (the adapter reads raw JSON; the
+client's package ``__init__`` exports them lazily, so only an attribute access would load one), its
+asyncio client (``kubernetes.aio``) with aiohttp and its dependencies, botocore's models of services no
+code creates a client for, Powertools' event handler. ``benchmarks/bundle.py`` lists what each handler
+imports, and ``KUBERNETES_KEEP`` is what a real pass was seen importing (``python -X importtime``).
+
+Bytecode: a ``.pyc`` is only read by the CPython minor version that wrote it, so it is compiled by a
+Python of the runtime's version when one is available (``$AUTOSCALER_PYC_PYTHON``, the packaging
+interpreter itself, or ``python3.13`` on PATH); otherwise the asset ships sources only and the build
+says so. It is compiled in ``unchecked-hash`` mode: the asset's zip resets file times, so
+timestamp-checked ``.pyc`` would be recompiled on every cold start and never written back
+(``/var/task`` is read-only).
 
 Unit tests and ``make synth`` pass ``-c skipBundling=true``: the asset is then the bare ``functions/``
 directory, which synthesises the same template in a second but is not deployable.
@@ -23,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +50,15 @@ PLATFORMS = ("manylinux2014_aarch64", "manylinux_2_28_aarch64")
 CONFIG_NAME = BUNDLED_CONFIG.name
 # Changes whenever how the asset is built changes (pruning, bytecode), so the asset is rebuilt.
 BUNDLE_FORMAT = "pruned+pyc-unchecked-hash"
-PYTHON_FINDER = ROOT / "tools" / "python313.sh"
-PYTHON_CACHE = ROOT / ".cache" / "python3.13"
-ENV_PYTHON = "AUTOSCALER_PYTHON313"
+ENV_PYTHON = "AUTOSCALER_PYC_PYTHON"
 # Never imported by the handlers (checked by ``python -X importtime`` in benchmarks/bundle.py).
-UNUSED_PATHS = ("aws_lambda_powertools/event_handler", "bin")
+UNUSED_PATHS = ("aws_lambda_powertools/event_handler", "bin", "kubernetes/aio", "aiohttp", "aiohappyeyeballs",
+                "aiohttp_retry", "aiosignal", "frozenlist", "multidict", "propcache", "yarl")
+# The kubernetes client's generated code: only these modules are kept (a provisioner, interruption and
+# disruption pass import none of the others: the client exports them lazily and the adapter parses raw
+# JSON). The packages' ``__init__`` stay, as ``api_client`` imports ``kubernetes.client.models``.
+KUBERNETES_GENERATED = ("kubernetes/client/api", "kubernetes/client/models")
+KUBERNETES_KEEP = frozenset({"__init__.py"})
 # botocore data a client needs beyond its service's own directory.
 BOTOCORE_SHARED = frozenset({"_retry.json", "endpoints.json", "partitions.json", "sdk-default-configuration.json"})
 _CLIENT_CALL = re.compile(r"""\.client\(\s*["']([a-z0-9-]+)["']""")
@@ -84,31 +97,48 @@ def services_used() -> frozenset[str]:
                      for m in _CLIENT_CALL.findall(path.read_text(encoding="utf-8")))
 
 
-def target_python() -> str:
-    """A CPython of the Lambda runtime's version: ``$AUTOSCALER_PYTHON313``, else what
-    ``tools/python313.sh`` finds or provides (python3.13 on PATH, pyenv, or Debian 13's packages)."""
+def _minor_version(python: str) -> str | None:
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, check=False, timeout=30)
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
+def pyc_python() -> str | None:
+    """A Python of the runtime's version to compile the bytecode with, or None when there is none."""
     explicit = os.environ.get(ENV_PYTHON)
     if explicit:
-        found = explicit
-    else:
-        result = subprocess.run(["bash", str(PYTHON_FINDER), str(PYTHON_CACHE)], capture_output=True, text=True,
-                                check=False)
-        if result.returncode != 0:
-            raise BundlingError(f"no Python {PYTHON_VERSION} to compile the bytecode with: {result.stderr.strip()}; "
-                                f"install python{PYTHON_VERSION} or set {ENV_PYTHON} to one")
-        found = result.stdout.strip().splitlines()[-1]
-    check = subprocess.run([found, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                           capture_output=True, text=True, check=False)
-    if check.stdout.strip() != PYTHON_VERSION:
-        raise BundlingError(f"{ENV_PYTHON}={found} is Python {check.stdout.strip() or '?'}, not {PYTHON_VERSION}: "
-                            f"the Lambda runtime would ignore its bytecode")
-    return found
+        found = _minor_version(explicit)
+        if found != PYTHON_VERSION:
+            raise BundlingError(f"{ENV_PYTHON}={explicit} is Python {found or '(not runnable)'}, not "
+                                f"{PYTHON_VERSION}: the Lambda runtime would ignore its bytecode; unset it or "
+                                f"point it at a python{PYTHON_VERSION}")
+        return explicit
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == PYTHON_VERSION:
+        return sys.executable
+    on_path = shutil.which(f"python{PYTHON_VERSION}")
+    if on_path and _minor_version(on_path) == PYTHON_VERSION:
+        return on_path
+    return None
 
 
 def prune(output_dir: Path, *, services: frozenset[str]) -> None:
-    """Remove what the handlers never import: other services' botocore models and ``UNUSED_PATHS``."""
+    """Remove what the handlers never import: ``UNUSED_PATHS``, the kubernetes client's generated modules
+    but ``KUBERNETES_KEEP``, its tests, and other services' botocore models."""
     for rel in UNUSED_PATHS:
         shutil.rmtree(output_dir / rel, ignore_errors=True)
+    for rel in KUBERNETES_GENERATED:
+        generated = output_dir / rel
+        if generated.is_dir():
+            for entry in generated.iterdir():
+                if entry.name not in KUBERNETES_KEEP:
+                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    kubernetes = output_dir / "kubernetes"
+    if kubernetes.is_dir():
+        for test in kubernetes.rglob("*_test.py"):
+            test.unlink()
     data = output_dir / "botocore" / "data"
     if data.is_dir():
         for entry in data.iterdir():
@@ -125,11 +155,12 @@ def compile_bytecode(output_dir: Path, *, python: str) -> None:
 
 
 def build_asset(output_dir: Path, config: ClusterConfig, *, platforms: tuple[str, ...] = PLATFORMS,
-                python: str | None = None, compile_pyc: bool = True) -> None:
+                python: str | None = None, compile_pyc: bool = True) -> bool:
     """Install dependencies for the Lambda platform into ``output_dir``, copy the package and config,
-    prune what is never imported and compile the bytecode. ``platforms``: other wheels than Lambda's
-    (the import benchmark builds the same asset for this machine)."""
-    pyc_python = target_python() if compile_pyc and python is None else python
+    prune what is never imported and compile the bytecode; returns whether ``.pyc`` were compiled.
+    ``platforms``: other wheels than Lambda's (the import benchmark builds the same asset for this
+    machine); ``python``: the interpreter to compile with (default: ``pyc_python()``)."""
+    compiler = (python or pyc_python()) if compile_pyc else None
     pip_platforms = [arg for platform in platforms for arg in ("--platform", platform)]
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
                *pip_platforms, "--implementation", "cp", "--python-version", PYTHON_VERSION,
@@ -142,9 +173,14 @@ def build_asset(output_dir: Path, config: ClusterConfig, *, platforms: tuple[str
     shutil.copytree(PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", CONFIG_NAME))
     (target / CONFIG_NAME).write_text(config.to_json(), encoding="utf-8")
     prune(output_dir, services=services_used())
-    if compile_pyc:
-        assert pyc_python is not None
-        compile_bytecode(output_dir, python=pyc_python)
+    if compiler is None:
+        if compile_pyc:
+            warnings.warn(f"no Python {PYTHON_VERSION} to compile the bytecode with: the Lambda asset ships "
+                          f"sources only, and every cold start compiles them (about 3x slower imports). Set "
+                          f"{ENV_PYTHON} to a python{PYTHON_VERSION} to ship .pyc.", stacklevel=2)
+        return False
+    compile_bytecode(output_dir, python=compiler)
+    return True
 
 
 @jsii.implements(cdk.ILocalBundling)

@@ -125,25 +125,25 @@ def test_endpoint_and_ca_are_described_once_and_cached(creds: None) -> None:
     assert (info.endpoint, info.ca_pem) == ("https://ABC.gr7.eu-west-1.eks.amazonaws.com", pem)
 
 
-def test_http_for_eks_verifies_tls_with_the_cluster_ca_and_refreshes_the_token(
+def test_api_client_for_eks_verifies_tls_with_the_cluster_ca_and_refreshes_the_token(
         creds: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given a cluster whose DescribeCluster returns an endpoint and a CA
     pem = _pem()
     eks, _ = _stubbed_eks(pem)
     clock = ManualClock()
-    # When the transport for it is built
-    http = auth.http_for_eks("prod", eks=eks, sts=boto3.client("sts", region_name="eu-west-1"), clock=clock)
-    # Then TLS is verified against that CA and the token is minted again after 14 minutes only
-    assert http.host == "https://ABC.gr7.eu-west-1.eks.amazonaws.com"
-    pool_kw = http.pool.connection_pool_kw
+    client = auth.api_client_for_eks("prod", eks=eks, sts=boto3.client("sts", region_name="eu-west-1"),
+                                     clock=clock)
+    cfg = client.configuration
+    assert cfg.host == "https://ABC.gr7.eu-west-1.eks.amazonaws.com"
+    assert cfg.verify_ssl is True and cfg.ca_cert_data == pem.decode()
+    pool_kw = client.rest_client.pool_manager.connection_pool_kw
     assert pool_kw["cert_reqs"] == ssl.CERT_REQUIRED and pool_kw["ca_cert_data"] == pem.decode()
-    first = http.auth_header()
-    assert first is not None and first.startswith("Bearer k8s-aws-v1.")
+    first = cfg.auth_settings()["BearerToken"]["value"]
+    assert first.startswith("Bearer k8s-aws-v1.")
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: FIXED + dt.timedelta(minutes=14))
     clock.advance(14 * 60 - 1)
-    assert http.auth_header() == first
+    assert cfg.auth_settings()["BearerToken"]["value"] == first
     clock.advance(1)
-    _, query = _decode(str(http.auth_header()).removeprefix("Bearer "))
+    _, query = _decode(cfg.auth_settings()["BearerToken"]["value"].removeprefix("Bearer "))
     assert query["X-Amz-Date"] == ["20240501T121400Z"]
 
 
@@ -160,7 +160,7 @@ def test_describe_cluster_with_moto(moto_aws: None) -> None:
 
 
 def test_explicit_endpoint_and_token_reach_the_server(kube_api: KubeApiServer) -> None:
-    client = auth.http_for_endpoint(kube_api.url, token="local-token", verify_tls=False)
+    client = auth.api_client_for_endpoint(kube_api.url, token="local-token", verify_tls=False)
     kube_api.store.create("nodes", {"metadata": {"name": "n1"}})
     assert [n.name for n in KubeCluster(client).nodes()] == ["n1"]
-    assert client.auth_header() == "Bearer local-token"
+    assert client.configuration.auth_settings()["BearerToken"]["value"] == "Bearer local-token"

@@ -27,7 +27,7 @@ from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.adapters.aws.replacement import LambdaReplacementRequester
 from autoscaler.adapters.aws.userdata import ClusterInfo
 from autoscaler.adapters.clock import SystemClock
-from autoscaler.adapters.kube.auth import http_for_eks, http_for_endpoint
+from autoscaler.adapters.kube.auth import api_client_for_eks, api_client_for_endpoint
 from autoscaler.adapters.kube.cluster import KubeCluster
 from autoscaler.app.claims import MemoryClaimStore
 from autoscaler.app.ports import ClaimStore, Clock
@@ -91,12 +91,12 @@ def build_runtime(*, config: ClusterConfig | None = None, environ: Mapping[str, 
     endpoint = env.get(ENV_KUBE_ENDPOINT)
     if endpoint:
         ca = env.get(ENV_KUBE_CA)
-        api = http_for_endpoint(endpoint, token=env.get(ENV_KUBE_TOKEN),
-                                ca_pem=base64.b64decode(ca) if ca else None,
-                                verify_tls=endpoint.startswith("https://") and bool(ca))
+        api = api_client_for_endpoint(endpoint, token=env.get(ENV_KUBE_TOKEN),
+                                      ca_pem=base64.b64decode(ca) if ca else None,
+                                      verify_tls=endpoint.startswith("https://") and bool(ca))
     else:
-        api = http_for_eks(config.cluster_name, eks=session.client("eks", region_name=config.region),
-                           sts=session.client("sts", region_name=config.region), clock=clock)
+        api = api_client_for_eks(config.cluster_name, eks=session.client("eks", region_name=config.region),
+                                 sts=session.client("sts", region_name=config.region), clock=clock)
     deployment = load_deployment_env(env)
     # Without a table (local runs, `autoscaler` on a laptop) claims live in this process only.
     claims: ClaimStore = (DynamoClaimStore(session.client("dynamodb", region_name=config.region,

@@ -5,7 +5,7 @@ base64url of a presigned STS ``GetCallerIdentity`` URL whose signature covers th
 ``x-k8s-aws-id: <cluster>`` header. EKS accepts it for 15 minutes; ``EksTokenSource`` mints a new
 one after 14 (by the injected clock), so a warm Lambda container never sends a stale token. The
 endpoint and CA bundle come from ``eks:DescribeCluster`` once per container, and TLS is verified
-against that CA. For tests and local use, ``http_for_endpoint`` takes an explicit endpoint and
+against that CA. For tests and local use, ``api_client_for_endpoint`` takes an explicit endpoint and
 optional token instead.
 """
 
@@ -16,7 +16,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from autoscaler.adapters.kube.http import KubeHttp
+from kubernetes.client import ApiClient, Configuration
+
 from autoscaler.app.ports import Clock
 
 if TYPE_CHECKING:
@@ -121,15 +122,33 @@ def describe_endpoint(eks: EKSClient, cluster_name: str, *, cache: bool = True) 
     return info
 
 
-def http_for_eks(cluster_name: str, *, eks: EKSClient, sts: STSClient, clock: Clock) -> KubeHttp:
-    """A transport to an EKS cluster: endpoint and CA from DescribeCluster, TLS verified against that
-    CA, and a bearer token refreshed before every request that needs a new one."""
+def api_client_for_eks(cluster_name: str, *, eks: EKSClient, sts: STSClient, clock: Clock) -> ApiClient:
+    """An ``ApiClient`` for an EKS cluster: endpoint and CA from DescribeCluster, TLS verified
+    against that CA, and a bearer token refreshed before every request that needs a new one."""
     info = describe_endpoint(eks, cluster_name)
     source = EksTokenSource(cluster_name, sts=sts, clock=clock)
-    return KubeHttp(info.endpoint, token=source.token, ca_pem=info.ca_pem, verify_tls=True)
+    config = Configuration(host=info.endpoint)
+    config.verify_ssl = True
+    config.ca_cert_data = info.ca_pem.decode()
+    config.api_key_prefix = {"authorization": "Bearer"}
+    config.api_key = {"authorization": source.token()}
+
+    def refresh(cfg: Configuration) -> None:
+        cfg.api_key["authorization"] = source.token()
+
+    # The client declares the hook's type as None, though it calls it before each request.
+    config.refresh_api_key_hook = refresh  # type: ignore[assignment]
+    return ApiClient(configuration=config)
 
 
-def http_for_endpoint(endpoint: str, *, token: str | None = None, ca_pem: bytes | None = None,
-                      verify_tls: bool = True) -> KubeHttp:
-    """A transport to an explicit endpoint (the emulator, a kind cluster, a tunnel)."""
-    return KubeHttp(endpoint, token=(lambda: token) if token else None, ca_pem=ca_pem, verify_tls=verify_tls)
+def api_client_for_endpoint(endpoint: str, *, token: str | None = None, ca_pem: bytes | None = None,
+                            verify_tls: bool = True) -> ApiClient:
+    """An ``ApiClient`` for an explicit endpoint (the emulator, a kind cluster, a tunnel)."""
+    config = Configuration(host=endpoint)
+    config.verify_ssl = verify_tls
+    if ca_pem:
+        config.ca_cert_data = ca_pem.decode()
+    if token:
+        config.api_key_prefix = {"authorization": "Bearer"}
+        config.api_key = {"authorization": token}
+    return ApiClient(configuration=config)

@@ -1,8 +1,8 @@
-"""``KubeCluster``: the ``ClusterPort`` over the Kubernetes API.
+"""``KubeCluster``: the ``ClusterPort`` over the official ``kubernetes`` client.
 
-Requests go through ``KubeHttp`` (endpoint, CA and the refreshing EKS token); responses are read as raw
-JSON and parsed straight into the domain's lean models: the official client's generated models cost tens
-of seconds and gigabytes on 50,000 pods, and its package hundreds of milliseconds of cold start. Lists are
+Requests go through the client's ``ApiClient`` (its configuration carries the endpoint, the CA and
+the refreshing EKS token), but responses are read as raw JSON and parsed straight into the domain's
+lean models: the generated models cost tens of seconds and gigabytes on 50,000 pods. Lists are
 paginated with ``limit``/``continue``; reads retry 429 and 5xx with a bounded exponential backoff.
 """
 
@@ -18,9 +18,9 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import urllib3
+from kubernetes.client import ApiClient
 
 from autoscaler.adapters.clock import SystemClock
-from autoscaler.adapters.kube.http import KubeHttp, OfficialApiClient
 from autoscaler.app.ports import Clock, ClusterError, NotFoundError
 from autoscaler.domain.models import (
     DaemonSet,
@@ -69,14 +69,13 @@ def _gc_paused() -> Iterator[None]:
 
 
 class KubeCluster:
-    """The cluster adapter. One instance per Lambda container; thread-safe as ``KubeHttp`` is. An
-    official-client ``ApiClient`` (tests, tools) is accepted and read for its endpoint and token."""
+    """The cluster adapter. One instance per Lambda container; thread-safe as the ApiClient is."""
 
-    def __init__(self, api: KubeHttp | OfficialApiClient, *, clock: Clock | None = None,
+    def __init__(self, api: ApiClient, *, clock: Clock | None = None,
                  sleep: Callable[[float], None] | None = None, page_size: int = 500,
                  read_attempts: int = 5, backoff_base: float = 0.2, backoff_max: float = 5.0,
                  request_timeout: float = 30.0, component: str = "eks-serverless-autoscaler") -> None:
-        self._http = api if isinstance(api, KubeHttp) else KubeHttp.from_api_client(api)
+        self._api = api
         self._clock: Clock = clock or SystemClock()
         self._sleep = sleep or self._clock.sleep
         self._page_size = page_size
@@ -92,9 +91,10 @@ class KubeCluster:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
+        params = self._api.param_serialize(method=method, resource_path=path, query_params=query or [],
+                                           header_params=headers, body=body, auth_settings=["BearerToken"])
         try:
-            return self._http.request(method, path, query=query, headers=headers, body=body,
-                                      timeout=timeout or self._timeout)
+            return self._api.call_api(*params, _request_timeout=timeout or self._timeout)
         except urllib3.exceptions.HTTPError as exc:
             raise ClusterError(f"{method} {path}: cannot reach the Kubernetes API: {exc}") from exc
 
@@ -129,11 +129,8 @@ class KubeCluster:
         for attempt in range(attempts):
             try:
                 resp = self._send(method, path, **kwargs)
-                try:
-                    self._raise_for(method, path, resp)
-                    data = resp.read()
-                finally:
-                    resp.release_conn()
+                self._raise_for(method, path, resp)
+                data = resp.read()
                 return json.loads(data) if data else {}
             except ClusterError as exc:
                 if attempt + 1 >= attempts or not exc.retryable:
@@ -404,7 +401,7 @@ class KubeCluster:
             try:
                 resp = self._send("GET", "/api/v1/pods", query=query, timeout=(10.0, left + 10.0))
                 self._raise_for("GET", "/api/v1/pods?watch=1", resp)
-                for event in _watch_events(resp):
+                for event in _watch_events(resp.response):
                     kind, obj = event.get("type"), event.get("object") or {}
                     if kind == "ERROR":
                         if obj.get("code") == 410:
@@ -417,7 +414,7 @@ class KubeCluster:
                         pod = pod_from_dict(obj)
                         if pod.is_pending:
                             yield pod
-                resp.release_conn()
+                resp.response.release_conn()
             except ClusterError as exc:
                 if exc.status == 410:
                     expired = True
