@@ -208,7 +208,8 @@ class DisruptionService:
         alarmed) and says so in a log line and a Warning Event, until the pool is restored or the nodes
         are removed by hand."""
         orphans = [n for n in others if n.labels.get(NODEPOOL_LABEL) and n.instance_id in owned]
-        self.sink.emit(NODES_OF_REMOVED_NODE_POOL, len(orphans))
+        if orphans:  # billed per hour with data: nothing to say, nothing written (the alarm reads none as 0)
+            self.sink.emit(NODES_OF_REMOVED_NODE_POOL, len(orphans))
         for n in orphans:
             pool = n.labels.get(NODEPOOL_LABEL)
             report.notes.append(f"{n.name}: NodePool {pool} is not in the cluster file; node left running")

@@ -1,7 +1,12 @@
 """The metrics of one provisioner pass: what it saw, decided and launched, the fleet it manages (nodes and
 cost by NodePool and capacity type, spot share, nodes draining and for how long, instances that never
 registered) and its heartbeat. Every name and dimension comes from ``metrics_catalog``; dimensions are
-bounded by the NodePools of the cluster file, the two capacity types and the EC2 offerings launched."""
+bounded by the NodePools of the cluster file, the two capacity types and the EC2 offerings launched.
+
+CloudWatch bills a custom metric for each hour it receives data, so on an idle cluster only what has
+something to say is written: the heartbeat, the fleet (nodes, cost, spot share, NodePool usage) and
+nothing for zero pending, unschedulable, nominated or draining pods and nodes (docs/cost.md). The
+alarms on those treat missing data as not breaching, so a zero and no data read the same."""
 
 from __future__ import annotations
 
@@ -27,11 +32,12 @@ def emit_pass_metrics(sink: MetricsSink, *, result: PassResult, snap: PlanInput,
                       prices_stale: bool, now: float) -> None:
     """``owned``: our instances listed by the lifecycle sweep (None when the sweep is off)."""
     plan = result.plan
-    sink.emit(mc.PENDING_PODS, plan.pending_pods)
-    sink.emit(mc.UNSCHEDULABLE_PODS, len(plan.unschedulable))
-    sink.emit(mc.PODS_NOMINATED, len(plan.existing))
-    sink.emit(mc.PLAN_SECONDS, plan_seconds)
-    sink.emit(mc.PRICES_STALE, 1 if prices_stale else 0)
+    for metric, value in ((mc.PENDING_PODS, plan.pending_pods), (mc.UNSCHEDULABLE_PODS, len(plan.unschedulable)),
+                          (mc.PODS_NOMINATED, len(plan.existing)), (mc.PRICES_STALE, 1 if prices_stale else 0)):
+        if value:
+            sink.emit(metric, value)
+    if plan.pending_pods:
+        sink.emit(mc.PLAN_SECONDS, plan_seconds)
     # Failures the pass isolated and went on from (each is also logged where it happened).
     for stage, count in (("lifecycle", len(result.lifecycle.errors) if result.lifecycle else 0),
                          ("claims", len(result.claims.errors)), ("events", result.events_failed)):
@@ -95,8 +101,9 @@ def _emit_fleet(sink: MetricsSink, snap: PlanInput, *, now: float) -> None:
     if total:
         spot = sum(c for (_, ct), c in by_pool.items() if ct == SPOT)
         sink.emit(mc.SPOT_SHARE, round(100.0 * spot / total, 2))
-    sink.emit(mc.NODES_DRAINING, draining)
-    sink.emit(mc.LONGEST_DRAIN_SECONDS, round(oldest, 1))
+    if draining:
+        sink.emit(mc.NODES_DRAINING, draining)
+        sink.emit(mc.LONGEST_DRAIN_SECONDS, round(oldest, 1))
 
 
 def _emit_cost(sink: MetricsSink, snap: PlanInput, result: PassResult, owned: Sequence[CloudInstance]) -> None:
