@@ -48,11 +48,11 @@ DECISION_LOG_BYTES = 1_200
 EMF_PLAIN_BYTES = 900
 EMF_DIMENSIONED_BYTES = 330
 
-# Metrics every provisioner pass emits, whatever the cluster does (gauges and the heartbeat).
-PASS_GAUGES = (mc.PENDING_PODS, mc.UNSCHEDULABLE_PODS, mc.PODS_NOMINATED, mc.PLAN_SECONDS, mc.PRICES_STALE,
-               mc.MANAGED_HOURLY_COST, mc.PASSES_SUCCEEDED, mc.NODES_DRAINING, mc.LONGEST_DRAIN_SECONDS,
-               mc.SPOT_SHARE)
-DISRUPTION_GAUGES = (mc.NODES_OF_REMOVED_NODE_POOL,)
+# Metrics an idle pass writes (app/pass_metrics.py writes zero-valued gauges not at all), and those a busy
+# month adds for every hour (counted all month: an upper bound).
+IDLE_GAUGES = (mc.PASSES_SUCCEEDED, mc.MANAGED_HOURLY_COST, mc.SPOT_SHARE)
+BUSY_GAUGES = (mc.PENDING_PODS, mc.UNSCHEDULABLE_PODS, mc.PODS_NOMINATED, mc.PLAN_SECONDS, mc.NODES_DRAINING,
+               mc.LONGEST_DRAIN_SECONDS)
 
 
 @dataclass
@@ -148,14 +148,16 @@ def _pass_log_bytes(series: int) -> int:
     return PLATFORM_LOG_BYTES + DECISION_LOG_BYTES + EMF_PLAIN_BYTES + EMF_DIMENSIONED_BYTES * series
 
 
-def metric_series(stack: Stack, inputs: Inputs) -> dict[str, int]:
-    """Custom metrics billed all month: the pass gauges, and per NodePool the fleet gauges (by capacity
-    type) and NodePoolUsage (by limited resource)."""
+def metric_series(stack: Stack, inputs: Inputs, *, busy: bool = False) -> dict[str, int]:
+    """Custom metrics billed all month: the idle gauges, and per NodePool the fleet gauges (by capacity
+    type) and NodePoolUsage (by limited resource); busy adds the pod and drain gauges."""
     pools = stack.config.node_pools
     limited = sum(len((p.get("spec") or {}).get("limits") or {}) for p in pools)
-    return {"passGauges": len(PASS_GAUGES), "disruptionGauges": len(DISRUPTION_GAUGES),
-            "nodesByPool": len(pools) * inputs.capacity_types, "hourlyCostByPool": len(pools) * inputs.capacity_types,
-            "nodePoolUsage": limited}
+    series = {"idleGauges": len(IDLE_GAUGES), "nodesByPool": len(pools) * inputs.capacity_types,
+              "hourlyCostByPool": len(pools) * inputs.capacity_types, "nodePoolUsage": limited}
+    if busy:
+        series["busyGauges"] = len(BUSY_GAUGES)
+    return series
 
 
 def bill(stack: Stack, inputs: Inputs, *, option: str, busy: bool) -> Bill:
@@ -167,7 +169,7 @@ def bill(stack: Stack, inputs: Inputs, *, option: str, busy: bool) -> Bill:
     prov, disr = stack.functions["provisioner"], stack.functions["disruption"]
     runs = _per_month(stack.schedules["provisioner"]["expression"])
     pass_s = inputs.provisioner_busy_pass_seconds if busy else inputs.provisioner_pass_seconds
-    series = metric_series(stack, inputs)
+    series = metric_series(stack, inputs, busy=busy)
     dimensioned = series["nodesByPool"] + series["hourlyCostByPool"] + series["nodePoolUsage"]
     watch_s = float(cfg.watch_seconds) if cfg.watch_mode else 0.0
     extra_passes = inputs.busy_watch_passes_per_minute * HOURS_PER_MONTH * 60 if busy else 0.0
