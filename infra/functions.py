@@ -26,8 +26,9 @@ HANDLERS = {
     "interruption": "autoscaler.handlers.interruption.handler",
     "disruption": "autoscaler.handlers.disruption.handler",
 }
-# Solving is CPU-bound and Lambda's CPU share grows with memory.
-MEMORY_MB = {"provisioner": 1024, "interruption": 512, "disruption": 1024}
+# Solving is CPU-bound and Lambda's CPU share grows with memory; the provisioner's and disruption's are set
+# in the cluster file (``memoryMb``, default 1,024), the interruption function mostly waits on drains.
+INTERRUPTION_MEMORY_MB = 512
 ENI_ACTIONS = ("ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
                "ec2:DescribeNetworkInterfaces", "ec2:UnassignPrivateIpAddresses")
 # A scheduled run that waited behind the previous one (reserved concurrency 1) is dropped after a minute:
@@ -98,7 +99,7 @@ class Functions(Construct):
             handler=HANDLERS[name],
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
-            memory_size=MEMORY_MB[name],
+            memory_size=self._memory_mb(name),
             timeout=cdk.Duration.seconds(timeout),
             reserved_concurrent_executions=reserved,
             role=role,
@@ -112,6 +113,13 @@ class Functions(Construct):
             self._attach_vpc(function, role)
         self._depend_on_policy_only(function, role)
         return function
+
+    def _memory_mb(self, name: str) -> int:
+        if name == "provisioner":
+            return self.config.provisioner.memory_mb
+        if name == "disruption":
+            return self.config.disruption.memory_mb
+        return INTERRUPTION_MEMORY_MB
 
     @staticmethod
     def _depend_on_policy_only(function: lambda_.Function, role: iam.Role) -> None:

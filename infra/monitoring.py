@@ -17,6 +17,14 @@ from autoscaler import metrics_catalog as mc
 from autoscaler.config import ClusterConfig
 
 PERIOD = cdk.Duration.minutes(1)
+# No provisioner pass ran to the end for this long: the heartbeat alarm fires (missing data breaches).
+HEARTBEAT_MINUTES = 5
+# A function whose longest invocation reaches this share of its timeout is about to time out.
+NEAR_TIMEOUT = 0.9
+# Older than a spot interruption's two-minute notice: the interruption function is not keeping up.
+QUEUE_AGE_SECONDS = 120
+# Functions invoked asynchronously (Scheduler, replacement requests): their events can be dropped.
+ASYNC_FUNCTIONS = ("provisioner", "disruption")
 _INSIGHTS_STAT = {"Sum": "SUM", "Maximum": "MAX", "Average": "AVG", "p90": "MAX"}
 
 
@@ -24,11 +32,12 @@ class Monitoring(Construct):
     """``dashboard`` and ``alarms`` (name -> Alarm) are public; ``topic`` when notifications are configured."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: ClusterConfig,
-                 functions: dict[str, lambda_.Function], dead_letter_queue: sqs.IQueue) -> None:
+                 functions: dict[str, lambda_.Function], queue: sqs.IQueue, dead_letter_queue: sqs.IQueue) -> None:
         super().__init__(scope, construct_id)
         self.config = config
         self.service = mc.service_name(config.cluster_name)
         self.functions = functions
+        self.queue = queue
         self.dead_letter_queue = dead_letter_queue
         self.topic = self._topic()
         self.alarms = self._alarms()
@@ -68,15 +77,17 @@ class Monitoring(Construct):
         return topic
 
     def _alarm(self, name: str, metric: cw.IMetric, *, description: str, threshold: float, periods: int,
-               datapoints: int | None = None) -> cw.Alarm:
+               datapoints: int | None = None, below: bool = False, missing_breaches: bool = False) -> cw.Alarm:
         alarm = metric.create_alarm(
             self, f"{name}Alarm",
             alarm_description=description,
             threshold=threshold,
             evaluation_periods=periods,
             datapoints_to_alarm=datapoints or periods,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            comparison_operator=(cw.ComparisonOperator.LESS_THAN_THRESHOLD if below
+                                 else cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD),
+            treat_missing_data=(cw.TreatMissingData.BREACHING if missing_breaches
+                                else cw.TreatMissingData.NOT_BREACHING),
         )
         if self.topic is not None:
             alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
@@ -107,6 +118,18 @@ class Monitoring(Construct):
                 description="Nodes of a NodePool no longer in the cluster file are running, never disrupted; "
                             "restore the NodePool or drain and delete them (docs/disruption.md).",
                 threshold=1, periods=3),
+            "ProvisionerHeartbeat": self._alarm(
+                "ProvisionerHeartbeat",
+                self.metric(mc.PASSES_SUCCEEDED).with_(period=cdk.Duration.minutes(HEARTBEAT_MINUTES)),
+                description=f"No provisioner pass ran to the end in {HEARTBEAT_MINUTES} minutes: pending pods "
+                            "get no nodes. Check the schedule, the function's errors and throttles, and its logs.",
+                threshold=1, periods=1, below=True, missing_breaches=True),
+            "InterruptionQueueAge": self._alarm(
+                "InterruptionQueueAge",
+                self.queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+                description=f"An interruption message has waited over {QUEUE_AGE_SECONDS} s (a spot notice's "
+                            "length): the interruption function is failing, throttled or too slow.",
+                threshold=QUEUE_AGE_SECONDS, periods=2),
         }
         for name, function in self.functions.items():
             title = f"{name.capitalize()}Errors"
@@ -114,7 +137,31 @@ class Monitoring(Construct):
                 title, function.metric_errors(period=cdk.Duration.minutes(5), statistic="Sum"),
                 description=f"The {name} function is failing; see its log group.",
                 threshold=1, periods=3, datapoints=2)
+            timeout_ms = self.timeout_seconds(function) * 1000
+            title = f"{name.capitalize()}DurationNearTimeout"
+            alarms[title] = self._alarm(
+                title, function.metric_duration(period=cdk.Duration.minutes(5), statistic="Maximum"),
+                description=f"A {name} invocation ran for over {int(NEAR_TIMEOUT * 100)}% of its "
+                            f"{timeout_ms // 1000} s timeout: it is about to be cut off mid-pass.",
+                threshold=round(NEAR_TIMEOUT * timeout_ms), periods=1)
+            if name in ASYNC_FUNCTIONS:
+                title = f"{name.capitalize()}AsyncEventsDropped"
+                alarms[title] = self._alarm(
+                    title, self.lambda_metric(function, "AsyncEventsDropped", period=cdk.Duration.minutes(5)),
+                    description=f"Lambda dropped asynchronous events of the {name} function (too old behind "
+                                "its reserved concurrency, or failing): runs were skipped.",
+                    threshold=1, periods=1)
         return alarms
+
+    @staticmethod
+    def timeout_seconds(function: lambda_.Function) -> int:
+        assert function.timeout is not None
+        return int(function.timeout.to_seconds())
+
+    @staticmethod
+    def lambda_metric(function: lambda_.Function, name: str, *, period: cdk.Duration = PERIOD,
+                      statistic: str = "Sum", label: str | None = None) -> cw.Metric:
+        return function.metric(name, period=period, statistic=statistic, label=label)
 
     # --- dashboard -------------------------------------------------------------------------------
 
@@ -165,6 +212,7 @@ class Monitoring(Construct):
             self._graph("Disruption blocked by guard", [self.grouped(mc.DISRUPTION_BLOCKED, by=(mc.GUARD,))]),
             self._graph("Disruption savings (USD/hour)", [self.metric(mc.DISRUPTION_SAVINGS)]),
         )
+        self._fleet_widgets(dashboard)
         functions = self.functions.items()
         dashboard.add_widgets(
             self._graph("Lambda errors", [f.metric_errors(period=PERIOD, label=n) for n, f in functions]),
@@ -172,7 +220,41 @@ class Monitoring(Construct):
                         [f.metric_duration(period=PERIOD, statistic="p90", label=n) for n, f in functions]),
             self._graph("Lambda throttles", [f.metric_throttles(period=PERIOD, label=n) for n, f in functions]),
         )
+        dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Lambda duration (max) against timeout (ms)", width=12, height=6,
+                left=[f.metric_duration(period=PERIOD, statistic="Maximum", label=n) for n, f in functions],
+                left_annotations=[cw.HorizontalAnnotation(value=self.timeout_seconds(f) * 1000, label=f"{n} timeout")
+                                  for n, f in functions]),
+            self._graph("Lambda async events dropped",
+                        [self.lambda_metric(f, "AsyncEventsDropped", label=n) for n, f in functions
+                         if n in ASYNC_FUNCTIONS], width=6),
+            self._graph("Interruption queue: oldest message (s)",
+                        [self.queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum")],
+                        width=6),
+        )
         return dashboard
+
+    def _fleet_widgets(self, dashboard: cw.Dashboard) -> None:
+        """What an operator asks first: how many nodes, of which pools, spot or not, what they cost, which
+        are leaving and which never arrived, and whether the provisioner is alive."""
+        dashboard.add_widgets(
+            self._graph("Nodes by NodePool and capacity type",
+                        [self.grouped(mc.NODES, by=(mc.NODE_POOL, mc.CAPACITY_TYPE))]),
+            self._graph("Cost per hour (USD) by NodePool and capacity type",
+                        [self.grouped(mc.HOURLY_COST, by=(mc.NODE_POOL, mc.CAPACITY_TYPE))]),
+            self._graph("Spot share of nodes (%)", [self.metric(mc.SPOT_SHARE)]),
+        )
+        dashboard.add_widgets(
+            self._graph("Nodes created by NodePool", [self.grouped(mc.NODES_LAUNCHED, by=(mc.NODE_POOL,))],
+                        width=6),
+            self._graph("Nodes terminated by NodePool", [self.grouped(mc.NODES_TERMINATED, by=(mc.NODE_POOL,))],
+                        width=6),
+            cw.GraphWidget(title="Nodes cordoned or draining, and the oldest drain (s)", width=6, height=6,
+                           left=[self.metric(mc.NODES_DRAINING)], right=[self.metric(mc.LONGEST_DRAIN_SECONDS)]),
+            self._graph("Never-registered instances and provisioner passes",
+                        [self.metric(mc.INSTANCES_NEVER_REGISTERED), self.metric(mc.PASSES_SUCCEEDED)], width=6),
+        )
 
     def dashboard_url(self) -> str:
         region = cdk.Stack.of(self).region

@@ -35,7 +35,7 @@ class AutoscalerStack(cdk.Stack):
                                    code=lambda_code(config, skip_bundling=skip_bundling), queue=self.queue,
                                    claims=self.claims)
         self.monitoring = Monitoring(self, "Monitoring", config=config, functions=self.functions.all,
-                                     dead_letter_queue=self.interruption.dead_letter_queue)
+                                     queue=self.queue, dead_letter_queue=self.interruption.dead_letter_queue)
         if skip_bundling:
             cdk.Annotations.of(self).add_info(
                 "Lambda asset not bundled (skipBundling=true): this template is for review, not for deploying.")

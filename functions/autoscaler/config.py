@@ -100,6 +100,9 @@ class ProvisionerConfig(_Model):
     # Stop watching this long before the next scheduled run so runs do not pile up behind the
     # reserved concurrency of 1.
     watch_margin_seconds: int = Field(default=10, ge=5, le=60)
+    # Lambda memory (and so CPU share). Watch mode bills it for the whole watch: 1,024 MB is ~$30/month,
+    # 256 MB ~$7.5, at the cost of ~4x slower planning (docs/cost.md).
+    memory_mb: int = Field(default=1024, ge=128, le=10240)
 
     @field_validator("schedule")
     @classmethod
@@ -146,6 +149,7 @@ class DisruptionConfig(_Model):
     dry_run: bool = False
     schedule: str = "rate(1 minute)"
     timeout_seconds: int = Field(default=300, ge=30, le=900)
+    memory_mb: int = Field(default=1024, ge=128, le=10240)
     # A drain a PodDisruptionBudget still blocks after this long is abandoned: the node is uncordoned so
     # its capacity is not lost.
     blocked_drain_timeout: str = "30m"

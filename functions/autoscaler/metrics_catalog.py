@@ -60,8 +60,10 @@ UNSCHEDULABLE_PODS = MetricDef("UnschedulablePods", "Count", ("provisioner",),
                                statistic="Maximum")
 PODS_NOMINATED = MetricDef("PodsNominated", "Count", ("provisioner",),
                            "Pending pods placed on existing nodes or capacity already launching.")
+# Sparse (a data point per launch) and CloudWatch bills metrics by the hour they receive data, so the
+# four dimensions cost little; each launch has one NodePool, so the pool multiplies nothing by itself.
 NODES_LAUNCHED = MetricDef("NodesLaunched", "Count", ("provisioner",), "Instances launched by CreateFleet.",
-                           dimensions=(INSTANCE_TYPE, CAPACITY_TYPE, ZONE))
+                           dimensions=(NODE_POOL, INSTANCE_TYPE, CAPACITY_TYPE, ZONE))
 LAUNCH_FAILURES = MetricDef("LaunchFailures", "Count", ("provisioner",),
                             "Launches that failed, by EC2 error code (InsufficientInstanceCapacity, ...).",
                             dimensions=(REASON,))
@@ -79,6 +81,26 @@ MANAGED_HOURLY_COST = MetricDef("ManagedHourlyCost", "None", ("provisioner",),
 PASS_ERRORS = MetricDef("PassErrors", "Count", ("provisioner",),
                         "Failures a pass isolated and carried on from, by stage (lifecycle, claims, events).",
                         dimensions=(STAGE,))
+HOURLY_COST = MetricDef("HourlyCost", "None", ("provisioner",),
+                        "USD per hour of the instances the autoscaler manages, by NodePool and capacity type.",
+                        dimensions=(NODE_POOL, CAPACITY_TYPE), statistic="Maximum")
+NODES = MetricDef("Nodes", "Count", ("provisioner",),
+                  "Nodes of the autoscaler's NodePools in the cluster, by NodePool and capacity type (gauge).",
+                  dimensions=(NODE_POOL, CAPACITY_TYPE), statistic="Maximum")
+SPOT_SHARE = MetricDef("SpotShare", "Percent", ("provisioner",),
+                       "Share of the autoscaler's nodes that are spot (gauge).", statistic="Maximum")
+NODES_DRAINING = MetricDef("NodesDraining", "Count", ("provisioner",),
+                           "The autoscaler's nodes cordoned or draining (gauge).", statistic="Maximum")
+LONGEST_DRAIN_SECONDS = MetricDef("LongestDrainSeconds", "Seconds", ("provisioner",),
+                                  "How long the oldest drain in progress has been running (gauge; 0: none).",
+                                  statistic="Maximum")
+INSTANCES_NEVER_REGISTERED = MetricDef("InstancesNeverRegistered", "Count", ("provisioner",),
+                                       "Instances terminated because their node never registered in time.")
+NODES_TERMINATED = MetricDef("NodesTerminated", "Count", ("provisioner", "disruption"),
+                             "Our instances terminated, by NodePool and reason (a disruption reason, or "
+                             "NeverRegistered for the registration time-out).", dimensions=(NODE_POOL, REASON))
+PASSES_SUCCEEDED = MetricDef("PassesSucceeded", "Count", ("provisioner",),
+                             "Provisioner passes that ran to the end (heartbeat: alarmed when none arrive).")
 PRICES_STALE = MetricDef("PricesStale", "Count", ("provisioner",),
                          "1 when prices are older than their refresh interval and a fallback was used.",
                          statistic="Maximum")
@@ -124,6 +146,8 @@ KARPENTER_NODES_NOT_ADOPTED = MetricDef("KarpenterNodesNotAdopted", "Count", ("d
 CATALOGUE: dict[str, MetricDef] = {m.name: m for m in (
     PENDING_PODS, UNSCHEDULABLE_PODS, PODS_NOMINATED, NODES_LAUNCHED, LAUNCH_FAILURES, PLAN_SECONDS,
     POD_TO_LAUNCH_SECONDS, NODE_POOL_USAGE, MANAGED_HOURLY_COST, PRICES_STALE, PASS_ERRORS,
+    HOURLY_COST, NODES, SPOT_SHARE, NODES_DRAINING, LONGEST_DRAIN_SECONDS, INSTANCES_NEVER_REGISTERED,
+    PASSES_SUCCEEDED, NODES_TERMINATED,
     INTERRUPTION_EVENTS, INTERRUPTION_OUTCOMES, PODS_EVICTED, EVICTIONS_BLOCKED_BY_PDB, EVICTIONS_THROTTLED,
     DRAIN_SECONDS, EVENT_TO_CORDON_SECONDS,
     NODES_DISRUPTED, DISRUPTION_SAVINGS, DISRUPTION_BLOCKED, NODES_OF_REMOVED_NODE_POOL,

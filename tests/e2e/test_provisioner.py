@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
+import logging
+import sys
 import threading
 import time
 from types import SimpleNamespace
@@ -82,6 +85,9 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
         pod = f"{event['involvedObject']['namespace']}/{event['involvedObject']['name']}"
         assert f"nodeclaim/{claim_of[pod]} " in event["message"]
     assert sink.total("NodesLaunched", CapacityType="spot") == len(instances)
+    assert sink.total("NodesLaunched", NodePool="default") == len(instances)
+    assert sink.total("PassesSucceeded") == 1  # the heartbeat
+    assert sink.total("HourlyCost", NodePool="default", CapacityType="spot") == sink.total("ManagedHourlyCost")
     assert sink.total("PendingPods") == 5
     usage = [v for n, v, d in sink.points if n == "NodePoolUsage" and d == {"NodePool": "default", "Resource": "cpu"}]
     assert usage and 0 < usage[-1] < 100  # an 8-vCPU-class node against a 1000-CPU limit
@@ -101,6 +107,17 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     assert third["launched"] == [] and len(calls) == 1
     assert sorted(local.schedule_pods()) == local_pods and local.pending_pods() == []
     assert local.invoke_provisioner()["passes"][0]["pendingPods"] == 0
+    # The fleet gauges of that last pass: two spot nodes of the default pool; none draining and no pending
+    # pod, so neither is written (CloudWatch bills each metric by the hour it receives data)
+    before = len(sink.points)
+    assert local.invoke_provisioner()["passes"][0]["pendingPods"] == 0
+    idle = {n for n, _, _ in sink.points[before:]}
+    nodes = [v for n, v, d in sink.points if n == "Nodes" and d == {"NodePool": "default", "CapacityType": "spot"}]
+    assert nodes[-1] == 2
+    assert [v for n, v, _ in sink.points if n == "SpotShare"][-1] == 100
+    assert {"PassesSucceeded", "ManagedHourlyCost", "SpotShare", "Nodes", "HourlyCost", "NodePoolUsage"} <= idle
+    assert not idle & {"PendingPods", "UnschedulablePods", "PodsNominated", "PlanSeconds", "NodesDraining",
+                       "LongestDrainSeconds", "PricesStale"}
     node = local.kube.store.get("nodes", None, names[0])
     assert not any(t["key"] == UNREGISTERED_TAINT.key for t in node["spec"].get("taints") or ())
     assert node["metadata"]["labels"]["intent"] == "apps"
@@ -306,3 +323,54 @@ def test_describe_instances_lagging_create_fleet_does_not_launch_again(local: Lo
     assert second["launched"] == [] and second["nominated"] == 5 and len(calls) == 1
     hidden.clear()
     assert local.invoke_provisioner()["passes"][0]["launched"] == [] and len(calls) == 1
+
+
+class _TimedStdout:
+    """Stands in for stdout and remembers when each line was written."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+
+    def write(self, text: str) -> int:
+        self.lines.extend((time.monotonic(), line) for line in text.splitlines() if line.strip())
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class _TimedRecords(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[tuple[float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((time.monotonic(), record.getMessage()))
+
+
+def test_watch_mode_writes_each_pass_metrics_and_decision_log_as_the_pass_ends(
+        local: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autoscaler.handlers.observability import PowertoolsSink, logger
+
+    # GIVEN the handler's real Powertools metrics (EMF on stdout) and decision log, and one pending pod
+    local.runtime(sink=PowertoolsSink())
+    local.scale("inflate", 1)
+    out = _TimedStdout()
+    monkeypatch.setattr(sys, "stdout", out)
+    records = _TimedRecords()
+    logger.addHandler(records)
+    try:
+        # WHEN a watch-mode invocation runs (30 s remaining - 20 s kept back = a 10 s watch window, counted
+        # from before pass 1: room for a slow first pass on a loaded machine)
+        passes = local.invoke_provisioner(watch=True, remaining_ms=30_000)["passes"]
+        returned = time.monotonic()
+    finally:
+        logger.removeHandler(records)
+    # THEN pass 1's EMF document (with its heartbeat) and its decision log line were written while the
+    # watch was still open, seconds before the invocation returned, not at its end
+    emf = [(t, json.loads(line)) for t, line in out.lines if line.startswith('{"_aws"')]
+    heartbeats = [t for t, doc in emf if "PassesSucceeded" in doc]
+    assert len(heartbeats) == len(passes) >= 1
+    assert returned - heartbeats[0] >= 2.0
+    decisions = [t for t, message in records.records if message == passes[0]["summary"]]
+    assert decisions and returned - decisions[0] >= 2.0

@@ -94,6 +94,7 @@ def test_functions_runtime_tracing_logs_and_powertools(demo: Synth, name: str) -
     assert demo.resources[next(k for k in demo.resources if k.startswith(log_group))]["Properties"][
         "RetentionInDays"] == 30
     assert "VpcConfig" not in props
+    assert props["MemorySize"] == {"provisioner": 1024, "interruption": 512, "disruption": 1024}[name]
 
 
 def test_provisioner_runs_alone_every_minute_and_watches_until_shortly_before_the_next_run(demo: Synth) -> None:
@@ -137,6 +138,9 @@ def test_full_config_puts_functions_in_the_vpc_and_applies_its_settings(full: Sy
             "SubnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
             "SecurityGroupIds": ["sg-0123456789abcdef0"]}
     assert _function(full, "provisioner")["Timeout"] == 60  # watch mode off
+    # memoryMb from the cluster file; the defaults are 1,024 MB (and 512 MB for interruption)
+    assert {n: _function(full, n)["MemorySize"] for n in HANDLERS} == {
+        "provisioner": 256, "interruption": 512, "disruption": 512}
     _, schedule = full.one("AWS::Scheduler::Schedule", "FunctionsDisruptionSchedule")
     assert schedule["Properties"]["State"] == "DISABLED"
     assert schedule["Properties"]["ScheduleExpression"] == "cron(0/5 * * * ? *)"
@@ -196,6 +200,50 @@ def test_dashboard_shows_what_the_issue_asks_for(demo: Synth) -> None:
         assert aws_metric in text
 
 
+def _widget(body: dict[str, Any], title: str) -> dict[str, Any]:
+    matches = [w for w in body["widgets"] if w["properties"].get("title") == title]
+    assert len(matches) == 1, f"no single widget titled {title!r}"
+    props: dict[str, Any] = matches[0]["properties"]
+    return props
+
+
+@pytest.mark.parametrize(("title", "metric", "group_by"), [
+    ("Nodes by NodePool and capacity type", "Nodes", "NodePool, CapacityType"),
+    ("Cost per hour (USD) by NodePool and capacity type", "HourlyCost", "NodePool, CapacityType"),
+    ("Nodes created by NodePool", "NodesLaunched", "NodePool"),
+    ("Nodes terminated by NodePool", "NodesTerminated", "NodePool"),
+])
+def test_fleet_widgets_group_by_node_pool(demo: Synth, title: str, metric: str, group_by: str) -> None:
+    # Given the demo stack's dashboard, When the fleet widget is read, Then it queries that metric by pool
+    expression = _widget(_dashboard(demo), title)["metrics"][0][0]["expression"]
+    assert f"MAX({metric})" in expression or f"SUM({metric})" in expression
+    assert expression.endswith(f"GROUP BY {group_by}")
+
+
+@pytest.mark.parametrize(("title", "metrics"), [
+    ("Spot share of nodes (%)", {"SpotShare"}),
+    ("Nodes cordoned or draining, and the oldest drain (s)", {"NodesDraining", "LongestDrainSeconds"}),
+    ("Never-registered instances and provisioner passes", {"InstancesNeverRegistered", "PassesSucceeded"}),
+])
+def test_fleet_gauges_are_on_the_dashboard(demo: Synth, title: str, metrics: set[str]) -> None:
+    widget = _widget(_dashboard(demo), title)
+    assert set(_custom_metrics({"widgets": [{"properties": widget}]})) == metrics
+
+
+def test_lambda_and_queue_health_widgets(demo: Synth) -> None:
+    body = _dashboard(demo)
+    duration = _widget(body, "Lambda duration (max) against timeout (ms)")
+    # One line per function, each against a horizontal line at its timeout
+    assert [m[1] for m in duration["metrics"]] == ["Duration"] * 3
+    timeouts = {a["label"]: a["value"] for a in duration["annotations"]["horizontal"]}
+    assert timeouts == {"provisioner timeout": 80_000, "interruption timeout": 120_000,
+                        "disruption timeout": 300_000}
+    dropped = _widget(body, "Lambda async events dropped")
+    assert [m[:2] for m in dropped["metrics"]] == [["AWS/Lambda", "AsyncEventsDropped"]] * 2
+    age = _widget(body, "Interruption queue: oldest message (s)")
+    assert age["metrics"][0][:2] == ["AWS/SQS", "ApproximateAgeOfOldestMessage"]
+
+
 def test_grouped_queries_use_each_metrics_full_dimension_set(demo: Synth) -> None:
     for expression in re.findall(r'SELECT [^"]+\((\w+)\) FROM SCHEMA\(\\?"[^"\\]+\\?", ([\w, ]+)\)',
                                  json.dumps(_dashboard(demo))):
@@ -205,15 +253,52 @@ def test_grouped_queries_use_each_metrics_full_dimension_set(demo: Synth) -> Non
 
 def test_alarms_read_catalogue_metrics(demo: Synth) -> None:
     alarms = {k: v["Properties"] for k, v in demo.of_type("AWS::CloudWatch::Alarm").items()}
-    assert len(alarms) == 7
+    assert len(alarms) == 14
     custom = [m["MetricStat"]["Metric"] for a in alarms.values() for m in a.get("Metrics", [])]
-    assert {m["MetricName"] for m in custom} == {"UnschedulablePods", "PricesStale",
-                                                 "NodesOfRemovedNodePool"} <= set(mc.CATALOGUE)
+    assert {m["MetricName"] for m in custom} == {"UnschedulablePods", "PricesStale", "NodesOfRemovedNodePool",
+                                                 "PassesSucceeded"} <= set(mc.CATALOGUE)
     assert all(m["Namespace"] == mc.NAMESPACE for m in custom)
     unschedulable = next(a for k, a in alarms.items() if k.startswith("MonitoringPodsUnschedulable"))
     assert unschedulable["EvaluationPeriods"] * unschedulable["Metrics"][0]["MetricStat"]["Period"] == 600
     errors = [a for k, a in alarms.items() if "ErrorsAlarm" in k]
     assert len(errors) == 3 and all(a["MetricName"] == "Errors" for a in errors)
+
+
+def _alarm(synth: Synth, prefix: str) -> dict[str, Any]:
+    _, alarm = synth.one("AWS::CloudWatch::Alarm", prefix)
+    props: dict[str, Any] = alarm["Properties"]
+    return props
+
+
+def test_heartbeat_alarm_fires_when_no_pass_succeeds_for_five_minutes_and_on_missing_data(demo: Synth) -> None:
+    # Given the provisioner's heartbeat alarm, Then: fewer than 1 successful pass in a 5-minute period,
+    # with no data at all (the function never ran) counted as breaching
+    heartbeat = _alarm(demo, "MonitoringProvisionerHeartbeatAlarm")
+    stat = heartbeat["Metrics"][0]["MetricStat"]
+    assert stat["Metric"]["MetricName"] == "PassesSucceeded" and stat["Stat"] == "Sum" and stat["Period"] == 300
+    assert heartbeat["ComparisonOperator"] == "LessThanThreshold" and heartbeat["Threshold"] == 1
+    assert heartbeat["TreatMissingData"] == "breaching" and heartbeat["EvaluationPeriods"] == 1
+
+
+@pytest.mark.parametrize(("name", "timeout"), [("Provisioner", 80), ("Interruption", 120), ("Disruption", 300)])
+def test_duration_near_timeout_alarm_per_function(demo: Synth, name: str, timeout: int) -> None:
+    alarm = _alarm(demo, f"Monitoring{name}DurationNearTimeoutAlarm")
+    assert alarm["MetricName"] == "Duration" and alarm["Namespace"] == "AWS/Lambda"
+    assert alarm["Statistic"] == "Maximum" and alarm["Threshold"] == 0.9 * timeout * 1000
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
+@pytest.mark.parametrize("name", ["Provisioner", "Disruption"])
+def test_async_events_dropped_alarm_for_asynchronously_invoked_functions(demo: Synth, name: str) -> None:
+    alarm = _alarm(demo, f"Monitoring{name}AsyncEventsDroppedAlarm")
+    assert (alarm["MetricName"], alarm["Namespace"], alarm["Statistic"]) == ("AsyncEventsDropped", "AWS/Lambda", "Sum")
+    assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def test_interruption_queue_age_alarm(demo: Synth) -> None:
+    alarm = _alarm(demo, "MonitoringInterruptionQueueAgeAlarm")
+    assert alarm["MetricName"] == "ApproximateAgeOfOldestMessage" and alarm["Namespace"] == "AWS/SQS"
+    assert alarm["Threshold"] == 120 and alarm["Statistic"] == "Maximum"
 
 
 # --- cdk-nag and cfn-lint ---------------------------------------------------------------------------------

@@ -29,9 +29,19 @@ def test_names_and_dimensions_are_well_formed() -> None:
 
 
 def test_dimensioned_metrics() -> None:
-    assert mc.NODES_LAUNCHED.dimensions == ("InstanceType", "CapacityType", "Zone")
+    assert mc.NODES_LAUNCHED.dimensions == ("NodePool", "InstanceType", "CapacityType", "Zone")
     assert mc.LAUNCH_FAILURES.dimensions == ("Reason",)
     assert mc.INTERRUPTION_EVENTS.dimensions == ("Kind", "Action")
     assert mc.NODES_DISRUPTED.dimensions == ("Reason",)
     assert mc.DISRUPTION_BLOCKED.dimensions == ("Guard",)
     assert mc.service_name("demo") == "eks-autoscaler-demo"
+
+
+def test_fleet_metrics_are_bounded_by_node_pool_and_capacity_type() -> None:
+    # The per-pass gauges are billed every hour: their dimensions are the cluster file's NodePools and
+    # the two capacity types, never per-instance values.
+    for metric in (mc.NODES, mc.HOURLY_COST):
+        assert metric.dimensions == ("NodePool", "CapacityType")
+    for metric in (mc.SPOT_SHARE, mc.NODES_DRAINING, mc.LONGEST_DRAIN_SECONDS, mc.PASSES_SUCCEEDED,
+                   mc.INSTANCES_NEVER_REGISTERED):
+        assert metric.dimensions == () and metric.emitters == ("provisioner",)

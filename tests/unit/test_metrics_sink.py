@@ -14,14 +14,14 @@ from autoscaler.metrics_catalog import NODES_LAUNCHED, PENDING_PODS, RecordingSi
 def test_dimensioned_metric_is_its_own_emf_document(capsys: pytest.CaptureFixture[str]) -> None:
     shared = Metrics(namespace="EKSServerlessAutoscaler", service="eks-autoscaler-test")
     sink = PowertoolsSink(shared)
-    sink.emit(NODES_LAUNCHED, 2, InstanceType="m5.large", CapacityType="spot", Zone="us-east-1a")
+    sink.emit(NODES_LAUNCHED, 2, NodePool="default", InstanceType="m5.large", CapacityType="spot", Zone="us-east-1a")
     sink.emit(PENDING_PODS, 5)
     shared.flush_metrics()
     docs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     launched = next(d for d in docs if "NodesLaunched" in d)
     assert launched["NodesLaunched"] == [2.0] or launched["NodesLaunched"] == 2.0
     assert set(launched["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) == {
-        "service", "InstanceType", "CapacityType", "Zone"}
+        "service", "NodePool", "InstanceType", "CapacityType", "Zone"}
     pending = next(d for d in docs if "PendingPods" in d)
     assert pending["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0] == ["service"]
 
@@ -34,7 +34,7 @@ def test_wrong_dimensions_are_refused(sink: PowertoolsSink | RecordingSink) -> N
 
 def test_recording_sink_totals() -> None:
     sink = RecordingSink()
-    sink.emit(NODES_LAUNCHED, 1, InstanceType="a", CapacityType="spot", Zone="z")
-    sink.emit(NODES_LAUNCHED, 2, InstanceType="b", CapacityType="spot", Zone="z")
+    sink.emit(NODES_LAUNCHED, 1, NodePool="p", InstanceType="a", CapacityType="spot", Zone="z")
+    sink.emit(NODES_LAUNCHED, 2, NodePool="p", InstanceType="b", CapacityType="spot", Zone="z")
     assert sink.total("NodesLaunched") == 3
     assert sink.total("NodesLaunched", InstanceType="b") == 2

@@ -77,6 +77,7 @@ from autoscaler.metrics_catalog import (
     GUARD,
     NODES_DISRUPTED,
     NODES_OF_REMOVED_NODE_POOL,
+    NODES_TERMINATED,
     PODS_EVICTED,
     REASON,
     MetricsSink,
@@ -213,7 +214,8 @@ class DisruptionService:
         alarmed) and says so in a log line and a Warning Event, until the pool is restored or the nodes
         are removed by hand."""
         orphans = [n for n in others if n.node_pool and n.instance_id in owned]
-        self.sink.emit(NODES_OF_REMOVED_NODE_POOL, len(orphans))
+        if orphans:  # billed per hour with data: nothing to say, nothing written (the alarm reads none as 0)
+            self.sink.emit(NODES_OF_REMOVED_NODE_POOL, len(orphans))
         for n in orphans:
             pool = n.node_pool
             report.notes.append(f"{n.name}: NodePool {pool} is not in the cluster file; node left running")
@@ -398,6 +400,7 @@ class DisruptionService:
         self.cluster.delete_node(node.name, release_finalizers=self.release_finalizers)
         report.removed.append(node.name)
         self.sink.emit(NODES_DISRUPTED, 1, **{REASON: reason})
+        self.sink.emit(NODES_TERMINATED, 1, NodePool=node.node_pool or "unknown", Reason=reason)
         self.sink.emit(DRAIN_SECONDS, max(0.0, self.clock.now() - started))
         log.info("removed node %s (%s), instance %s terminated", node.name, reason, iid,
                  extra={"node": node.name, "reason": reason, "instanceId": iid})

@@ -15,26 +15,24 @@ launching, in-flight instances are listed again; if one appeared since the pass 
 from __future__ import annotations
 
 import logging
-from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from autoscaler import metrics_catalog as mc
 from autoscaler.app.claims import ClaimBook, MemoryClaimStore, Reconciled
 from autoscaler.app.cluster_state import gather_plan_input
 from autoscaler.app.launcher import fleet_request_for, new_claim_id
 from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile
 from autoscaler.app.node_state import NodeStates
+from autoscaler.app.pass_metrics import emit_pass_metrics
 from autoscaler.app.pass_report import GroupOutcome, PassResult, group_launches
 from autoscaler.app.pod_events import PodEvent, PodEvents
 from autoscaler.app.ports import ClaimStore, Clock, CloudError, CloudPort, ClusterError, ClusterPort
-from autoscaler.domain.allocatable import capacity
 from autoscaler.domain.claims import Claim, claims_for
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchedInstance
 from autoscaler.domain.initialization import as_capacity, is_initialized
-from autoscaler.domain.keys import NAME_TAG, NODECLAIM_TAG, NODEPOOL_LABEL
+from autoscaler.domain.keys import NAME_TAG, NODECLAIM_TAG
 from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.node_state import Owner, mark_provisioned
 from autoscaler.domain.nodeclass import NodeClass
@@ -374,73 +372,7 @@ class Provisioner:
     # ----- metrics -----------------------------------------------------------------------------
     def _emit(self, result: PassResult, snap: PlanInput, plan_seconds: float, owned: Sequence[CloudInstance],
               pods: Mapping[str, Pod]) -> None:
-        sink = self.sink
-        if sink is None:
-            return
-        plan = result.plan
-        sink.emit(mc.PENDING_PODS, plan.pending_pods)
-        sink.emit(mc.UNSCHEDULABLE_PODS, len(plan.unschedulable))
-        sink.emit(mc.PODS_NOMINATED, len(plan.existing))
-        sink.emit(mc.PLAN_SECONDS, plan_seconds)
-        sink.emit(mc.PRICES_STALE, 1 if self.cloud.prices_stale else 0)
-        # Failures the pass isolated and went on from (each is also logged where it happened).
-        for stage, count in (("lifecycle", len(result.lifecycle.errors) if result.lifecycle else 0),
-                             ("claims", len(result.claims.errors)), ("events", result.events_failed)):
-            if count:
-                sink.emit(mc.PASS_ERRORS, count, Stage=stage)
-        launched = Counter((i.instance_type, i.capacity_type, i.zone) for i in result.launched)
-        for (it, ct, zone), n in sorted(launched.items()):
-            sink.emit(mc.NODES_LAUNCHED, n, InstanceType=it, CapacityType=ct, Zone=zone)
-        failures: Counter[str] = Counter()
-        for g in result.groups:
-            if g.failure:
-                failures[g.failure.split(":", 1)[0]] += g.count
-            elif g.missing:
-                # EC2's own reason beats our "nothing left to try", which only follows it.
-                codes = ([e.code for e in g.errors if e.code != "NoOfferingsLeft"]
-                         or [e.code for e in g.errors] or ["Unknown"])
-                failures[Counter(codes).most_common(1)[0][0]] += g.missing
-        for reason, n in sorted(failures.items()):
-            sink.emit(mc.LAUNCH_FAILURES, n, Reason=reason)
-        now = self._now()
-        for g in result.groups:
-            if g.launched:
-                for key in g.pods:
-                    pod = pods.get(key)
-                    if pod is not None and pod.created_at:
-                        sink.emit(mc.POD_TO_LAUNCH_SECONDS, max(0.0, now - pod.created_at))
-        self._emit_usage(snap, result)
-        if self.settings.lifecycle:
-            # ``owned`` was listed before this pass's launches: add them.
-            price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings}
-            known = {i.instance_id for i in owned}
-            offerings = [(i.instance_type, i.zone, i.capacity_type) for i in owned]
-            offerings += [(i.instance_type, i.zone, i.capacity_type) for i in result.launched
-                          if i.instance_id not in known]
-            cost = sum(price.get(o, 0.0) for o in offerings)
-            sink.emit(mc.MANAGED_HOURLY_COST, round(cost, 6))
-
-    def _emit_usage(self, snap: PlanInput, result: PassResult) -> None:
-        assert self.sink is not None
-        types = {t.name: t for t in snap.instance_types}
-        used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for n in snap.nodes:
-            pool_label = n.labels.get(NODEPOOL_LABEL)
-            if pool_label:
-                for k, v in n.capacity.items():
-                    used[pool_label][k] += v
-                used[pool_label]["nodes"] += 1
-        extra = [(f.node_pool, f.instance_type) for f in snap.in_flight]
-        extra += [(g.launch.node_pool, i.instance_type) for g in result.groups for i in g.launched]
-        for pool_name, type_name in extra:
-            it = types.get(type_name)
-            if it is None:
-                continue
-            for k, v in capacity(it).items():
-                used[pool_name][k] += v
-            used[pool_name]["nodes"] += 1
-        for pool in self.node_pools:
-            for resource, limit in sorted(pool.limits.items()):
-                if limit > 0:
-                    self.sink.emit(mc.NODE_POOL_USAGE, round(100.0 * used[pool.name][resource] / limit, 2),
-                                   NodePool=pool.name, Resource=resource)
+        if self.sink is not None:
+            emit_pass_metrics(self.sink, result=result, snap=snap, plan_seconds=plan_seconds,
+                              owned=owned if self.settings.lifecycle else None, pods=pods,
+                              node_pools=self.node_pools, prices_stale=self.cloud.prices_stale, now=self._now())

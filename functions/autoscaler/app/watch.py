@@ -2,7 +2,9 @@
 another provisioner pass per batch of new pending pods (Karpenter's batching window: 1 s idle, 10 s max).
 
 The watch is opened *before* the first pass, so a pod created while that pass runs is not missed; a
-daemon thread pumps the watch into a queue the batching loop reads with timeouts.
+daemon thread pumps the watch into a queue the batching loop reads with timeouts. ``on_pass`` is called
+as each pass ends (the handler writes that pass's decision log line and metrics then), so what a pass
+did is in CloudWatch seconds later and survives a timeout later in the invocation.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from autoscaler.domain.models import Pod
 from autoscaler.domain.plan import Plan
 
 log = logging.getLogger("autoscaler.app.provisioner")
+PassHook = Callable[[PassResult], None]
 
 
 def open_watch(provisioner: Provisioner, *, seconds: float) -> PendingPodWatch:
@@ -28,7 +31,7 @@ def open_watch(provisioner: Provisioner, *, seconds: float) -> PendingPodWatch:
 
 
 def watch(provisioner: Provisioner, watcher: PendingPodWatch, *, first: PassResult | None = None,
-          deadline: float | None = None) -> list[PassResult]:
+          deadline: float | None = None, on_pass: PassHook | None = None) -> list[PassResult]:
     """Run a pass per batch of new pending pods until the watch's deadline. Pods the previous pass
     already considered do not start a batch: their status updates would otherwise re-trigger a pass for
     nothing."""
@@ -49,6 +52,8 @@ def watch(provisioner: Provisioner, watcher: PendingPodWatch, *, first: PassResu
             watch_ended = _collect(provisioner, watcher, batch, seen)
             result = provisioner.run_pass(reason=f"watch ({len(batch)} new pod(s))", deadline=deadline)
             results.append(result)
+            if on_pass is not None:
+                on_pass(result)
             seen = _pod_ids(result.plan) | seen
             if watch_ended:
                 break
@@ -116,9 +121,10 @@ def _pod_ids(plan: Plan) -> set[str]:
 def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
                    replacement: ReplacementRequest | None = None,
                    mark_unavailable: Callable[[str, str, str], None] | None = None,
-                   deadline: float | None = None) -> list[PassResult]:
+                   deadline: float | None = None, on_pass: PassHook | None = None) -> list[PassResult]:
     """One Lambda invocation: a replacement pass or a scheduled pass, then watch mode when
-    ``watch_seconds`` > 0. ``deadline``: when the invocation ends (the clock's monotonic time)."""
+    ``watch_seconds`` > 0. ``deadline``: when the invocation ends (the clock's monotonic time);
+    ``on_pass``: called with each pass's result as soon as that pass ends."""
     watcher = open_watch(provisioner, seconds=watch_seconds) if watch_seconds > 0 else None
     try:
         if replacement is not None:
@@ -135,7 +141,14 @@ def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
             watcher.close()
         raise
     results = [first]
+    if on_pass is not None:
+        try:
+            on_pass(first)
+        except BaseException:
+            if watcher is not None:
+                watcher.close()
+            raise
     if watcher is not None:
         # The watch was opened before the first pass (and its window counts from then).
-        results += watch(provisioner, watcher, first=first, deadline=deadline)
+        results += watch(provisioner, watcher, first=first, deadline=deadline, on_pass=on_pass)
     return results

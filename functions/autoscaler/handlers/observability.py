@@ -13,6 +13,13 @@ metrics = Metrics(namespace=NAMESPACE)
 tracer = Tracer()
 
 
+def flush_metrics() -> None:
+    """Write the metrics gathered so far as EMF now (``log_metrics`` flushes what is left at the end).
+    Nothing gathered: nothing written (flushing would warn about an empty document)."""
+    if metrics.metric_set:
+        metrics.flush_metrics()
+
+
 class PowertoolsSink:
     """Emits catalogue metrics: plain ones on the shared Metrics object (flushed once per invocation by
     ``log_metrics``), dimensioned ones as their own EMF document so each keeps exactly its dimensions."""

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from autoscaler.app.pass_report import PassResult
 from autoscaler.app.provisioner import (
     Provisioner,
     ProvisionerSettings,
@@ -18,7 +19,7 @@ from autoscaler.app.provisioner import (
 from autoscaler.app.watch import run_invocation
 from autoscaler.domain.durations import duration_seconds
 from autoscaler.domain.keys import KARPENTER_TERMINATION_FINALIZER
-from autoscaler.handlers.observability import logger, metrics, tracer
+from autoscaler.handlers.observability import flush_metrics, logger, metrics, tracer
 from autoscaler.handlers.runtime import Runtime, get_runtime
 
 # Time kept back from the Lambda timeout for the last pass (plan + CreateFleet + lifecycle).
@@ -104,10 +105,19 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     service = provisioner_for(runtime, dry_run=dry_run)
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     deadline = runtime.clock.monotonic() + remaining_ms() / 1000.0 if callable(remaining_ms) else None
+    passes: list[dict[str, Any]] = []
     results = run_invocation(service, watch_seconds=watch_seconds(runtime, context, enabled=watch_enabled),
-                             replacement=replacement, deadline=deadline)
-    passes = [r.to_json() for r in results]
-    for result, detail in zip(results, passes, strict=True):
-        # The decision log: one line a person reads, with the structured detail alongside.
-        logger.info(result.summary(), extra={"decision": {k: v for k, v in detail.items() if k != "summary"}})
+                             replacement=replacement, deadline=deadline,
+                             on_pass=lambda result: passes.append(publish_pass(result)))
+    assert len(passes) == len(results)
     return {"passes": passes}
+
+
+def publish_pass(result: PassResult) -> dict[str, Any]:
+    """Write one pass's decision log line and flush its metrics as the pass ends, not when the (watch
+    mode: ~50 s) invocation does: they reach CloudWatch while the invocation runs and survive its timeout."""
+    detail = result.to_json()
+    # The decision log: one line a person reads, with the structured detail alongside.
+    logger.info(result.summary(), extra={"decision": {k: v for k, v in detail.items() if k != "summary"}})
+    flush_metrics()
+    return detail

@@ -1,0 +1,265 @@
+"""Monthly running cost at list prices (no free tier), derived from the synthesised template.
+
+The stack is synthesised from a cluster file (``Template.from_stack``, asset not bundled) or read from a
+``cdk.out`` template: memory sizes, timeouts, tracing, schedules (and whether enabled), the alarm and
+dashboard counts and the SQS event source come from it; the custom-metric count from the metric
+catalogue, with the dimension values the cluster file gives (NodePools, their limits). Invocation
+durations are inputs: measured ones can be passed (``--provisioner-pass-seconds`` ...), the defaults are
+the figures in docs/cost.md. Prints ONE JSON object: each option's idle and busy bill, itemised, and
+whether it meets the targets (idle compute <= $5/month, whole idle bill <= $12/month).
+
+    python benchmarks/cost.py [--cluster clusters/demo.yaml] [--template cdk.out/X.template.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
+
+from autoscaler import metrics_catalog as mc  # noqa: E402
+from autoscaler.config import ClusterConfig, load_cluster_config, rate_seconds  # noqa: E402
+
+# --- list prices (us-east-1, USD) -------------------------------------------------------------------------
+HOURS_PER_MONTH = 730
+LAMBDA_GB_SECOND_ARM = 0.0000133334
+LAMBDA_REQUEST = 0.20 / 1e6
+SCHEDULER_INVOCATION = 1.00 / 1e6
+SQS_REQUEST = 0.40 / 1e6
+XRAY_TRACE = 5.00 / 1e6
+LOGS_INGESTED_GB = 0.50
+METRIC_MONTH = 0.30
+DASHBOARD_MONTH = 3.00
+ALARM_STANDARD_MONTH = 0.10
+
+# Lambda's SQS event source long-polls with 5 connections at a 20 s wait while the queue is empty.
+SQS_POLLERS, SQS_WAIT_SECONDS = 5, 20
+# What one invocation writes to CloudWatch Logs (bytes), measured from the handlers' output: the decision
+# log line, the EMF documents (plain metrics in one, each dimensioned metric in its own) and Lambda's
+# START/END/REPORT lines.
+PLATFORM_LOG_BYTES = 350
+DECISION_LOG_BYTES = 1_200
+EMF_PLAIN_BYTES = 900
+EMF_DIMENSIONED_BYTES = 330
+
+# Metrics an idle pass writes (app/pass_metrics.py writes zero-valued gauges not at all), and those a busy
+# month adds for every hour (counted all month: an upper bound).
+IDLE_GAUGES = (mc.PASSES_SUCCEEDED, mc.MANAGED_HOURLY_COST, mc.SPOT_SHARE)
+BUSY_GAUGES = (mc.PENDING_PODS, mc.UNSCHEDULABLE_PODS, mc.PODS_NOMINATED, mc.PLAN_SECONDS, mc.NODES_DRAINING,
+               mc.LONGEST_DRAIN_SECONDS)
+
+
+@dataclass
+class Inputs:
+    """Durations and activity the template cannot tell (seconds, counts per month)."""
+
+    provisioner_pass_seconds: float = 1.0  # one idle scheduled pass, warm, 1,024 MB
+    provisioner_busy_pass_seconds: float = 2.5
+    disruption_run_seconds: float = 1.0
+    disruption_busy_run_seconds: float = 3.0
+    busy_interruptions: int = 300  # interruption messages per month
+    interruption_seconds: float = 30.0  # a drain
+    busy_watch_passes_per_minute: float = 0.5  # watch passes on top of the scheduled one
+    busy_sparse_metric_hours: int = 400  # hours/month in which launch/interruption metrics get data
+    busy_sparse_metrics: int = 12  # distinct dimensioned series of those (types x zones x reasons)
+    capacity_types: int = 2
+    watcher_memory_mb: int = 128
+    watcher_safety_period_minutes: int = 5
+
+
+@dataclass
+class Stack:
+    functions: dict[str, dict[str, Any]]
+    schedules: dict[str, dict[str, Any]]
+    alarms: int
+    dashboards: int
+    event_source_mappings: int
+    config: ClusterConfig
+
+
+@dataclass
+class Bill:
+    items: dict[str, float] = field(default_factory=dict)
+
+    def add(self, name: str, usd: float) -> None:
+        self.items[name] = round(self.items.get(name, 0.0) + usd, 4)
+
+    def total(self, *names: str) -> float:
+        return round(sum(v for k, v in self.items.items() if not names or k.split(":")[0] in names), 2)
+
+
+COMPUTE = ("lambda", "requests", "scheduler", "sqs", "logs", "xray")
+
+
+def read_stack(*, cluster: Path, template: Path | None) -> Stack:
+    config = load_cluster_config(cluster)
+    if template is not None:
+        resources = json.loads(template.read_text())["Resources"]
+    else:
+        import aws_cdk as cdk  # noqa: PLC0415 - only when synthesising
+        from aws_cdk.assertions import Template  # noqa: PLC0415
+
+        from infra.app import build_app  # noqa: PLC0415
+
+        context = json.loads((ROOT / "cdk.json").read_text())["context"]
+        app = build_app(cdk.App(context={**context, "skipBundling": "true", "configFile": str(cluster),
+                                         "cluster": cluster.stem}))
+        stack = next(c for c in app.node.children if isinstance(c, cdk.Stack))
+        resources = Template.from_stack(stack).to_json()["Resources"]
+    by_type: dict[str, dict[str, Any]] = {}
+    for logical, resource in resources.items():
+        by_type.setdefault(resource["Type"], {})[logical] = resource.get("Properties", {})
+    functions: dict[str, dict[str, Any]] = {}
+    for logical, props in by_type.get("AWS::Lambda::Function", {}).items():
+        module = str(props.get("Handler", "")).split(".")[-2]
+        functions[module] = {"logicalId": logical, "memoryMb": props["MemorySize"], "timeout": props["Timeout"],
+                             "tracing": (props.get("TracingConfig") or {}).get("Mode"),
+                             "architectures": props.get("Architectures")}
+    names = {f["logicalId"]: name for name, f in functions.items()}
+    schedules: dict[str, dict[str, Any]] = {}
+    for props in by_type.get("AWS::Scheduler::Schedule", {}).values():
+        target = props["Target"]["Arn"]
+        logical = target["Fn::GetAtt"][0] if isinstance(target, dict) else ""
+        schedules[names.get(logical, logical)] = {"expression": props["ScheduleExpression"],
+                                                  "enabled": props.get("State", "ENABLED") == "ENABLED"}
+    return Stack(functions=functions, schedules=schedules, alarms=len(by_type.get("AWS::CloudWatch::Alarm", {})),
+                 dashboards=len(by_type.get("AWS::CloudWatch::Dashboard", {})),
+                 event_source_mappings=len(by_type.get("AWS::Lambda::EventSourceMapping", {})), config=config)
+
+
+def _per_month(expression: str) -> float:
+    seconds = rate_seconds(expression)
+    if seconds is None:
+        raise ValueError(f"{expression!r}: only rate(...) schedules are costed")
+    return HOURS_PER_MONTH * 3600 / seconds
+
+
+def _gb_s(memory_mb: int, seconds: float, count: float) -> float:
+    return memory_mb / 1024 * seconds * count * LAMBDA_GB_SECOND_ARM
+
+
+def _pass_log_bytes(series: int) -> int:
+    return PLATFORM_LOG_BYTES + DECISION_LOG_BYTES + EMF_PLAIN_BYTES + EMF_DIMENSIONED_BYTES * series
+
+
+def metric_series(stack: Stack, inputs: Inputs, *, busy: bool = False) -> dict[str, int]:
+    """Custom metrics billed all month: the idle gauges, and per NodePool the fleet gauges (by capacity
+    type) and NodePoolUsage (by limited resource); busy adds the pod and drain gauges."""
+    pools = stack.config.node_pools
+    limited = sum(len((p.get("spec") or {}).get("limits") or {}) for p in pools)
+    series = {"idleGauges": len(IDLE_GAUGES), "nodesByPool": len(pools) * inputs.capacity_types,
+              "hourlyCostByPool": len(pools) * inputs.capacity_types, "nodePoolUsage": limited}
+    if busy:
+        series["busyGauges"] = len(BUSY_GAUGES)
+    return series
+
+
+def bill(stack: Stack, inputs: Inputs, *, option: str, busy: bool) -> Bill:
+    """One option's month. Options: ``watch`` (as deployed: watch mode per the cluster file), ``scheduled``
+    (watch mode off), ``watch256`` (watch mode at 256 MB), ``watcher`` (a 128 MB watcher function that
+    invokes the planner only when pods go pending, plus a safety pass every few minutes)."""
+    b = Bill()
+    cfg = stack.config.provisioner
+    prov, disr = stack.functions["provisioner"], stack.functions["disruption"]
+    runs = _per_month(stack.schedules["provisioner"]["expression"])
+    pass_s = inputs.provisioner_busy_pass_seconds if busy else inputs.provisioner_pass_seconds
+    series = metric_series(stack, inputs, busy=busy)
+    dimensioned = series["nodesByPool"] + series["hourlyCostByPool"] + series["nodePoolUsage"]
+    watch_s = float(cfg.watch_seconds) if cfg.watch_mode else 0.0
+    extra_passes = inputs.busy_watch_passes_per_minute * HOURS_PER_MONTH * 60 if busy else 0.0
+    if option in ("watch", "watch256"):
+        memory = 256 if option == "watch256" else prov["memoryMb"]
+        seconds = (watch_s or cfg.period_seconds - cfg.watch_margin_seconds) + pass_s
+        b.add("lambda:provisioner", _gb_s(memory, seconds, runs))
+        b.add("requests:provisioner", runs * LAMBDA_REQUEST)
+        b.add("scheduler:provisioner", runs * SCHEDULER_INVOCATION)
+        passes, traces = runs + extra_passes, runs
+    elif option == "scheduled":
+        b.add("lambda:provisioner", _gb_s(prov["memoryMb"], pass_s, runs))
+        b.add("requests:provisioner", runs * LAMBDA_REQUEST)
+        b.add("scheduler:provisioner", runs * SCHEDULER_INVOCATION)
+        passes, traces = runs, runs
+    elif option == "watcher":
+        # The watcher runs all the time (one invocation per scheduled period, a watch open throughout);
+        # the planner runs on wake-ups and on a slower safety schedule.
+        b.add("lambda:watcher", _gb_s(inputs.watcher_memory_mb, float(cfg.period_seconds), runs))
+        b.add("requests:watcher", runs * LAMBDA_REQUEST)
+        b.add("scheduler:watcher", runs * SCHEDULER_INVOCATION)
+        safety = HOURS_PER_MONTH * 60 / inputs.watcher_safety_period_minutes
+        wakeups = extra_passes
+        b.add("lambda:provisioner", _gb_s(prov["memoryMb"], pass_s, safety + wakeups))
+        b.add("requests:provisioner", (safety + wakeups) * LAMBDA_REQUEST)
+        b.add("scheduler:provisioner", safety * SCHEDULER_INVOCATION)
+        passes, traces = safety + wakeups, safety + wakeups
+        b.add("logs:watcher", runs * PLATFORM_LOG_BYTES / 1e9 * LOGS_INGESTED_GB)
+    else:
+        raise ValueError(option)
+    b.add("logs:provisioner", passes * _pass_log_bytes(dimensioned) / 1e9 * LOGS_INGESTED_GB)
+    if prov["tracing"] == "Active":
+        b.add("xray:provisioner", traces * XRAY_TRACE)
+    if stack.schedules.get("disruption", {}).get("enabled"):
+        d_runs = _per_month(stack.schedules["disruption"]["expression"])
+        d_s = inputs.disruption_busy_run_seconds if busy else inputs.disruption_run_seconds
+        b.add("lambda:disruption", _gb_s(disr["memoryMb"], d_s, d_runs))
+        b.add("requests:disruption", d_runs * LAMBDA_REQUEST)
+        b.add("scheduler:disruption", d_runs * SCHEDULER_INVOCATION)
+        b.add("logs:disruption", d_runs * (PLATFORM_LOG_BYTES + EMF_PLAIN_BYTES) / 1e9 * LOGS_INGESTED_GB)
+        if disr["tracing"] == "Active":
+            b.add("xray:disruption", d_runs * XRAY_TRACE)
+    polls = stack.event_source_mappings * SQS_POLLERS * HOURS_PER_MONTH * 3600 / SQS_WAIT_SECONDS
+    b.add("sqs:polling", polls * SQS_REQUEST)
+    if busy:
+        intr = stack.functions["interruption"]
+        b.add("lambda:interruption", _gb_s(intr["memoryMb"], inputs.interruption_seconds, inputs.busy_interruptions))
+        b.add("requests:interruption", inputs.busy_interruptions * LAMBDA_REQUEST)
+        b.add("sqs:messages", inputs.busy_interruptions * 3 * SQS_REQUEST)  # send, receive, delete
+        b.add("xray:interruption", inputs.busy_interruptions * XRAY_TRACE)
+        b.add("metrics:sparse", inputs.busy_sparse_metrics * inputs.busy_sparse_metric_hours / HOURS_PER_MONTH
+              * METRIC_MONTH)
+    b.add("metrics:gauges", sum(series.values()) * METRIC_MONTH)
+    b.add("dashboard", stack.dashboards * DASHBOARD_MONTH)
+    b.add("alarms", stack.alarms * ALARM_STANDARD_MONTH)
+    return b
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cluster", type=Path, default=ROOT / "clusters" / "demo.yaml")
+    parser.add_argument("--template", type=Path, help="a synthesised template (cdk.out/*.template.json)")
+    for name, value in vars(Inputs()).items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    args = parser.parse_args(argv)
+    inputs = Inputs(**{k: getattr(args, k) for k in vars(Inputs())})
+    stack = read_stack(cluster=args.cluster, template=args.template)
+    options: dict[str, Any] = {}
+    for option in ("watch", "scheduled", "watch256", "watcher"):
+        idle, busy = bill(stack, inputs, option=option, busy=False), bill(stack, inputs, option=option, busy=True)
+        options[option] = {
+            "idle": {"computeUsd": idle.total(*COMPUTE), "totalUsd": idle.total(), "items": idle.items},
+            "busy": {"computeUsd": busy.total(*COMPUTE), "totalUsd": busy.total(), "items": busy.items},
+            "meetsIdleTargets": idle.total(*COMPUTE) <= 5.0 and idle.total() <= 12.0,
+        }
+    print(json.dumps({
+        "prices": {"lambdaGbSecondArm64": LAMBDA_GB_SECOND_ARM, "lambdaRequest": LAMBDA_REQUEST,
+                   "schedulerInvocation": SCHEDULER_INVOCATION, "sqsRequest": SQS_REQUEST, "xrayTrace": XRAY_TRACE,
+                   "logsIngestedGb": LOGS_INGESTED_GB, "metricMonth": METRIC_MONTH, "dashboardMonth": DASHBOARD_MONTH,
+                   "alarmMonth": ALARM_STANDARD_MONTH, "hoursPerMonth": HOURS_PER_MONTH, "freeTier": False},
+        "template": {"functions": stack.functions, "schedules": stack.schedules, "alarms": stack.alarms,
+                     "dashboards": stack.dashboards, "eventSourceMappings": stack.event_source_mappings,
+                     "watchSeconds": stack.config.provisioner.watch_seconds,
+                     "customMetrics": metric_series(stack, inputs)},
+        "inputs": vars(inputs),
+        "options": options,
+        "targets": {"idleComputeUsd": 5.0, "idleTotalUsd": 12.0},
+    }, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
