@@ -39,7 +39,7 @@ class Owner(StrEnum):
 
 
 # The disruption function's reasons, as written in ``drain-reason``; every other reason is an interruption's.
-DISRUPTION_REASONS = frozenset({"empty", "expired", "underutilized"})
+DISRUPTION_REASONS = frozenset({"empty", "expired", "underutilized", "drifted", "unhealthy", "overprovisioned"})
 
 
 @dataclass(frozen=True, slots=True)
