@@ -20,6 +20,7 @@ from autoscaler.domain.allocatable import allocatable
 from autoscaler.domain.fleet import FleetRequest
 from autoscaler.domain.nodeclass import parse_node_classes
 from autoscaler.domain.nodepool import parse_node_pools
+from autoscaler.domain.spec_hash import node_pool_hash
 from autoscaler.handlers import disruption
 from autoscaler.handlers.runtime import Runtime, set_runtime
 from autoscaler.metrics_catalog import RecordingSink
@@ -37,16 +38,21 @@ NODE_CLASS = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "met
 
 
 def node_pool(*, consolidate_after: str = "30s", expire_after: str = "720h", policy: str = "WhenEmptyOrUnderutilized",
-              budgets: list[dict[str, Any]] | None = None, families: tuple[str, ...] = ("m5", "c5")) -> dict[str, Any]:
+              budgets: list[dict[str, Any]] | None = None, families: tuple[str, ...] = ("m5", "c5"),
+              replicas: int | None = None, limits: dict[str, Any] | None = None,
+              labels: dict[str, str] | None = None) -> dict[str, Any]:
     disruption_spec: dict[str, Any] = {"consolidationPolicy": policy, "consolidateAfter": consolidate_after,
                                        "budgets": budgets or [{"nodes": "100%"}]}
-    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-            "spec": {"template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "expireAfter": expire_after,
-                "requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
-                                  "values": list(families)}]}},
-                     "disruption": disruption_spec}}
+    spec: dict[str, Any] = {"template": {"metadata": {"labels": labels or {}}, "spec": {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "expireAfter": expire_after,
+        "requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": list(families)}]}},
+        "disruption": disruption_spec}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    if limits is not None:
+        spec["limits"] = limits
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"}, "spec": spec}
 
 
 class World:
@@ -85,7 +91,7 @@ class World:
         result = self.cloud.launch(FleetRequest(
             claim_id=new_claim_id("default"), cluster_name=CLUSTER.name, node_pool="default",
             node_class=self.runtime.node_classes["default"], capacity_types=("on-demand",),
-            instance_types=(instance_type,), zones=(zone,)))
+            instance_types=(instance_type,), zones=(zone,), node_pool_hash=node_pool_hash(pools["default"])))
         assert pools and result.launched, result.errors
         return result.launched[0].instance_id
 
@@ -95,25 +101,28 @@ class World:
                                           Placement={"AvailabilityZone": "us-east-1a"})["Instances"][0]["InstanceId"])
 
     def register(self, instance_id: str, *, name: str | None = None, pool: str | None = "default",
-                 annotations: dict[str, str] | None = None, age: float = 0.0) -> str:
+                 annotations: dict[str, str] | None = None, age: float = 0.0,
+                 conditions: list[dict[str, Any]] | None = None, labels: dict[str, str] | None = None) -> str:
         """Create the Node the kubelet would register for ``instance_id``."""
         [raw] = [i for r in self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
                  for i in r["Instances"]]
         it_name, zone = raw["InstanceType"], raw["Placement"]["AvailabilityZone"]
         alloc = allocatable(self.cloud.instance_types()[it_name])
         name = name or f"ip-{instance_id[2:]}.ec2.internal"
+        extra_labels = labels
         labels = {"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": it_name,
                   "topology.kubernetes.io/zone": zone, "karpenter.sh/capacity-type": "on-demand",
                   "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}
+        labels = {**labels, **(extra_labels or {})}
         if pool:
             labels["karpenter.sh/nodepool"] = pool
         quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"])}
         self.store.create("nodes", {
             "metadata": {"name": name, "labels": labels, "annotations": annotations or {},
-                         "creationTimestamp": _stamp(self.clock.now() - age)},
+                         "creationTimestamp": stamp(self.clock.now() - age)},
             "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
             "status": {"allocatable": quantities, "capacity": quantities,
-                       "conditions": [{"type": "Ready", "status": "True"}]}})
+                       "conditions": conditions or [{"type": "Ready", "status": "True"}]}})
         return name
 
     def node(self, instance_type: str = "m5.large", **kw: Any) -> str:
@@ -123,7 +132,7 @@ class World:
             labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
             owner: str | None = "ReplicaSet", ready: bool = True) -> None:
         meta: dict[str, Any] = {"name": name, "namespace": "default", "labels": labels or {"app": name},
-                                "annotations": annotations or {}, "creationTimestamp": _stamp(self.clock.now())}
+                                "annotations": annotations or {}, "creationTimestamp": stamp(self.clock.now())}
         if owner:
             meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": f"{name}-rs",
                                         "uid": f"uid-{name}", "controller": True}]
@@ -164,7 +173,7 @@ class World:
         return [e["reason"] for e in self.store.objects("events") if e["involvedObject"]["name"] == node]
 
 
-def _stamp(epoch: float) -> str:
+def stamp(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
