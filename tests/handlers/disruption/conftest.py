@@ -40,13 +40,15 @@ NODE_CLASS = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "met
 def node_pool(*, consolidate_after: str = "30s", expire_after: str = "720h", policy: str = "WhenEmptyOrUnderutilized",
               budgets: list[dict[str, Any]] | None = None, families: tuple[str, ...] = ("m5", "c5"),
               replicas: int | None = None, limits: dict[str, Any] | None = None,
-              labels: dict[str, str] | None = None) -> dict[str, Any]:
+              labels: dict[str, str] | None = None,
+              requirements: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     disruption_spec: dict[str, Any] = {"consolidationPolicy": policy, "consolidateAfter": consolidate_after,
                                        "budgets": budgets or [{"nodes": "100%"}]}
     spec: dict[str, Any] = {"template": {"metadata": {"labels": labels or {}}, "spec": {
         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
         "expireAfter": expire_after,
-        "requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": list(families)}]}},
+        "requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": list(families)},
+                         *(requirements or [])]}},
         "disruption": disruption_spec}
     if replicas is not None:
         spec["replicas"] = replicas
@@ -56,13 +58,17 @@ def node_pool(*, consolidate_after: str = "30s", expire_after: str = "720h", pol
 
 
 class World:
+    pool_specs: list[dict[str, Any]]
+    node_class_spec: dict[str, Any]
+
     def __init__(self, *, kube: KubeApiServer, ec2: Any, catalog: Any, pools: list[dict[str, Any]],
                  disruption_cfg: dict[str, Any]) -> None:
         self.kube, self.store, self.ec2 = kube, kube.store, ec2
         self.clock = ManualClock()
         self.sink = RecordingSink()
         seed_eks_amis(ec2)
-        make_network(ec2)
+        self.network = make_network(ec2)
+        ec2_applies_launch_template_groups(ec2)
         pricing = boto3.client("pricing", region_name=REGION)
         self._stub = Stubber(pricing)
         self._stub.add_response("get_products", {
@@ -72,17 +78,25 @@ class World:
                               iam=boto3.client("iam", region_name=REGION), pricing=pricing, region=REGION,
                               cluster=CLUSTER, clock=self.clock, catalog_ttl=10 * 86400)
         self.cloud.catalog.load(*catalog)
-        self.config = ClusterConfig.model_validate({
-            "clusterName": CLUSTER.name, "region": REGION, "nodePools": pools, "nodeClasses": [NODE_CLASS],
-            "disruption": disruption_cfg})
         self.cluster = KubeCluster(client_for(kube.url), clock=self.clock, sleep=self.clock.advance)
+        self.disruption_cfg = disruption_cfg
+        self.reconfigure(pools=pools, node_class=NODE_CLASS)
+        self.prices = on_demand_prices()
+
+    def reconfigure(self, *, pools: list[dict[str, Any]] | None = None,
+                    node_class: dict[str, Any] | None = None) -> None:
+        """Deploy a changed cluster file: the next pass sees these NodePools / this EC2NodeClass."""
+        self.pool_specs = pools or self.pool_specs
+        self.node_class_spec = node_class or self.node_class_spec
+        self.config = ClusterConfig.model_validate({
+            "clusterName": CLUSTER.name, "region": REGION, "nodePools": self.pool_specs,
+            "nodeClasses": [self.node_class_spec], "disruption": self.disruption_cfg})
         self.runtime = Runtime(
             config=self.config, env=DeploymentEnv(), node_pools=parse_node_pools(self.config.node_pools),
             node_classes=parse_node_classes(self.config.node_classes, default_role=self.config.node_role_name),
             cloud=self.cloud, cluster=self.cluster, clock=self.clock, sink=self.sink,
             session=boto3.Session(region_name=REGION))
         set_runtime(self.runtime)
-        self.prices = on_demand_prices()
 
     # ----- EC2 + Kubernetes ------------------------------------------------------------------
     def launch(self, instance_type: str = "m5.large", *, zone: str = "us-east-1a") -> str:
@@ -107,11 +121,12 @@ class World:
         [raw] = [i for r in self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
                  for i in r["Instances"]]
         it_name, zone = raw["InstanceType"], raw["Placement"]["AvailabilityZone"]
+        capacity_type = "spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand"
         alloc = allocatable(self.cloud.instance_types()[it_name])
         name = name or f"ip-{instance_id[2:]}.ec2.internal"
         extra_labels = labels
         labels = {"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": it_name,
-                  "topology.kubernetes.io/zone": zone, "karpenter.sh/capacity-type": "on-demand",
+                  "topology.kubernetes.io/zone": zone, "karpenter.sh/capacity-type": capacity_type,
                   "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}
         labels = {**labels, **(extra_labels or {})}
         if pool:
@@ -169,8 +184,38 @@ class World:
     def hourly_cost(self) -> float:
         return round(sum(self.prices[i["InstanceType"]] for i in self.live_instances()), 6)
 
+    def event_messages(self, node: str) -> list[str]:
+        return [str(e.get("message")) for e in self.store.objects("events") if e["involvedObject"]["name"] == node]
+
     def events(self, node: str) -> list[str]:
         return [e["reason"] for e in self.store.objects("events") if e["involvedObject"]["name"] == node]
+
+
+def ec2_applies_launch_template_groups(ec2: Any) -> None:
+    """moto's gap, closed at the boto3 boundary: EC2 gives a CreateFleet instance its launch template's
+    ``SecurityGroupIds`` (DescribeInstances then lists them under ``SecurityGroups``); moto leaves the
+    instance in the VPC's default group with an empty ``SecurityGroups``. After each CreateFleet the
+    instances get their template's groups, as EC2 would have given them."""
+    sent: dict[str, Any] = {}
+
+    def remember(params: dict[str, Any], **_: Any) -> None:
+        sent["params"] = params
+
+    def apply(parsed: dict[str, Any], **_: Any) -> None:
+        groups: set[str] = set()
+        for cfg in sent.get("params", {}).get("LaunchTemplateConfigs", ()):
+            spec = cfg["LaunchTemplateSpecification"]
+            [version] = ec2.describe_launch_template_versions(
+                LaunchTemplateId=spec["LaunchTemplateId"], Versions=[spec.get("Version", "$Latest")],
+            )["LaunchTemplateVersions"]
+            groups.update(version["LaunchTemplateData"].get("SecurityGroupIds", ()))
+        for made in parsed.get("Instances", ()):
+            for iid in made.get("InstanceIds", ()):
+                if groups:
+                    ec2.modify_instance_attribute(InstanceId=iid, Groups=sorted(groups))
+
+    ec2.meta.events.register("before-parameter-build.ec2.CreateFleet", remember)
+    ec2.meta.events.register("after-call.ec2.CreateFleet", apply)
 
 
 def stamp(epoch: float) -> str:
