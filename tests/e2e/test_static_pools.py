@@ -80,3 +80,24 @@ def test_a_static_pool_replaces_a_node_that_left(moto_server: ThreadedMotoServer
         env.invoke_provisioner()
         # THEN a replacement launches: two staying nodes again
         assert len(fixed(env.instances())) == 3
+
+
+def test_a_static_node_being_replaced_is_not_planned_as_leaving(moto_server: ThreadedMotoServer,
+                                                                 local_catalog: Catalog) -> None:
+    with make_local(moto_server, local_catalog, node_pools=[static_pool(replicas=1)]) as env:
+        # GIVEN a static pool of one registered node running pods, which the disruption function is
+        # replacing (drift): replacement requested, and the request sent to the provisioner
+        env.invoke_provisioner()
+        env.register_nodes()
+        env.invoke_provisioner()  # the node is Ready: its registration taint goes
+        env.scale("inflate", 1)
+        assert env.schedule_pods() and env.pending_pods() == []
+        [name] = [n["metadata"]["name"] for n in env.kube.store.objects("nodes")]
+        env.kube.store.patch("nodes", None, name, {"metadata": {"annotations": {
+            "autoscaler.eks.aws/owner": "disruption", "autoscaler.eks.aws/drain-reason": "drifted",
+            "autoscaler.eks.aws/replacement-requested": "1"}}})
+        result = env.invoke_provisioner({"source": "disruption", "kind": "replacement", "nodes": [name],
+                                         "unavailable": [], "eventId": "disruption-drifted-1"})["passes"][0]
+        # THEN exactly one template node launches for the pool; its pods are not pending meanwhile
+        assert len(fixed(env.instances())) == 2
+        assert result["pendingPods"] == 0 and result["unschedulable"] == []
