@@ -145,9 +145,15 @@ class _V1Spec(_Model):
     metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
     detailed_monitoring: bool = False
     associate_public_ip_address: bool | None = Field(default=None, alias="associatePublicIPAddress")
+    capacity_reservation_selector_terms: list[dict[str, Any]] | None = None
 
     @model_validator(mode="after")
     def _identity(self) -> _V1Spec:
+        if self.capacity_reservation_selector_terms:
+            # Refused rather than ignored: a NodePool allowing `reserved` would silently launch on-demand.
+            raise ValueError("capacityReservationSelectorTerms: reserved capacity (On-Demand Capacity Reservations, "
+                             "Capacity Blocks) is not supported yet; remove the field (nodes launch on-demand or "
+                             "spot as the NodePool allows)")
         if bool(self.role) == bool(self.instance_profile):
             raise ValueError("exactly one of role and instanceProfile must be set")
         aliases = [t for t in self.ami_selector_terms if t.alias]

@@ -24,6 +24,7 @@ from autoscaler.domain.spec_hash import node_pool_hash
 from autoscaler.handlers import disruption
 from autoscaler.handlers.runtime import Runtime, set_runtime
 from autoscaler.metrics_catalog import RecordingSink
+from simulator.ec2_groups import install_launch_template_groups
 from simulator.kube_api import KubeApiServer, client_for
 from simulator.local import LambdaContext, on_demand_prices
 from tests.adapters.aws.conftest import moto_catalog  # noqa: F401 - shared session fixture
@@ -68,7 +69,7 @@ class World:
         self.sink = RecordingSink()
         seed_eks_amis(ec2)
         self.network = make_network(ec2)
-        ec2_applies_launch_template_groups(ec2)
+        install_launch_template_groups(ec2.meta.events, lambda: ec2)
         pricing = boto3.client("pricing", region_name=REGION)
         self._stub = Stubber(pricing)
         self._stub.add_response("get_products", {
@@ -189,33 +190,6 @@ class World:
 
     def events(self, node: str) -> list[str]:
         return [e["reason"] for e in self.store.objects("events") if e["involvedObject"]["name"] == node]
-
-
-def ec2_applies_launch_template_groups(ec2: Any) -> None:
-    """moto's gap, closed at the boto3 boundary: EC2 gives a CreateFleet instance its launch template's
-    ``SecurityGroupIds`` (DescribeInstances then lists them under ``SecurityGroups``); moto leaves the
-    instance in the VPC's default group with an empty ``SecurityGroups``. After each CreateFleet the
-    instances get their template's groups, as EC2 would have given them."""
-    sent: dict[str, Any] = {}
-
-    def remember(params: dict[str, Any], **_: Any) -> None:
-        sent["params"] = params
-
-    def apply(parsed: dict[str, Any], **_: Any) -> None:
-        groups: set[str] = set()
-        for cfg in sent.get("params", {}).get("LaunchTemplateConfigs", ()):
-            spec = cfg["LaunchTemplateSpecification"]
-            [version] = ec2.describe_launch_template_versions(
-                LaunchTemplateId=spec["LaunchTemplateId"], Versions=[spec.get("Version", "$Latest")],
-            )["LaunchTemplateVersions"]
-            groups.update(version["LaunchTemplateData"].get("SecurityGroupIds", ()))
-        for made in parsed.get("Instances", ()):
-            for iid in made.get("InstanceIds", ()):
-                if groups:
-                    ec2.modify_instance_attribute(InstanceId=iid, Groups=sorted(groups))
-
-    ec2.meta.events.register("before-parameter-build.ec2.CreateFleet", remember)
-    ec2.meta.events.register("after-call.ec2.CreateFleet", apply)
 
 
 def stamp(epoch: float) -> str:

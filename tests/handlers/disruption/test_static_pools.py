@@ -68,3 +68,22 @@ def test_a_static_replacement_never_passes_limits_nodes(make_world: Any) -> None
     # THEN the expired node is kept (guard NodeLimit) and nothing launched
     assert report["decisions"] == [] and [b["guard"] for b in report["blocked"]] == ["NodeLimit"]
     assert old in w.nodes() and len(w.live_instances()) == 1
+
+
+def test_a_drifted_static_node_is_replaced_by_a_template_node_first(make_world: Any) -> None:
+    # GIVEN a static pool of one busy node WHEN its template changes (a new label)
+    w = make_world(pools=[node_pool(replicas=1)])
+    old_iid = w.launch()
+    old = w.register(old_iid)
+    w.pod("web", old)
+    before = {i["InstanceId"] for i in w.live_instances()}
+    w.reconfigure(pools=[node_pool(replicas=1, labels={"team": "payments"})])
+    report = w.run()
+    # THEN it is Drifted and a template node launches while the old node keeps its pod
+    [decision] = report["decisions"]
+    assert (decision["reason"], decision["action"]) == ("Drifted", "replace")
+    [new_iid] = {i["InstanceId"] for i in w.live_instances()} - before
+    assert w.pods_on(old) == ["web"]
+    # WHEN the replacement registers THEN the old node goes
+    w.register(new_iid)
+    assert w.run()["removed"] == [old] and w.state(old_iid) in ("shutting-down", "terminated")
