@@ -10,9 +10,19 @@ import pytest
 
 from autoscaler.domain.keys import DRAIN_REASON_ANNOTATION, OWNER_ANNOTATION
 from tests.handlers.disruption.conftest import node_pool, stamp
-from tests.handlers.disruption.test_disruption_faults import _answer
 
 MINUTE = 60.0
+
+
+class _Refused:
+    """The HTTP side of an error answered at botocore's ``before-call`` hook (moto cannot be told to refuse)."""
+
+    status_code, headers, content = 403, {}, b""
+
+
+def _refused() -> Any:
+    return _Refused(), {"Error": {"Code": "UnauthorizedOperation", "Message": "refused by an SCP"},
+                        "ResponseMetadata": {"HTTPStatusCode": 403}}
 
 
 def condition(w: Any, kind: str, status: str, *, minutes: float) -> list[dict[str, Any]]:
@@ -119,8 +129,7 @@ def test_a_repair_is_recorded_and_finished_by_the_next_pass_when_terminate_is_re
         if refused:
             return None
         refused.append(1)
-        return _answer({"Error": {"Code": "UnauthorizedOperation", "Message": "refused by an SCP"},
-                        "ResponseMetadata": {"HTTPStatusCode": 403}})
+        return _refused()
     w.ec2.meta.events.register("before-call.ec2.TerminateInstances", refuse_once)
     # WHEN a pass runs
     w.run()
