@@ -1,10 +1,12 @@
 """One pass of the disruption function, through the ports: keep the ``empty-since`` annotations true,
-carry on with disruptions already under way, decide new ones (``disruption.decide``) and carry them out.
+carry on with disruptions already under way, resolve what each EC2NodeClass selects now (for drift),
+decide new ones (``disruption.decide``: repair, static scale-down, empty, expired, drifted,
+underutilized) and carry them out (``disruption_actions``).
 
 Order of work for a node, every step recorded in node annotations so a later pass (another Lambda
 container) continues where this one stopped:
 
-1. ``replace`` decisions (Expired with pods that need new capacity, Underutilized/Replace) request
+1. ``replace`` decisions (Expired / Drifted with pods that need new capacity, Underutilized/Replace) request
    replacement capacity first and annotate ``replacement-requested``; later passes check whether the
    node's pods now fit on registered nodes (no in-flight capacity counted) and only then go on;
 2. taint ``karpenter.sh/disrupted:NoSchedule``, cordon, annotate ``drain-started`` / ``drain-reason``;
@@ -12,6 +14,8 @@ container) continues where this one stopped:
    a drain that a PDB blocks leaves the node cordoned for the next pass, and one blocked for longer
    than ``blocked_drain_timeout`` is released (taint, cordon and annotations removed);
 4. terminate the instance (only one with this cluster's ownership tags) and delete the Node.
+
+A repair (``Unhealthy``) skips 1 and 3: its pods are deleted at once and the instance terminated.
 
 Every decision is logged with its reason and saving per hour, recorded as an Event on the node and
 counted in metrics. In dry-run nothing is written: the pass only reports.
