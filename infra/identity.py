@@ -41,9 +41,12 @@ PROVISIONER_DESCRIBE = (
     "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
     "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
 )
+# Drift resolves each EC2NodeClass's AMI, subnet and security-group selectors (DescribeImages,
+# DescribeSubnets, DescribeSecurityGroups, and the public AMI alias parameters).
 DISRUPTION_DESCRIBE = (
-    "ec2:DescribeAvailabilityZones", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
-    "ec2:DescribeInstances", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
+    "ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
 )
 INTERRUPTION_DESCRIBE = ("ec2:DescribeInstances",)
 # Resources a launch creates: each must carry the cluster's tags in the request.
@@ -194,13 +197,16 @@ class Identity(Construct):
             iam.PolicyStatement(
                 sid="PassNodeRole", actions=["iam:PassRole"], resources=[self.node_role.role_arn],
                 conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}),
-            iam.PolicyStatement(
-                sid="ReadPublicAmiParameters", actions=["ssm:GetParameter"],
-                resources=[self.stack.format_arn(service="ssm", account="", resource="parameter",
-                                                 resource_name="aws/service/*")]),
+            self._read_ami_parameters(),
         ]
         for statement in statements:
             self.provisioner_role.add_to_policy(statement)
+
+    def _read_ami_parameters(self) -> iam.PolicyStatement:
+        return iam.PolicyStatement(
+            sid="ReadPublicAmiParameters", actions=["ssm:GetParameter"],
+            resources=[self.stack.format_arn(service="ssm", account="", resource="parameter",
+                                             resource_name="aws/service/*")])
 
     def _lifecycle_actions(self) -> iam.PolicyStatement:
         # The groups are whatever ASGs carry a terminate hook (managed node groups included), unknown at
@@ -219,7 +225,7 @@ class Identity(Construct):
 
     def _grant_disruption(self) -> None:
         for statement in (self._describe(DISRUPTION_DESCRIBE), self._pricing(), self._describe_cluster(),
-                          *self._terminate()):
+                          *self._terminate(), self._read_ami_parameters()):
             self.disruption_role.add_to_policy(statement)
 
     def allow_invoke_provisioner(self, provisioner_arn: str) -> None:

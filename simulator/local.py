@@ -57,6 +57,7 @@ from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.quantity import cpu_millis
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import MetricsSink, RecordingSink
+from simulator.ec2_groups import install_launch_template_groups
 from simulator.ec2_tokens import ClientTokens
 from simulator.kube_api import KubeApiServer
 
@@ -262,6 +263,16 @@ class LambdaContext:
         return max(0, int(self.remaining_ms - (time.monotonic() - self._started) * 1000))
 
 
+def _lazy_ec2(session: boto3.Session) -> Callable[[], Any]:
+    made: list[Any] = []
+
+    def client() -> Any:
+        if not made:
+            made.append(session.client("ec2"))
+        return made[0]
+    return client
+
+
 @dataclass
 class LocalCluster:
     """A running local account + cluster. Build with :meth:`start` (a context manager)."""
@@ -305,6 +316,7 @@ class LocalCluster:
             install_price_data(session, region=config.region)
             serialize_transactions(session)
             tokens = ClientTokens().install(session.events)
+            install_launch_template_groups(session.events, _lazy_ec2(session))
             network = make_account(session, config, region=config.region,
                                    k8s_version=config.kubernetes_version or "1.31")
             create_table(session.client("dynamodb", region_name=config.region), CLAIMS_TABLE)

@@ -162,6 +162,10 @@ class DisruptionConfig(_Model):
     # Karpenter keeps spot -> spot consolidation behind a feature gate for the same reason: the cheapest
     # spot offering is often the least available.
     spot_to_spot_consolidation: bool = False
+    # Replace nodes unhealthy past their tolerations (Karpenter's NodeRepair feature gate; on here, as in
+    # EKS Auto Mode) and nodes that drifted from their NodePool / EC2NodeClass.
+    node_repair: bool = True
+    drift: bool = True
 
     @field_validator("schedule")
     @classmethod

@@ -129,7 +129,8 @@ EVENT_TO_CORDON_SECONDS = MetricDef("EventToCordonSeconds", "Seconds", ("interru
 
 # --- disruption ---
 NODES_DISRUPTED = MetricDef("NodesDisrupted", "Count", ("disruption",),
-                            "Nodes removed, by reason (Empty, Expired, Underutilized, Drifted).",
+                            "Nodes removed, by reason (Empty, Expired, Underutilized, Drifted, Unhealthy, "
+                            "Overprovisioned).",
                             dimensions=(REASON,))
 DISRUPTION_SAVINGS = MetricDef("DisruptionSavings", "None", ("disruption",),
                                "USD per hour saved by the nodes removed or replaced in one run.")

@@ -80,10 +80,14 @@ EXPECTED: dict[str, list[dict[str, Any]]] = {
                     "sqs:ReceiveMessage"], "Resource": ["${InterruptionQueue.Arn}"]},
     ],
     "IdentityDisruptionRole": [
+        # Drift resolves the EC2NodeClasses' AMI, subnet and security-group selectors.
         {"Sid": "DescribeEc2", "Resource": ["*"], "Condition": REGION, "Action": [
-            "ec2:DescribeAvailabilityZones", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
-            "ec2:DescribeInstances", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"]},
+            "ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
+            "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeSecurityGroups",
+            "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"]},
         PRICES, DESCRIBE_CLUSTER, TERMINATE, INVOKE, _logs("Disruption"), XRAY,
+        {"Sid": "ReadPublicAmiParameters", "Action": ["ssm:GetParameter"],
+         "Resource": ["arn:${AWS::Partition}:ssm:us-west-2::parameter/aws/service/*"]},
     ],
     "SchedulerRoleForTargete7ef0c": [
         {"Action": ["lambda:InvokeFunction"],

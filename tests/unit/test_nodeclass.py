@@ -56,6 +56,7 @@ def test_v1alpha1_aws_node_template_converts() -> None:
         ({"metadataOptions": {"httpTokens": "sometimes"}}, r"spec\.metadataOptions\.httpTokens"),
         ({"tags": {"karpenter.sh/nodepool": "x"}}, r"set by the autoscaler"),
         ({"subnetSelectorTerms": [{"id": "subnet-1", "tags": {"a": "b"}}]}, r"by id alone"),
+        ({"capacityReservationSelectorTerms": [{"id": "cr-1"}]}, r"capacityReservationSelectorTerms: .*not supported"),
     ],
 )
 def test_invalid_node_classes_name_the_field(spec: dict[str, Any], message: str) -> None:

@@ -147,3 +147,21 @@ def test_durations(value: str, seconds: int | None) -> None:
 )
 def test_requirement_operators(req: Requirement, value: str | None, ok: bool) -> None:
     assert requirement_allows(req, value) is ok
+
+
+def test_static_nodepool_replicas_and_node_limit() -> None:
+    # GIVEN a Karpenter v1.x static NodePool WHEN parsed THEN replicas and limits.nodes are kept
+    pool = parse_node_pool(_v1(replicas=3, limits={"nodes": 5}))
+    assert pool.replicas == 3 and pool.is_static and pool.limits == {"nodes": 5}
+    assert not parse_node_pool(_v1()).is_static
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"replicas": 2, "limits": {"cpu": "10", "nodes": 3}}, r"only 'limits.nodes' is supported on static .*remove cpu"),
+    ({"replicas": 2, "weight": 10}, r"'weight' is not supported on static NodePools"),
+    ({"replicas": -1}, r"replicas"),
+])
+def test_static_nodepool_rejects_what_karpenter_rejects(spec: dict[str, Any], message: str) -> None:
+    # GIVEN a static NodePool with a field Karpenter's validation refuses WHEN parsed THEN the error names it
+    with pytest.raises(ConfigError, match=message):
+        parse_node_pool(_v1(**spec))

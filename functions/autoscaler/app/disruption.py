@@ -1,10 +1,12 @@
 """One pass of the disruption function, through the ports: keep the ``empty-since`` annotations true,
-carry on with disruptions already under way, decide new ones (``disruption.decide``) and carry them out.
+carry on with disruptions already under way, resolve what each EC2NodeClass selects now (for drift),
+decide new ones (``disruption.decide``: repair, static scale-down, empty, expired, drifted,
+underutilized) and carry them out (``disruption_actions``).
 
 Order of work for a node, every step recorded in node annotations so a later pass (another Lambda
 container) continues where this one stopped:
 
-1. ``replace`` decisions (Expired with pods that need new capacity, Underutilized/Replace) request
+1. ``replace`` decisions (Expired / Drifted with pods that need new capacity, Underutilized/Replace) request
    replacement capacity first and annotate ``replacement-requested``; later passes check whether the
    node's pods now fit on registered nodes (no in-flight capacity counted) and only then go on;
 2. taint ``karpenter.sh/disrupted:NoSchedule``, cordon, annotate ``drain-started`` / ``drain-reason``;
@@ -12,7 +14,8 @@ container) continues where this one stopped:
    a drain that a PDB blocks leaves the node cordoned for the next pass, and one blocked for longer
    than ``blocked_drain_timeout`` is released (taint, cordon and annotations removed);
 4. terminate the instance (only one with this cluster's ownership tags) and delete the Node.
-Nodes Karpenter launched are disrupted like ours only when adopted (``app/adoption.py``).
+
+A repair (``Unhealthy``) skips 1 and 3: its pods are deleted at once and the instance terminated.
 
 Every decision is logged with its reason and saving per hour, recorded as an Event on the node and
 counted in metrics. In dry-run nothing is written: the pass only reports.
@@ -21,109 +24,45 @@ counted in metrics. In dry-run nothing is written: the pass only reports.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 from autoscaler.app.adoption import KarpenterNodes
 from autoscaler.app.cluster_state import gather_plan_input
-from autoscaler.app.drain import drain
-from autoscaler.app.launcher import fleet_request_for
-from autoscaler.app.node_state import NodeStates, NotOwnedError
-from autoscaler.app.ports import (
-    Clock,
-    CloudError,
-    CloudPort,
-    ClusterError,
-    ClusterPort,
-    NotFoundError,
-    ReplacementRequester,
-)
+from autoscaler.app.disruption_actions import DisruptionActions, Options, PassReport
+from autoscaler.app.node_state import NodeStates
+from autoscaler.app.ports import Clock, CloudError, CloudPort, ClusterPort, ReplacementRequester
 from autoscaler.domain.disruption import (
     DRAIN_REASONS,
-    REASON_OF_DRAIN,
     Blocked,
     Candidate,
     DisruptionInput,
-    Reason,
-    Settings,
     decide,
     in_progress,
     is_ours,
     moves,
     pods_by_node,
-    simulate,
 )
+from autoscaler.domain.errors import ConfigError
+from autoscaler.domain.fleet import ResolvedNodeClass
 from autoscaler.domain.models import DISRUPTED_TAINT, Node
-from autoscaler.domain.node_state import (
-    NodeState,
-    Owner,
-    abandon,
-    request_replacement,
-    start_drain,
-    with_empty_since,
-)
+from autoscaler.domain.node_state import Owner, request_replacement, with_empty_since
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
-from autoscaler.domain.ownership import OwnershipError, is_owned
 from autoscaler.domain.plan import PlanInput
 from autoscaler.metrics_catalog import (
     DISRUPTION_BLOCKED,
     DISRUPTION_SAVINGS,
-    DRAIN_SECONDS,
-    EVICTIONS_BLOCKED_BY_PDB,
-    EVICTIONS_THROTTLED,
     GUARD,
-    NODES_DISRUPTED,
     NODES_OF_REMOVED_NODE_POOL,
-    NODES_TERMINATED,
-    PODS_EVICTED,
-    REASON,
     MetricsSink,
 )
 
+__all__ = ["DisruptionService", "Options", "PassReport"]
+
 log = logging.getLogger("autoscaler.disruption")
 
-@dataclass(frozen=True, slots=True)
-class Options:
-    dry_run: bool = False
-    settings: Settings = field(default_factory=Settings)
-    blocked_drain_timeout: float = 1800.0
-    replacement_timeout: float = 1200.0
-    drain_seconds_per_pass: float = 60.0
-    adopt_karpenter: bool = False  # migration.adoptKarpenterNodes
 
-
-@dataclass
-class PassReport:
-    """What one pass did (or, in dry-run, would do)."""
-
-    dry_run: bool
-    decided: list[Candidate] = field(default_factory=list)
-    blocked: list[Blocked] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    draining: list[str] = field(default_factory=list)  # drains still going at the end of the pass
-    replacing: list[str] = field(default_factory=list)  # waiting for replacement capacity
-    released: list[str] = field(default_factory=list)  # given back after being blocked too long
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dryRun": self.dry_run,
-            "decisions": [{"reason": c.reason, "action": c.action, "nodes": list(c.nodes), "pods": len(c.pods),
-                           "priceBefore": round(c.price_before, 6), "priceAfter": round(c.price_after, 6),
-                           "savingPerHour": round(c.saving, 6),
-                           "replacements": [list(r.instance_types[:5]) for r in c.replacements]}
-                          for c in self.decided],
-            "blocked": [{"node": b.node, "reason": b.reason, "guard": b.guard, "message": b.message}
-                        for b in self.blocked],
-            "removed": self.removed, "draining": self.draining, "replacing": self.replacing,
-            "released": self.released, "notes": self.notes,
-        }
-
-
-class DisruptionService:
+class DisruptionService(DisruptionActions):
     """Build once per container (it holds no state between passes) and call ``run_pass``."""
 
     def __init__(self, *, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
@@ -151,7 +90,8 @@ class DisruptionService:
         report = PassReport(dry_run=opts.dry_run)
         now = self.clock.now()
         every = self.cluster.nodes()
-        owned = {i.instance_id for i in self.cloud.owned_instances()}
+        instances = {i.instance_id: i for i in self.cloud.owned_instances()}
+        owned = set(instances)
         unadopted = self.karpenter.sort(every, owned=owned)
         nodes = [n for n in every if is_ours(n, self.pools) and n.name not in unadopted]
         self._removed_pools([n for n in every if not is_ours(n, self.pools)], owned=owned, report=report)
@@ -180,7 +120,8 @@ class DisruptionService:
         by_name = {n.name: n for n in snapshot.nodes}
         decision = decide(DisruptionInput(snapshot=snapshot, pdbs=self.cluster.pdbs(), now=now,
                                           owned_instances=owned, empty_since=empty_since,
-                                          settings=opts.settings, exclude=[*report.released, *unadopted]))
+                                          settings=opts.settings, exclude=[*report.released, *unadopted],
+                                          instances=instances, resolved=self._resolved(report)))
         report.notes.extend(decision.notes)
         for b in decision.blocked:
             self._blocked(b, by_name.get(b.node), report)
@@ -236,6 +177,23 @@ class DisruptionService:
         return gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
                                  node_classes=self.node_classes, region=self.region)
 
+    def _resolved(self, report: PassReport) -> dict[str, ResolvedNodeClass]:
+        """What each EC2NodeClass's selector terms select now, for AMI / subnet / security-group drift. A
+        node class that cannot be resolved (an API error, nothing selected) drifts nobody this pass."""
+        if not self.options.settings.drift:
+            return {}
+        out = {}
+        for name in sorted({p.node_class_ref for p in self.node_pools}):
+            node_class = self.node_classes.get(name)
+            if node_class is None:
+                continue
+            try:
+                out[name] = self.cloud.resolve_node_class(node_class)
+            except (CloudError, ConfigError) as exc:
+                report.notes.append(f"EC2NodeClass {name}: not resolved, no AMI/network drift this pass ({exc})")
+                log.warning("EC2NodeClass %s could not be resolved for drift: %s", name, exc)
+        return out
+
     # ----- empty-since -------------------------------------------------------------------------
     def _empty_since(self, nodes: list[Node], now: float) -> dict[str, float]:
         """Since when each empty node has been seen empty, as the annotations said at the start of the
@@ -281,6 +239,10 @@ class DisruptionService:
             return
         self.sink.emit(DISRUPTION_SAVINGS, round(c.saving, 6))
         nodes = [by_name[n] for n in c.nodes if n in by_name]
+        if c.reason == "Unhealthy":
+            for n in nodes:
+                self._repair(n, c, owned=owned, report=report)
+            return
         if c.action == "replace":
             problem = self._request_replacement(c)
             if problem is not None:
@@ -299,203 +261,4 @@ class DisruptionService:
         for n in nodes:
             self.cluster.record_event(n, reason="DisruptionTerminating", message=c.describe())
         self._start_drains(nodes, c.reason, owned=owned, deadline=deadline, report=report)
-
-    def _start_drains(self, nodes: list[Node], reason: Reason, *, owned: set[str], deadline: float,
-                      report: PassReport) -> None:
-        started = self.clock.now()
-        marked = []
-        for n in nodes:
-            state = self.states.read(n)
-            draining = with_empty_since(start_drain(state, owner=Owner.DISRUPTION, reason=DRAIN_REASONS[reason],
-                                                    at=started), None)
-            try:
-                # The record first: if the write fails nothing is cordoned, and if the function dies after the
-                # cordon the next pass finds the record and continues the drain (never a cordon without one).
-                self._write(n, state, draining, missing_ok=False)
-            except (ClusterError, NotOwnedError) as exc:
-                log.warning("could not start draining %s: %s", n.name, exc)
-                continue
-            try:
-                self.cluster.add_taint(n.name, DISRUPTED_TAINT)
-                self.cluster.cordon(n.name)
-            except ClusterError as exc:
-                log.warning("could not cordon %s (the next pass continues): %s", n.name, exc)
-                report.draining.append(n.name)
-                continue
-            marked.append(n)
-        for n in marked:
-            fresh = self.cluster.get_node(n.name)
-            if fresh is not None:
-                self._drain(fresh, owned=owned, deadline=deadline, report=report)
-
-    def _drain(self, node: Node, *, owned: set[str], deadline: float, report: PassReport) -> None:
-        state = self.states.read(node)
-        started = state.drain_started or self.clock.now()
-        reason: Reason = REASON_OF_DRAIN.get(state.reason, "Underutilized")
-        stop = min(deadline, self.clock.monotonic() + self.options.drain_seconds_per_pass)
-        try:
-            # Idempotent: a pass that wrote the record but died (or failed) before cordoning cordons here.
-            self.cluster.add_taint(node.name, DISRUPTED_TAINT)
-            self.cluster.cordon(node.name)
-        except NotFoundError:
-            return
-        except ClusterError as exc:
-            log.warning("could not cordon %s (the next pass continues): %s", node.name, exc)
-            report.draining.append(node.name)
-            return
-        result = drain(node.name, cluster=self.cluster, clock=self.clock, deadline=stop, sleep=self.sleep)
-        if result.evicted:
-            self.sink.emit(PODS_EVICTED, len(result.evicted))
-        by_pdb = [p for p in result.not_evicted if p.reason == "pdb"]
-        if by_pdb:
-            self.sink.emit(EVICTIONS_BLOCKED_BY_PDB, len(by_pdb))
-        if result.throttled:
-            self.sink.emit(EVICTIONS_THROTTLED, result.throttled)
-        if result.complete:
-            self._remove(node, reason, started=started, owned=owned, report=report)
-            return
-        waited = self.clock.now() - started
-        stuck = "; ".join(f"{p.pod}: {p.reason} {p.message}".strip() for p in result.not_evicted[:5])
-        if waited >= self.options.blocked_drain_timeout:
-            self._release(node, guard="PDB" if by_pdb else "Drain",
-                          why=f"drain blocked for {int(waited)}s ({stuck})", report=report)
-            return
-        report.draining.append(node.name)
-        log.info("drain of %s continues next pass: %s", node.name, stuck, extra={"node": node.name})
-        self.cluster.record_event(node, reason="DisruptionBlocked", event_type="Warning",
-                                  message=f"drain continues next pass: {stuck}")
-
-    def _remove(self, node: Node, reason: Reason, *, started: float, owned: set[str], report: PassReport) -> None:
-        iid = node.instance_id
-        if iid is not None and iid not in owned and self._already_terminated(iid):
-            # Killed between TerminateInstances and deleting the Node: finish the job, never uncordon a
-            # dead node nor call it someone else's.
-            self.cluster.delete_node(node.name, release_finalizers=self.release_finalizers)
-            report.removed.append(node.name)
-            log.info("node %s: instance %s already terminated; node deleted", node.name, iid,
-                     extra={"node": node.name, "instanceId": iid})
-            return
-        if iid is None or iid not in owned:
-            # decide() never picks such a node; a drain annotation put there by hand must not cost
-            # someone else's instance.
-            self._release(node, guard="NotOurs", why=f"instance {iid} is not this autoscaler's", report=report)
-            return
-        try:
-            self.cloud.terminate([iid])
-        except OwnershipError as exc:
-            self._release(node, guard="NotOurs", why=str(exc), report=report)
-            return
-        except CloudError as exc:
-            # One refused TerminateInstances must not end the pass: the node stays drained, cordoned and
-            # recorded, and the next pass tries again.
-            report.draining.append(node.name)
-            report.notes.append(f"{node.name}: TerminateInstances failed ({exc.code or exc}); retried next pass")
-            log.warning("terminating %s (%s) failed; retried next pass: %s", iid, node.name, exc,
-                        extra={"node": node.name, "instanceId": iid, "code": exc.code})
-            self.cluster.record_event(node, reason="DisruptionTerminateFailed", event_type="Warning",
-                                      message=f"TerminateInstances {iid} failed: {exc}; retried next pass")
-            return
-        self.cluster.record_event(node, reason="DisruptionTerminating",
-                                  message=f"{reason}: drained; instance {iid} terminated, node deleted")
-        self.cluster.delete_node(node.name, release_finalizers=self.release_finalizers)
-        report.removed.append(node.name)
-        self.sink.emit(NODES_DISRUPTED, 1, **{REASON: reason})
-        self.sink.emit(NODES_TERMINATED, 1, NodePool=node.node_pool or "unknown", Reason=reason)
-        self.sink.emit(DRAIN_SECONDS, max(0.0, self.clock.now() - started))
-        log.info("removed node %s (%s), instance %s terminated", node.name, reason, iid,
-                 extra={"node": node.name, "reason": reason, "instanceId": iid})
-
-    def _already_terminated(self, instance_id: str) -> bool:
-        """Our instance, and EC2 already took it (shutting-down or terminated)."""
-        try:
-            found = self.cloud.describe_instances([instance_id])
-        except CloudError:
-            return False
-        return any(i.state in ("shutting-down", "terminated")
-                   and is_owned(i.tags, self.cluster_name, adopt_karpenter=self.options.adopt_karpenter)
-                   for i in found)
-
-    def _release(self, node: Node, *, guard: str, why: str, report: PassReport) -> None:
-        """Give a node back to the scheduler: the disruption is abandoned."""
-        self.cluster.remove_taint(node.name, key=DISRUPTED_TAINT.key, effect=DISRUPTED_TAINT.effect)
-        try:
-            self.cluster.uncordon(node.name)
-        except ClusterError as exc:
-            log.warning("could not uncordon %s: %s", node.name, exc)
-        state = self.states.read(node)
-        self._write(node, state, abandon(state))
-        report.released.append(node.name)
-        self.sink.emit(DISRUPTION_BLOCKED, 1, **{GUARD: guard})
-        log.warning("disruption of %s abandoned: %s", node.name, why, extra={"node": node.name, "guard": guard})
-        self.cluster.record_event(node, reason="DisruptionBlocked", event_type="Warning",
-                                  message=f"disruption abandoned, node uncordoned: {why}")
-
-    # ----- replacements ------------------------------------------------------------------------
-    def _request_replacement(self, c: Candidate) -> str | None:
-        """Ask the provisioner function for the candidate's replacement capacity (the same request the
-        interruption function sends); without one configured, launch it here. None when requested,
-        else why not."""
-        if self.replacements is not None:
-            event_id = f"disruption-{c.reason.lower()}-{'-'.join(c.nodes)}-{int(self.clock.now())}"
-            try:
-                if self.replacements.request_replacement(source="disruption", nodes=c.nodes, unavailable=(),
-                                                         event_id=event_id):
-                    return None
-            except CloudError as exc:
-                return f"asking the provisioner failed: {exc}"
-        return self.launch_replacements(c)
-
-    def launch_replacements(self, c: Candidate) -> str | None:
-        """Launch the candidate's replacement nodes directly (the provisioner's own steps)."""
-        for launch in c.replacements:
-            request = fleet_request_for(launch, cluster_name=self.cluster_name, node_pools=self.pools,
-                                        node_classes=self.node_classes)
-            result = self.cloud.launch(request)
-            if not result.launched:
-                errors = "; ".join(f"{e.code}: {e.message}" for e in result.errors[:3]) or "nothing launched"
-                return f"launch for NodePool {launch.node_pool} failed ({errors})"
-            log.info("launched replacement %s for %s", result.launched[0].instance_id, ", ".join(c.nodes))
-        return None
-
-    def _check_replacements(self, waiting: list[Node], *, owned: set[str], deadline: float,
-                            report: PassReport) -> None:
-        """Nodes that requested replacement capacity in the same pass wait for it together: once their
-        pods fit on registered nodes without any launch, their drain starts."""
-        if not waiting:
-            return
-        groups: dict[float, list[Node]] = defaultdict(list)
-        for n in waiting:
-            groups[self.states.read(n).replacement_requested or 0.0].append(n)
-        snapshot = self._snapshot()
-        now = self.clock.now()
-        for requested, group in sorted(groups.items()):
-            names = [n.name for n in group]
-            reason: Reason = REASON_OF_DRAIN.get(self.states.read(group[0]).reason, "Underutilized")
-            if simulate(snapshot, names).fits:
-                log.info("replacement for %s has registered; draining", ", ".join(names))
-                self._start_drains(group, reason, owned=owned, deadline=deadline, report=report)
-            elif now - requested >= self.options.replacement_timeout:
-                for n in group:
-                    state = self.states.read(n)
-                    self._write(n, state, abandon(state))
-                    self.cluster.record_event(n, reason="DisruptionBlocked", event_type="Warning",
-                                              message="replacement capacity did not register in time; "
-                                                      "disruption abandoned")
-                report.notes.append(f"{', '.join(names)}: replacement did not register in time; abandoned")
-            else:
-                report.replacing.extend(names)
-                for n in group:
-                    self.cluster.record_event(n, reason="DisruptionWaitingReadiness",
-                                              message="waiting for replacement capacity to register")
-
-    # ----- helpers -----------------------------------------------------------------------------
-    def _write(self, node: Node, old: NodeState, new: NodeState, *, missing_ok: bool = True) -> None:
-        """Store this function's part of the node's record; failures are logged (or raised with
-        ``missing_ok=False``, where the caller must not go on without the record)."""
-        try:
-            self.states.write(node, old, new, by=Owner.DISRUPTION)
-        except (ClusterError, NotOwnedError) as exc:
-            if not missing_ok:
-                raise
-            log.warning("could not record the state of node %s: %s", node.name, exc)
 

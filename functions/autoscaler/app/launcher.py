@@ -14,6 +14,7 @@ from autoscaler.domain.models import CapacityType
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import Launch
+from autoscaler.domain.spec_hash import node_pool_hash
 
 _CLAIM_ALPHABET = string.ascii_lowercase + string.digits
 
@@ -47,4 +48,5 @@ def fleet_request_for(launch: Launch, *, cluster_name: str, node_pools: Mapping[
         taints=launch.taints,
         startup_taints=launch.startup_taints,
         kubelet=kubelet,
+        node_pool_hash=node_pool_hash(pool) if pool is not None else "",
     )

@@ -23,7 +23,7 @@ from autoscaler.domain.models import (
 
 if TYPE_CHECKING:
     from autoscaler.domain.claims import Claim
-    from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchTemplateInfo
+    from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchTemplateInfo, ResolvedNodeClass
     from autoscaler.domain.interruption import LifecycleAction
     from autoscaler.domain.models import InstanceType, Offering
     from autoscaler.domain.nodeclass import NodeClass
@@ -246,6 +246,11 @@ class CloudPort(Protocol):
     def subnet_zones(self, node_class: NodeClass) -> frozenset[str]:
         """The zones where the node class's subnet selectors find a subnet (cached). Raises ConfigError
         when they find none, CloudError when EC2 cannot be asked."""
+        ...
+
+    def resolve_node_class(self, node_class: NodeClass) -> ResolvedNodeClass:
+        """Every AMI (all architectures and accelerated variants), subnet and security group the node
+        class's selector terms select now. Raises ConfigError when a term set selects nothing."""
         ...
 
     def in_flight(self, registered_instance_ids: Collection[str]) -> list[CloudInstance]:

@@ -40,6 +40,7 @@ from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
 from autoscaler.domain.plan import InFlightNode, Launch, Plan, PlanInput
 from autoscaler.domain.scheduling import plan as schedule
+from autoscaler.domain.static_pools import static_launches
 from autoscaler.metrics_catalog import MetricsSink
 
 # The launch lease outlives a pass that died holding it by at most this long.
@@ -143,11 +144,19 @@ class Provisioner:
         # Nodes whose replacement was asked for and not yet planned (the record survives a delayed or
         # lost invoke). Once planned, the node is an ordinary node again until it is drained: its pods are
         # not pending, and counting them as pending forever would keep PendingPods above zero.
-        awaiting = {n.name: n for n in snap.nodes if self.states.read(n).awaiting_replacement}
-        if set(awaiting) - nodes_leaving:
-            nodes_leaving |= set(awaiting)
+        # A static pool's node being replaced is not leaving for the planner: the pool's count launches its
+        # replacement, and its pods move once that has registered.
+        static = {n.name for n in [*snap.nodes, *(self.cluster.get_node(name) for name in nodes_leaving)]
+                  if n is not None and self._static(n)}
+        awaiting = {n.name: n for n in snap.nodes if self.states.read(n).awaiting_replacement and n.name not in static}
+        if set(awaiting) - nodes_leaving or nodes_leaving & static:
+            nodes_leaving = (nodes_leaving | set(awaiting)) - static
             snap = self._gather(nodes_leaving)
         plan, plan_seconds = self._plan(snap)
+        fixed, short = static_launches(snap, self.node_pools)
+        plan.launches.extend(fixed)
+        for problem in short:
+            log.warning("%s", problem)
         result = PassResult(reason=reason, dry_run=self.settings.dry_run, plan=plan, started_at=started,
                             blocked=self._blocked, claims=self._reconciled)
         pods = {p.key: p for p in snap.pods}
@@ -164,6 +173,10 @@ class Provisioner:
         result.seconds = self._mono() - started
         log.debug(result.summary())  # the handler logs it, structured
         return result
+
+    def _static(self, node: Node) -> bool:
+        pool = self.pools_by_name.get(node.node_pool)
+        return pool is not None and pool.is_static
 
     def _mark_provisioned(self, result: PassResult, awaiting: Mapping[str, Node]) -> None:
         """Record on each node awaiting replacement that its capacity is planned, once every pod on it

@@ -63,6 +63,7 @@ class FleetRequest:
     kubelet: KubeletConfiguration | None = None
     count: int = 1
     tags: Mapping[str, str] = field(default_factory=dict)
+    node_pool_hash: str = ""  # written as the karpenter.sh/nodepool-hash tag (drift)
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -121,6 +122,16 @@ class FleetResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ResolvedNodeClass:
+    """What an EC2NodeClass's selector terms select now: every AMI (all architectures and variants),
+    subnet and security group. A node whose instance is outside them has drifted."""
+
+    amis: frozenset[str]
+    subnets: frozenset[str]
+    security_groups: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class CloudInstance:
     """An EC2 instance this autoscaler launched, as the planner and disruption need it.
     ``raw`` is the DescribeInstances ``Instance`` object (the snapshot's ``inFlight`` shape)."""
@@ -138,6 +149,18 @@ class CloudInstance:
     @property
     def node_pool(self) -> str:
         return self.tags.get(NODEPOOL_TAG, "")
+
+    @property
+    def image_id(self) -> str:
+        return str(self.raw.get("ImageId") or "")
+
+    @property
+    def subnet_id(self) -> str:
+        return str(self.raw.get("SubnetId") or "")
+
+    @property
+    def security_groups(self) -> frozenset[str]:
+        return frozenset(str(g.get("GroupId")) for g in self.raw.get("SecurityGroups") or () if g.get("GroupId"))
 
     @property
     def claim_id(self) -> str:

@@ -236,7 +236,7 @@ def _node_pool(version: str) -> Obj:
                     "spec": Obj(template_fields, required=("nodeClassRef",), foreign=template_foreign)},
                    required=("spec",))
     return _top(Obj({"template": template, "disruption": Obj(disruption_fields, foreign=disruption_foreign),
-                     "limits": QUANTITIES, "weight": Scalar("integer", 0, 100), "replicas": NOT_IMPLEMENTED},
+                     "limits": QUANTITIES, "weight": Scalar("integer", 0, 100), "replicas": Scalar("integer", 0)},
                     required=("template",)))
 
 

@@ -108,6 +108,11 @@ EKS_CLUSTER_TAG = "eks:eks-cluster-name"
 NODEPOOL_TAG = NODEPOOL_LABEL
 PROVISIONER_NAME_TAG = PROVISIONER_NAME_LABEL  # on instances Karpenter v0.2x launched
 NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
+# Drift: hashes of the launch-relevant NodePool template and EC2NodeClass spec, written at launch as instance
+# tags (Karpenter writes them as NodeClaim/Node annotations; the tags reach the disruption function with the
+# instance listing it already makes).
+NODEPOOL_HASH_TAG = "karpenter.sh/nodepool-hash"
+NODECLASS_HASH_TAG = "karpenter.k8s.aws/ec2nodeclass-hash"
 NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 NAME_TAG = "Name"
 MANAGED_BY_TAG = "eks-serverless-autoscaler/managed-by"

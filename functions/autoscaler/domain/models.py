@@ -208,6 +208,16 @@ class Pod:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeCondition:
+    """One ``status.conditions`` entry: ``status`` is True, False or Unknown; ``since`` is its
+    ``lastTransitionTime`` in epoch seconds (0 when absent)."""
+
+    type: str
+    status: str
+    since: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -220,6 +230,10 @@ class Node:
     ready: bool = False
     created_at: float = 0.0
     deleting: bool = False
+    conditions: tuple[NodeCondition, ...] = ()
+
+    def condition(self, kind: str) -> NodeCondition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
 
     @property
     def instance_id(self) -> str | None:

@@ -157,11 +157,17 @@ class _V1Spec(_Model):
     metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
     detailed_monitoring: bool = False
     associate_public_ip_address: bool | None = Field(default=None, alias="associatePublicIPAddress")
+    capacity_reservation_selector_terms: list[dict[str, Any]] | None = None
 
     @model_validator(mode="after")
     def _identity(self, info: ValidationInfo) -> _V1Spec:
         if self.ami_family in ("Windows2019", "Windows2022"):
             raise ValueError(f"amiFamily {self.ami_family!r}: {WINDOWS_UNSUPPORTED}")
+        if self.capacity_reservation_selector_terms:
+            # Refused rather than ignored: a NodePool allowing `reserved` would silently launch on-demand.
+            raise ValueError("capacityReservationSelectorTerms: reserved capacity (On-Demand Capacity Reservations, "
+                             "Capacity Blocks) is not supported yet; remove the field (nodes launch on-demand or "
+                             "spot as the NodePool allows)")
         # Planning launches nothing, so it needs neither (the guides' AWSNodeTemplates name none).
         planning = bool((info.context or {}).get("planning"))
         if (self.role and self.instance_profile) or not (self.role or self.instance_profile or planning):

@@ -109,6 +109,11 @@ class NodePool(_Model):
     kubelet: KubeletConfiguration | None = None
     disruption: Disruption = Field(default_factory=Disruption)
     termination_grace_period: int | None = None
+    replicas: int | None = None  # a static NodePool: this many nodes whatever the pods (Karpenter v1.x)
+
+    @property
+    def is_static(self) -> bool:
+        return self.replicas is not None
 
     def requirement(self, key: str) -> Requirement | None:
         return next((r for r in self.requirements if r.key == key), None)
@@ -223,7 +228,20 @@ class _V1Spec(_Lenient):
     template: _Template
     disruption: _RawDisruption = Field(default_factory=_RawDisruption)
     limits: dict[str, str | int | float] = Field(default_factory=dict)
-    weight: int = Field(default=0, ge=0, le=100)
+    weight: int | None = Field(default=None, ge=0, le=100)
+    replicas: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _static(self) -> _V1Spec:
+        if self.replicas is None:
+            return self
+        other = sorted(k for k in self.limits if k != "nodes")
+        if other:
+            raise ValueError(f"limits: only 'limits.nodes' is supported on static NodePools (replicas is set); "
+                             f"remove {', '.join(other)}")
+        if self.weight is not None:
+            raise ValueError("weight: 'weight' is not supported on static NodePools (replicas is set); remove it")
+        return self
 
 
 class _ProviderRef(_Lenient):
@@ -307,7 +325,7 @@ def _from_v1(name: str, spec: Mapping[str, Any], *, api: str) -> NodePool:
     expire = tspec.expire_after or d.expire_after or "720h"
     reqs = tuple(r.to_requirement() for r in tspec.requirements)
     return NodePool(
-        name=name, weight=parsed.weight, labels=parsed.template.metadata.labels,
+        name=name, weight=parsed.weight or 0, labels=parsed.template.metadata.labels,
         annotations=parsed.template.metadata.annotations,
         taints=tuple(t.to_taint() for t in tspec.taints),
         startup_taints=tuple(t.to_taint() for t in tspec.startup_taints),
@@ -318,6 +336,7 @@ def _from_v1(name: str, spec: Mapping[str, Any], *, api: str) -> NodePool:
             expire_after=parse_duration(expire, field="expireAfter"), budgets=_budgets(d.budgets),
         ),
         termination_grace_period=parse_duration(tspec.termination_grace_period, field="terminationGracePeriod"),
+        replicas=parsed.replicas,
     )
 
 

@@ -21,6 +21,7 @@ from autoscaler.domain.models import (
     InstanceType,
     LabelSelector,
     Node,
+    NodeCondition,
     NodeSelectorTerm,
     OwnerRef,
     PersistentVolume,
@@ -341,6 +342,9 @@ def node_from_dict(obj: Raw) -> Node:
                   for c in status.get("conditions") or ()),
         created_at=parse_timestamp(meta.get("creationTimestamp")),
         deleting=bool(meta.get("deletionTimestamp")),
+        conditions=tuple(NodeCondition(type=str(c.get("type") or ""), status=str(c.get("status") or "Unknown"),
+                                       since=parse_timestamp(c.get("lastTransitionTime")))
+                         for c in status.get("conditions") or () if isinstance(c, Mapping)),
     )
 
 

@@ -23,11 +23,11 @@ from autoscaler.domain.keys import (
 )
 
 MAX_POD_TAGS = 20
-# EC2 allows 50 tags per resource; the autoscaler writes 7 of its own (cluster, eks:eks-cluster-name,
-# managed-by, NodePool, EC2NodeClass, node claim, Name), the EC2NodeClass's tags come next, and pod keys
-# get what is left, up to MAX_POD_TAGS.
+# EC2 allows 50 tags per resource; the autoscaler writes 9 of its own (cluster, eks:eks-cluster-name,
+# managed-by, NodePool, EC2NodeClass, node claim, Name, and the two drift hashes), the EC2NodeClass's
+# tags come next, and pod keys get what is left, up to MAX_POD_TAGS.
 EC2_TAG_LIMIT = 50
-OWN_TAG_COUNT = 7
+OWN_TAG_COUNT = 9
 
 
 def user_tag_count(node_class_tags: Mapping[str, str]) -> int:

@@ -27,7 +27,8 @@ def options_for(rt: Runtime, *, dry_run: bool | None = None) -> Options:
     return Options(
         dry_run=cfg.dry_run if dry_run is None else dry_run,
         settings=Settings(allow_bare_pods=cfg.allow_bare_pods,
-                          spot_to_spot_consolidation=cfg.spot_to_spot_consolidation),
+                          spot_to_spot_consolidation=cfg.spot_to_spot_consolidation,
+                          node_repair=cfg.node_repair, drift=cfg.drift),
         blocked_drain_timeout=duration_seconds(cfg.blocked_drain_timeout),
         replacement_timeout=duration_seconds(cfg.replacement_timeout),
         drain_seconds_per_pass=cfg.drain_seconds_per_pass,

@@ -18,6 +18,7 @@ from autoscaler.domain.fleet import FleetRequest
 from autoscaler.domain.keys import EKS_CLUSTER_TAG, MANAGED_BY_TAG, NODECLAIM_TAG, NODECLASS_TAG, NODEPOOL_TAG
 from autoscaler.domain.models import Taint
 from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
+from autoscaler.domain.spec_hash import node_class_hash
 from tests.adapters.aws.helpers import (
     CLUSTER,
     REGION,
@@ -274,12 +275,12 @@ def test_thirty_node_class_tags_leave_room_within_ec2s_limit(ec2: Any, cloud: Aw
     # GIVEN an EC2NodeClass with 30 tags and a node planned for 300 pods
     many = node_class(tags={f"team/label-{i:02d}": "x" * 40 for i in range(30)})
     keys = [f"payments-namespace/worker-{i:05d}-abcdefghij" for i in range(300)]
-    # WHEN the pod keys are packed within the budget (wave 1 always allowed 20 pod tags: 7 + 30 + 20 = 57)
+    # WHEN the pod keys are packed within the budget (wave 1 always allowed 20 pod tags: 9 + 30 + 20 = 59)
     budget = pod_tag_budget(many.tags)
     tags = pod_tags(keys, max_tags=budget)
-    result = cloud.launch(_request(node_class=many, tags=tags, capacity_types=("on-demand",)))
+    result = cloud.launch(_request(node_class=many, tags=tags, capacity_types=("on-demand",), node_pool_hash="1"))
     # THEN EC2's 50-tag limit holds and the launch succeeds; the keys that did not fit are countable
-    assert budget == 13 and len(tags) == 13
+    assert budget == 11 and len(tags) == 11
     assert result.launched and result.errors == []
     [raw] = instances_by_id(ec2, [result.launched[0].instance_id])
     assert len(raw["Tags"]) == 50
@@ -289,11 +290,23 @@ def test_thirty_node_class_tags_leave_room_within_ec2s_limit(ec2: Any, cloud: Aw
     assert not refused.launched and [e.code for e in refused.errors] == ["TagLimitExceeded"]
 
 
-@pytest.mark.parametrize(("count", "ok"), [(42, True), (43, False)])
+@pytest.mark.parametrize(("count", "ok"), [(40, True), (41, False)])
 def test_node_class_tag_budget_is_checked_at_config_time(count: int, ok: bool) -> None:
     spec = {"tags": {f"k{i}": "v" for i in range(count)}}
     if ok:
         assert pod_tag_budget(node_class(**spec).tags) == 1
         return
-    with pytest.raises(ConfigError, match=r"43 tags, but EC2 allows 50 .* remove at least 1"):
+    with pytest.raises(ConfigError, match=r"41 tags, but EC2 allows 50 .* remove at least 1"):
         node_class(**spec)
+
+
+def test_instances_carry_the_drift_hashes(ec2: Any, cloud: AwsCloud) -> None:
+    # GIVEN a launch whose NodePool template hashes to "123"
+    req = _request(node_pool_hash="123", capacity_types=("on-demand",))
+    # WHEN it launches
+    result = cloud.launch(req)
+    # THEN the instance carries the NodePool's and the EC2NodeClass's hashes (drift compares them later)
+    [raw] = instances_by_id(ec2, [result.launched[0].instance_id])
+    tags = {t["Key"]: t["Value"] for t in raw["Tags"]}
+    assert tags["karpenter.sh/nodepool-hash"] == "123"
+    assert tags["karpenter.k8s.aws/ec2nodeclass-hash"] == node_class_hash(req.node_class)

@@ -20,9 +20,11 @@ from autoscaler.domain.allocatable import allocatable
 from autoscaler.domain.fleet import FleetRequest
 from autoscaler.domain.nodeclass import parse_node_classes
 from autoscaler.domain.nodepool import parse_node_pools
+from autoscaler.domain.spec_hash import node_pool_hash
 from autoscaler.handlers import disruption
 from autoscaler.handlers.runtime import Runtime, set_runtime
 from autoscaler.metrics_catalog import RecordingSink
+from simulator.ec2_groups import install_launch_template_groups
 from simulator.kube_api import KubeApiServer, client_for
 from simulator.local import LambdaContext, on_demand_prices
 from tests.adapters.aws.conftest import moto_catalog  # noqa: F401 - shared session fixture
@@ -37,47 +39,68 @@ NODE_CLASS = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "met
 
 
 def node_pool(*, consolidate_after: str = "30s", expire_after: str = "720h", policy: str = "WhenEmptyOrUnderutilized",
-              budgets: list[dict[str, Any]] | None = None, families: tuple[str, ...] = ("m5", "c5")) -> dict[str, Any]:
+              budgets: list[dict[str, Any]] | None = None, families: tuple[str, ...] = ("m5", "c5"),
+              replicas: int | None = None, limits: dict[str, Any] | None = None,
+              labels: dict[str, str] | None = None,
+              requirements: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     disruption_spec: dict[str, Any] = {"consolidationPolicy": policy, "consolidateAfter": consolidate_after,
                                        "budgets": budgets or [{"nodes": "100%"}]}
-    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-            "spec": {"template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "expireAfter": expire_after,
-                "requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
-                                  "values": list(families)}]}},
-                     "disruption": disruption_spec}}
+    spec: dict[str, Any] = {"template": {"metadata": {"labels": labels or {}}, "spec": {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "expireAfter": expire_after,
+        "requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": list(families)},
+                         *(requirements or [])]}},
+        "disruption": disruption_spec}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    if limits is not None:
+        spec["limits"] = limits
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"}, "spec": spec}
 
 
 class World:
+    pool_specs: list[dict[str, Any]]
+    node_class_spec: dict[str, Any]
+
     def __init__(self, *, kube: KubeApiServer, ec2: Any, catalog: Any, pools: list[dict[str, Any]],
                  disruption_cfg: dict[str, Any], migration: dict[str, Any] | None = None) -> None:
         self.kube, self.store, self.ec2 = kube, kube.store, ec2
         self.clock = ManualClock()
         self.sink = RecordingSink()
         seed_eks_amis(ec2)
-        make_network(ec2)
+        self.network = make_network(ec2)
+        install_launch_template_groups(ec2.meta.events, lambda: ec2)
         pricing = boto3.client("pricing", region_name=REGION)
         self._stub = Stubber(pricing)
         self._stub.add_response("get_products", {
             "FormatVersion": "aws_v1", "PriceList": [price_list_item(k, v) for k, v in on_demand_prices().items()]})
         self._stub.activate()
-        self.config = ClusterConfig.model_validate({
-            "clusterName": CLUSTER.name, "region": REGION, "nodePools": pools, "nodeClasses": [NODE_CLASS],
-            "disruption": disruption_cfg, "migration": migration or {}})
+        self.migration_cfg = migration or {}
         self.cloud = AwsCloud(ec2=ec2, ssm=boto3.client("ssm", region_name=REGION),
                               iam=boto3.client("iam", region_name=REGION), pricing=pricing, region=REGION,
                               cluster=CLUSTER, clock=self.clock, catalog_ttl=10 * 86400,
-                              adopt_karpenter=self.config.migration.adopt_karpenter_nodes)
+                              adopt_karpenter=bool(self.migration_cfg.get("adoptKarpenterNodes")))
         self.cloud.catalog.load(*catalog)
         self.cluster = KubeCluster(client_for(kube.url), clock=self.clock, sleep=self.clock.advance)
+        self.disruption_cfg = disruption_cfg
+        self.reconfigure(pools=pools, node_class=NODE_CLASS)
+        self.prices = on_demand_prices()
+
+    def reconfigure(self, *, pools: list[dict[str, Any]] | None = None,
+                    node_class: dict[str, Any] | None = None) -> None:
+        """Deploy a changed cluster file: the next pass sees these NodePools / this EC2NodeClass."""
+        self.pool_specs = pools or self.pool_specs
+        self.node_class_spec = node_class or self.node_class_spec
+        self.config = ClusterConfig.model_validate({
+            "clusterName": CLUSTER.name, "region": REGION, "nodePools": self.pool_specs,
+            "nodeClasses": [self.node_class_spec], "disruption": self.disruption_cfg,
+            "migration": self.migration_cfg})
         self.runtime = Runtime(
             config=self.config, env=DeploymentEnv(), node_pools=parse_node_pools(self.config.node_pools),
             node_classes=parse_node_classes(self.config.node_classes, default_role=self.config.node_role_name),
             cloud=self.cloud, cluster=self.cluster, clock=self.clock, sink=self.sink,
             session=boto3.Session(region_name=REGION))
         set_runtime(self.runtime)
-        self.prices = on_demand_prices()
 
     # ----- EC2 + Kubernetes ------------------------------------------------------------------
     def launch(self, instance_type: str = "m5.large", *, zone: str = "us-east-1a") -> str:
@@ -86,7 +109,7 @@ class World:
         result = self.cloud.launch(FleetRequest(
             claim_id=new_claim_id("default"), cluster_name=CLUSTER.name, node_pool="default",
             node_class=self.runtime.node_classes["default"], capacity_types=("on-demand",),
-            instance_types=(instance_type,), zones=(zone,)))
+            instance_types=(instance_type,), zones=(zone,), node_pool_hash=node_pool_hash(pools["default"])))
         assert pools and result.launched, result.errors
         return result.launched[0].instance_id
 
@@ -111,25 +134,29 @@ class World:
 
     def register(self, instance_id: str, *, name: str | None = None, pool: str | None = "default",
                  annotations: dict[str, str] | None = None, age: float = 0.0,
-                 pool_label: str = "karpenter.sh/nodepool", finalizers: list[str] | None = None) -> str:
+                 pool_label: str = "karpenter.sh/nodepool", finalizers: list[str] | None = None,
+                 conditions: list[dict[str, Any]] | None = None, labels: dict[str, str] | None = None) -> str:
         """Create the Node the kubelet would register for ``instance_id``."""
         [raw] = [i for r in self.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
                  for i in r["Instances"]]
         it_name, zone = raw["InstanceType"], raw["Placement"]["AvailabilityZone"]
+        capacity_type = "spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand"
         alloc = allocatable(self.cloud.instance_types()[it_name])
         name = name or f"ip-{instance_id[2:]}.ec2.internal"
+        extra_labels = labels
         labels = {"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": it_name,
-                  "topology.kubernetes.io/zone": zone, "karpenter.sh/capacity-type": "on-demand",
+                  "topology.kubernetes.io/zone": zone, "karpenter.sh/capacity-type": capacity_type,
                   "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}
+        labels = {**labels, **(extra_labels or {})}
         if pool:
             labels[pool_label] = pool
         quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"])}
         self.store.create("nodes", {
             "metadata": {"name": name, "labels": labels, "annotations": annotations or {},
-                         "creationTimestamp": _stamp(self.clock.now() - age), "finalizers": finalizers or []},
+                         "creationTimestamp": stamp(self.clock.now() - age), "finalizers": finalizers or []},
             "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
             "status": {"allocatable": quantities, "capacity": quantities,
-                       "conditions": [{"type": "Ready", "status": "True"}]}})
+                       "conditions": conditions or [{"type": "Ready", "status": "True"}]}})
         return name
 
     def node(self, instance_type: str = "m5.large", **kw: Any) -> str:
@@ -139,7 +166,7 @@ class World:
             labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
             owner: str | None = "ReplicaSet", ready: bool = True) -> None:
         meta: dict[str, Any] = {"name": name, "namespace": "default", "labels": labels or {"app": name},
-                                "annotations": annotations or {}, "creationTimestamp": _stamp(self.clock.now())}
+                                "annotations": annotations or {}, "creationTimestamp": stamp(self.clock.now())}
         if owner:
             meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": f"{name}-rs",
                                         "uid": f"uid-{name}", "controller": True}]
@@ -176,11 +203,14 @@ class World:
     def hourly_cost(self) -> float:
         return round(sum(self.prices[i["InstanceType"]] for i in self.live_instances()), 6)
 
+    def event_messages(self, node: str) -> list[str]:
+        return [str(e.get("message")) for e in self.store.objects("events") if e["involvedObject"]["name"] == node]
+
     def events(self, node: str) -> list[str]:
         return [e["reason"] for e in self.store.objects("events") if e["involvedObject"]["name"] == node]
 
 
-def _stamp(epoch: float) -> str:
+def stamp(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -19,7 +19,14 @@ from autoscaler.adapters.aws.unavailable import UnavailableOfferings
 from autoscaler.adapters.aws.userdata import ClusterInfo
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.app.ports import Clock, CloudPort
-from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchTemplateInfo, supports
+from autoscaler.domain.fleet import (
+    CloudInstance,
+    FleetRequest,
+    FleetResult,
+    LaunchTemplateInfo,
+    ResolvedNodeClass,
+    supports,
+)
 from autoscaler.domain.models import CapacityType, InstanceType, Offering
 from autoscaler.domain.nodeclass import NodeClass
 
@@ -98,6 +105,13 @@ class AwsCloud:
 
     def subnet_zones(self, node_class: NodeClass) -> frozenset[str]:
         return frozenset(self.network.subnets_by_zone(node_class.subnet_selector_terms, node_class=node_class.name))
+
+    def resolve_node_class(self, node_class: NodeClass) -> ResolvedNodeClass:
+        amis = self.amis.resolve(node_class, ("standard", "nvidia", "neuron"))
+        subnets = self.network.subnets(node_class.subnet_selector_terms, node_class=node_class.name)
+        groups = self.network.security_groups(node_class.security_group_selector_terms, node_class=node_class.name)
+        return ResolvedNodeClass(amis=frozenset(a.image_id for a in amis.values()),
+                                 subnets=frozenset(s.subnet_id for s in subnets), security_groups=frozenset(groups))
 
     def unavailable(self) -> frozenset[tuple[str, str, str]]:
         return self.unavailable_offerings.snapshot()

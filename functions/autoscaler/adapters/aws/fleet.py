@@ -30,9 +30,10 @@ from autoscaler.domain.fleet import (
     LaunchedInstance,
     supports,
 )
-from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODECLASS_HASH_TAG, NODEPOOL_HASH_TAG, NODEPOOL_LABEL
 from autoscaler.domain.models import UNREGISTERED_TAINT, CapacityType, Taint
 from autoscaler.domain.ownership import launch_tags
+from autoscaler.domain.spec_hash import node_class_hash
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,14 @@ def _join_taints(request: FleetRequest) -> tuple[Taint, ...]:
         if t not in out:
             out.append(t)
     return tuple(out)
+
+
+def drift_tags(request: FleetRequest) -> dict[str, str]:
+    """The hashes drift is judged by, on every instance launched (docs/disruption.md, Drift)."""
+    tags = {NODECLASS_HASH_TAG: node_class_hash(request.node_class)}
+    if request.node_pool_hash:
+        tags[NODEPOOL_HASH_TAG] = request.node_pool_hash
+    return tags
 
 
 class FleetLauncher:
@@ -168,7 +177,7 @@ class FleetLauncher:
         ct = prepared.capacity_type
         tags = launch_tags(cluster_name=self._cluster.name, node_pool=request.node_pool,
                            node_class=request.node_class.name, claim_id=request.claim_id,
-                           extra={**request.node_class.tags, **request.tags})
+                           extra={**request.node_class.tags, **request.tags, **drift_tags(request)})
         tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
         params: dict[str, Any] = {
             # EC2 answers a repeated token with the fleet it already launched: botocore's own retry of a

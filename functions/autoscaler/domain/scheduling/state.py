@@ -170,7 +170,9 @@ class _State:
             if o.available and (o.instance_type, o.zone, o.capacity_type) not in self.unavailable:
                 by_type[o.instance_type].append((o.zone, o.capacity_type, o.price))
         out = []
-        for idx, pool in enumerate(sorted(self.snap.node_pools, key=lambda p: (-p.weight, p.name))):
+        # A static NodePool keeps its own node count (domain/static_pools.py): never launched into for pods.
+        dynamic = [p for p in self.snap.node_pools if not p.is_static]
+        for idx, pool in enumerate(sorted(dynamic, key=lambda p: (-p.weight, p.name))):
             kubelet, root = self._kubelet(pool)
             # A template label on a well-known key (zone, capacity type, arch...) constrains like a requirement.
             reqs = [*pool.requirements, *(Requirement(k, "In", (v,)) for k, v in pool.labels.items()
