@@ -45,7 +45,8 @@ layers: $(PY_STAMP)
 
 unit: $(PY_STAMP)
 	@# pytest exits 5 when it collected no test: that is a failure here, never a pass.
-	@$(PY) -m pytest; rc=$$?; \
+	@# Two workers: CI has two cores, and most of the suite waits on moto, the emulator and CDK synthesis.
+	@$(PY) -m pytest -n 2 --durations=15; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 test: install lint typecheck layers unit

@@ -368,7 +368,6 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
         demo_config,
         install_price_data,
         moto_catalog,
-        serialize_transactions,
     )
 
     # moto answers a page of 1,000 instances in seconds (EC2 in well under one): give it the time, or the
@@ -378,7 +377,6 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     config = demo_config(_config_path())
     session = boto3.Session(region_name=config.region)
     install_price_data(session, region=config.region)
-    serialize_transactions(session)
     ClientTokens().install(session.events)
     aws_calls: Counter[str] = Counter()
     latency = _Latency()

@@ -1,4 +1,4 @@
-"""A local stand-in for an EKS cluster and its AWS account: moto as a server (``ThreadedMotoServer`` on
+"""A local stand-in for an EKS cluster and its AWS account: moto as a server (`SerialMotoServer` on
 127.0.0.1, boto3 pointed at it through ``AWS_ENDPOINT_URL``) and the Kubernetes API emulator, with
 what the autoscaler needs to find in them (a VPC with discovery-tagged subnets and security group,
 the node role, the EKS AMI SSM parameters) and the real handlers wired to both.
@@ -27,7 +27,6 @@ import hashlib
 import json
 import logging
 import os
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -60,6 +59,7 @@ from autoscaler.metrics_catalog import MetricsSink, RecordingSink
 from simulator.ec2_groups import install_launch_template_groups
 from simulator.ec2_tokens import ClientTokens
 from simulator.kube_api import KubeApiServer
+from simulator.moto_server import SerialMotoServer
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 REGION = "us-east-1"  # the region the bundled price data covers
@@ -149,24 +149,6 @@ def install_price_data(session: boto3.Session, *, region: str = REGION,
 
     session.events.register("before-call.pricing.GetProducts", get_products)
     session.events.register("before-call.ec2.DescribeSpotPriceHistory", spot_history)
-
-
-def serialize_transactions(session: boto3.Session) -> None:
-    """Send DynamoDB TransactWriteItems one at a time. moto's server applies concurrent transactions
-    without isolation and answers some with HTTP 500; DynamoDB isolates transactions on different items,
-    so a parallel launch's claim records would never fail there. Serialising them here makes the harness
-    as reliable as the service, no more: each transaction still checks its own conditions."""
-    lock = threading.Lock()
-
-    def before(**_: Any) -> None:
-        lock.acquire()
-
-    def after(**_: Any) -> None:
-        lock.release()
-
-    session.events.register("before-call.dynamodb.TransactWriteItems", before)
-    session.events.register("after-call.dynamodb.TransactWriteItems", after)
-    session.events.register("after-call-error.dynamodb.TransactWriteItems", after)
 
 
 def put_public_parameter(name: str, value: str, *, region: str = REGION) -> None:
@@ -297,7 +279,7 @@ class LocalCluster:
         catalog = catalog or moto_catalog(config.region)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto server's per-request access log
         own = moto_server is None
-        server = moto_server or ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server = moto_server or SerialMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         if own:
             server.start()
         host, port = server.get_host_and_port()
@@ -314,7 +296,6 @@ class LocalCluster:
         try:
             session = boto3.Session(region_name=config.region)
             install_price_data(session, region=config.region)
-            serialize_transactions(session)
             tokens = ClientTokens().install(session.events)
             install_launch_template_groups(session.events, _lazy_ec2(session))
             network = make_account(session, config, region=config.region,
