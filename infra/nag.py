@@ -67,11 +67,14 @@ def apply_suppressions(stack: cdk.Stack, *, node_role_created: bool) -> None:
     groups = (f"Resource::arn:<AWS::Partition>:autoscaling:{stack.region}:{account_id}:autoScalingGroup:*:"
               "autoScalingGroupName/*")
     for role in ("InterruptionRole", "DisruptionRole"):
-        extra = [groups] if role == "InterruptionRole" else []
+        # Drift compares a node's AMI with what the EC2NodeClass resolves to now: public AMI parameters.
+        extra = [groups] if role == "InterruptionRole" else [
+            f"Resource::arn:<AWS::Partition>:ssm:{region}::parameter/aws/service/*"]
         _suppress(stack, f"Identity/{role}/DefaultPolicy/Resource", "AwsSolutions-IAM5",
                   f"{STAR_REASON} Instances are terminated only when tagged for this cluster (aws:ResourceTag). "
                   "Lifecycle actions may be completed on any Auto Scaling group with a terminate hook (managed node "
-                  "groups are unknown at deploy time); completing one only ends the hook's wait.",
+                  "groups are unknown at deploy time); completing one only ends the hook's wait. Drift detection "
+                  "reads the public AMI parameters under /aws/service/.",
                   [STAR, _ec2(stack, "instance"), *extra])
     for child in stack.node.children:
         if child.node.id.startswith("SchedulerRoleForTarget"):

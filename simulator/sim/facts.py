@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autoscaler.domain.keys import DISRUPTED_TAINT_KEY
+from autoscaler.domain.keys import DISRUPTED_TAINT_KEY, REPLACEMENT_REQUESTED_ANNOTATION
 from simulator.kube_store import _scaled, pod_ready, selector_matches
 
 
@@ -39,8 +39,12 @@ def node_ready(node: dict[str, Any]) -> str:
 
 
 def node_leaving(node: dict[str, Any]) -> bool:
+    """Cordoned, tainted ``karpenter.sh/disrupted``, or announced as being replaced (a drifted or expiring
+    node gets its replacement before it is cordoned: that launch is a replacement, not a duplicate)."""
     spec = node.get("spec") or {}
-    return bool(spec.get("unschedulable")) or any(t.get("key") == DISRUPTED_TAINT_KEY for t in spec.get("taints") or ())
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return (bool(spec.get("unschedulable")) or REPLACEMENT_REQUESTED_ANNOTATION in annotations
+            or any(t.get("key") == DISRUPTED_TAINT_KEY for t in spec.get("taints") or ()))
 
 
 def group_of(inst: Any) -> str:

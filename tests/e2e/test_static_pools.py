@@ -76,7 +76,10 @@ def test_a_static_pool_replaces_a_node_that_left(moto_server: ThreadedMotoServer
         env.register_nodes()
         # WHEN one node is deleting (its instance going away)
         [first, _] = sorted(n["metadata"]["name"] for n in env.kube.store.objects("nodes"))
-        env.kube.store.patch("nodes", None, first, {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}})
+        # (a finalizer holds it while it is deleted, as the API server does: deletionTimestamp set, object kept)
+        env.kube.store.patch("nodes", None, first, {"metadata": {"finalizers": ["example.com/hold"]}})
+        env.kube.store.delete("nodes", None, first)
+        assert env.kube.store.get("nodes", None, first)["metadata"].get("deletionTimestamp")
         env.invoke_provisioner()
         # THEN a replacement launches: two staying nodes again
         assert len(fixed(env.instances())) == 3

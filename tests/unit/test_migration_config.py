@@ -39,8 +39,8 @@ def test_an_ec2nodeclass_naming_karpenters_role_gets_both_fixes(raw: dict[str, A
     with pytest.raises(ConfigError) as exc:
         parse_cluster_config(raw, source="clusters/demo.yaml")
     message = str(exc.value)
-    assert "nodeClasses[0].spec.role: 'KarpenterNodeRole-demo'" in message
-    assert "write spec.role: eks-autoscaler-node-demo" in message
+    assert "EC2NodeClass default: spec.role: 'KarpenterNodeRole-demo'" in message
+    assert "write role: eks-autoscaler-node-demo" in message
     assert "nodeRole: {create: false, roleName: KarpenterNodeRole-demo}" in message
 
 
@@ -72,5 +72,6 @@ def test_adoption_is_off_unless_asked(raw: dict[str, Any]) -> None:
     assert parse_cluster_config(raw, source="a").migration.adopt_karpenter_nodes is False
     assert parse_cluster_config(on, source="b").migration.adopt_karpenter_nodes is True
     on["migration"] = {"adoptKarpenterNode": True}
-    with pytest.raises(ConfigError, match=r"migration\.adoptKarpenterNode: Extra inputs are not permitted"):
+    misspelt = r"migration\.adoptKarpenterNode: unknown key 'adoptKarpenterNode'; did you mean 'adoptKarpenterNodes'\?"
+    with pytest.raises(ConfigError, match=misspelt):
         parse_cluster_config(on, source="c")

@@ -147,5 +147,5 @@ def test_the_error_the_guide_quotes_is_the_one_validation_gives() -> None:
         parse_cluster_config(raw, source="clusters/my-cluster.yaml")
     # Then the guide quotes that message word for word
     [problem] = exc.value.problems
-    quoted = GUIDE.read_text().split("```\nnodeClasses[0].spec.role:", 1)[1].split("```", 1)[0]
-    assert " ".join(f"nodeClasses[0].spec.role:{quoted}".split()) == " ".join(problem.split())
+    quoted = GUIDE.read_text().split("```\nEC2NodeClass default: spec.role:", 1)[1].split("```", 1)[0]
+    assert " ".join(f"EC2NodeClass default: spec.role:{quoted}".split()) == " ".join(problem.split())
