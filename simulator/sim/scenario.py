@@ -38,6 +38,7 @@ from pydantic.alias_generators import to_camel
 from autoscaler.config import ClusterConfig, parse_cluster_config
 from autoscaler.domain.durations import duration_seconds
 from simulator.local import PAUSE_IMAGE, REGION, REPO
+from simulator.sim.kubelet import KubeletSettings
 
 
 class ScenarioError(ValueError):
@@ -56,15 +57,18 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
 
+_KUBELET = KubeletSettings()  # the kubelet's defaults live once, in kubelet.py
+
+
 class Settings(_Model):
-    boot_seconds: float = 30.0
-    ready_seconds: float = 10.0
-    startup_taint_seconds: float = 5.0
-    pod_start_seconds: float = 3.0
-    pod_stop_seconds: float = 2.0
-    node_monitor_grace_seconds: float = 40.0
-    node_delete_seconds: float = 60.0
-    pod_gc_seconds: float = 5.0
+    boot_seconds: float = _KUBELET.boot_seconds
+    ready_seconds: float = _KUBELET.ready_seconds
+    startup_taint_seconds: float = _KUBELET.startup_taint_seconds
+    pod_start_seconds: float = _KUBELET.pod_start_seconds
+    pod_stop_seconds: float = _KUBELET.pod_stop_seconds
+    node_monitor_grace_seconds: float = _KUBELET.node_monitor_grace_seconds
+    node_delete_seconds: float = _KUBELET.node_delete_seconds
+    pod_gc_seconds: float = _KUBELET.pod_gc_seconds
     scheduler_delay_seconds: float = 1.0
     scoring: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
     provisioner_period_seconds: float = 60.0

@@ -244,5 +244,20 @@ def case_id(c: Case) -> str:
     return c.karpenter
 
 
+def registrar(cases: list[Case], prefix: str) -> Callable[..., Callable[[Callable[[Cluster], None]],
+                                                                        Callable[[Cluster], None]]]:
+    """``@karpenter("Describe/It", difference=...)``: records the decorated case under ``prefix``."""
+
+    def karpenter(path: str, difference: str | None = None) -> Callable[[Callable[[Cluster], None]],
+                                                                         Callable[[Cluster], None]]:
+        def add(fn: Callable[[Cluster], None]) -> Callable[[Cluster], None]:
+            cases.append(Case(f"{prefix}/{path}", fn, difference))
+            return fn
+
+        return add
+
+    return karpenter
+
+
 def toleration(key: str = "", value: str = "", effect: str = "", op: str = "Equal") -> Toleration:
     return Toleration(key=key, operator=op, value=value, effect=effect)  # type: ignore[arg-type]

@@ -26,6 +26,7 @@ from tests.unit.karpenter_port import (
     kpods,
     node,
     nodepool,
+    registrar,
     req,
     spread,
     term,
@@ -37,12 +38,7 @@ CASES: list[Case] = []
 S = "Scheduling"
 
 
-def karpenter(path: str, difference: str | None = None):  # type: ignore[no-untyped-def]
-    def add(fn):  # type: ignore[no-untyped-def]
-        CASES.append(Case(f"{S}/{path}", fn, difference))
-        return fn
-
-    return add
+karpenter = registrar(CASES, S)
 
 
 ANY_ARCH = req(ARCH, "In", "amd64", "arm64")

@@ -25,6 +25,7 @@ from tests.unit.karpenter_port import (
     kpods,
     node,
     nodepool,
+    registrar,
     req,
     spread,
     term,
@@ -35,12 +36,7 @@ CASES: list[Case] = []
 T = "Topology"
 
 
-def karpenter(path: str, difference: str | None = None):  # type: ignore[no-untyped-def]
-    def add(fn):  # type: ignore[no-untyped-def]
-        CASES.append(Case(f"{T}/{path}", fn, difference))
-        return fn
-
-    return add
+karpenter = registrar(CASES, T)
 
 
 ANY_ARCH = req(ARCH, "In", "amd64", "arm64")
