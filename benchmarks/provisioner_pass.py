@@ -358,6 +358,7 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     from autoscaler.adapters.clock import SystemClock  # noqa: PLC0415
     from autoscaler.app.provisioner import Provisioner  # noqa: PLC0415
     from autoscaler.config import ENV_CLAIMS_TABLE  # noqa: PLC0415
+    from autoscaler.handlers import runtime as runtime_module  # noqa: PLC0415
     from autoscaler.handlers.provisioner import handler  # noqa: PLC0415
     from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, build_runtime, set_runtime  # noqa: PLC0415
     from autoscaler.metrics_catalog import RecordingSink  # noqa: PLC0415
@@ -372,8 +373,11 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
 
     # moto answers a page of 1,000 instances in seconds (EC2 in well under one): give it the time, or the
     # benchmark would measure moto's read timeouts instead of the pass.
+    # moto applies one request at a time, so a DynamoDB write may wait behind a CreateFleet of 200 instances.
     configured = cloud.client_config
-    cloud.client_config = lambda **kw: configured(**kw).merge(Config(read_timeout=300))  # type: ignore[assignment]
+    patient = lambda **kw: configured(**kw).merge(Config(read_timeout=300))  # noqa: E731
+    cloud.client_config = patient  # type: ignore[assignment]
+    runtime_module.client_config = patient  # type: ignore[attr-defined]
     config = demo_config(_config_path())
     session = boto3.Session(region_name=config.region)
     install_price_data(session, region=config.region)
