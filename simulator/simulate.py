@@ -12,21 +12,11 @@ import json
 import sys
 from collections.abc import Sequence
 
+from autoscaler.cli import add_simulate_arguments
 from autoscaler.domain.errors import ConfigError
 from simulator.sim.report import as_json, as_text, baseline_text, check, plot, ratios, summary
 from simulator.sim.runner import run_scenario
 from simulator.sim.scenario import ScenarioError, load_scenario, seconds
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", metavar="SCENARIO", help="a scenario file (simulator/scenarios/*.yaml)")
-    parser.add_argument("--until", metavar="DURATION", help="virtual time to simulate (90s, 15m, 2h); "
-                        "default: the scenario's own 'until'")
-    parser.add_argument("--output", choices=("text", "json"), default="text")
-    parser.add_argument("--plot", metavar="FILE.png", help="write nodes, pending pods and $/hour over time "
-                        "(needs matplotlib: pip install -e '.[dev]')")
-    parser.add_argument("--baseline", action="store_true", help="also run the scenario under a Cluster-Autoscaler-"
-                        "like policy (one instance type, 10 s scan, 10 min scale-down) and print the ratios")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,8 +25,7 @@ def run(args: argparse.Namespace) -> int:
         until = seconds(args.until) if args.until else None
         record = run_scenario(scenario, until=until)
         results = check(record, scenario.assertions)
-        base = run_scenario(scenario, until=until, policy="cluster-autoscaler") if getattr(args, "baseline", False) \
-            else None
+        base = run_scenario(scenario, until=until, policy="cluster-autoscaler") if args.baseline else None
     except (ScenarioError, ConfigError, ValueError) as exc:
         print(f"autoscaler simulate: {exc}", file=sys.stderr)
         return 2
@@ -61,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulator.simulate", description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
+    add_simulate_arguments(parser)
     return run(parser.parse_args(argv))
 
 

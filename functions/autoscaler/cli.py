@@ -73,15 +73,22 @@ SIMULATOR_MISSING = ("autoscaler simulate: the simulator is not installed here (
                      "e.g. `python -m simulator.simulate simulator/scenarios/inflate.yaml`")
 
 
+def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``autoscaler simulate`` and ``python -m simulator.simulate`` (one definition)."""
+    parser.add_argument("scenario", metavar="SCENARIO", help="a scenario file (simulator/scenarios/*.yaml)")
+    parser.add_argument("--until", metavar="DURATION", help="virtual time to simulate (90s, 15m, 2h); "
+                        "default: the scenario's own 'until'")
+    parser.add_argument("--output", choices=("text", "json"), default="text")
+    parser.add_argument("--plot", metavar="FILE.png", help="write nodes, pending pods and $/hour over time "
+                        "(needs matplotlib: pip install -e '.[dev]')")
+    parser.add_argument("--baseline", action="store_true", help="also run the scenario under a Cluster-Autoscaler-"
+                        "like policy (one instance type, 10 s scan, 10 min scale-down) and print the ratios")
+
+
 def _register_simulate(sub: argparse.ArgumentParser) -> Command:
-    # The same arguments as `python -m simulator.simulate`; the simulator (development tooling outside
-    # the shipped package, never in the Lambda bundle) is imported by name only when the command runs.
-    sub.add_argument("scenario", metavar="SCENARIO", help="a scenario file (simulator/scenarios/*.yaml)")
-    sub.add_argument("--until", metavar="DURATION", help="virtual time to simulate (90s, 15m, 2h); "
-                     "default: the scenario's own 'until'")
-    sub.add_argument("--output", choices=("text", "json"), default="text")
-    sub.add_argument("--plot", metavar="FILE.png", help="write nodes, pending pods and $/hour over time "
-                     "(needs matplotlib)")
+    # The simulator (development tooling outside the shipped package, never in the Lambda bundle) is
+    # imported by name only when the command runs.
+    add_simulate_arguments(sub)
 
     def run(args: argparse.Namespace) -> int:
         try:
