@@ -3,6 +3,13 @@
 ``interrupt`` plays an AWS FIS ``aws:ec2:send-spot-instance-interruptions`` action: for each chosen spot
 instance EC2 emits the "EC2 Spot Instance Interruption Warning" EventBridge event (the stack's rule
 routes it to the interruption queue) and reclaims the instance ``notice_seconds`` (two minutes) later.
+``scheduled_change`` plays AWS Health announcing an EC2 scheduled change (an instance retirement) for
+chosen instances: one "AWS Health Event" naming them all, its ``startTime`` ``start_in`` seconds ahead;
+at that time EC2 retires every named instance still running.
+
+An event reaches the queue only when one of the stack's EventBridge rules matches it: the patterns are
+``infra.event_patterns.EVENT_PATTERNS``, the data the CDK stack builds its rules from, matched here as
+EventBridge matches them (exact values; a list in an event matches when any element does).
 
 The queue is modelled here rather than in moto, whose visibility timeouts run on the wall clock: a
 message becomes visible ``delivery_seconds`` after the event; Lambda's SQS event source mapping hands
@@ -16,15 +23,49 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from email.utils import format_datetime
 from typing import Any
 
+from infra.event_patterns import EVENT_PATTERNS
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.engine import EventLoop
 
 ACCOUNT = "123456789012"
 QUEUE_NAME = "autoscaler-interruption"
+RETIREMENT = "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"  # the commonest EC2 scheduled change
+
+
+def matches(pattern: Mapping[str, Any], event: Mapping[str, Any]) -> bool:
+    """EventBridge's matching for the patterns the stack uses: every key of the pattern is in the event;
+    a list of values matches an equal value (or, for a list in the event, any element of it); a mapping
+    matches the event's mapping under that key recursively."""
+    for key, wanted in pattern.items():
+        if key not in event:
+            return False
+        value = event[key]
+        if isinstance(wanted, Mapping):
+            if not isinstance(value, Mapping) or not matches(wanted, value):
+                return False
+        elif not any(v in wanted for v in (value if isinstance(value, list) else [value])):
+            return False
+    return True
+
+
+def rule_for(event: Mapping[str, Any]) -> str | None:
+    """The stack's rule (its event kind) that routes ``event`` to the interruption queue, or None."""
+    return next((kind for kind, pattern in EVENT_PATTERNS.items() if matches(pattern, event)), None)
+
+
+@dataclass
+class ScheduledChange:
+    """One AWS Health scheduled change: the instances it names and when EC2 acts on them."""
+
+    instance_ids: list[str]
+    announced_at: float
+    starts_at: float
+    retired: list[str] = field(default_factory=list)  # still running at the start: EC2 took them
 
 
 @dataclass
@@ -51,6 +92,8 @@ class InterruptionQueue:
     messages: list[Message] = field(default_factory=list)
     dead_letters: list[Message] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)  # message outcome -> count
+    scheduled: list[ScheduledChange] = field(default_factory=list)
+    unrouted: int = 0  # events no rule of the stack matched (EventBridge drops them)
     _ids: Any = field(default_factory=itertools.count)
     _poll_due: bool = False
 
@@ -68,6 +111,65 @@ class InterruptionQueue:
                 self.loop.after(self.notice_seconds, f"EC2 reclaims {record.instance_id}",
                                 lambda r=record: self._reclaim(r))  # type: ignore[misc]
         return [r.instance_id for r in chosen]
+
+    def scheduled_change(self, *, count: int, start_in: float, node_pool: str | None = None,
+                         event_type: str = RETIREMENT) -> list[str]:
+        """AWS Health announces a scheduled change for ``count`` live instances of the autoscaler (of
+        ``node_pool`` when given), starting ``start_in`` seconds from now; at the start EC2 retires (here:
+        terminates) the ones still running. Returns the instance ids."""
+        chosen = [r for r in sorted(self.cloud.live(), key=lambda r: r.instance_id)
+                  if r.instance is not None and r.instance.node_pool and not r.interrupted
+                  and (node_pool is None or r.instance.node_pool == node_pool)][:count]
+        if not chosen:
+            return []
+        change = ScheduledChange([r.instance_id for r in chosen], self.loop.now, self.loop.now + start_in)
+        self.scheduled.append(change)
+        self._send(self._health_event(change, event_type))
+        self.loop.at(change.starts_at, f"EC2 scheduled change starts ({len(chosen)} instance(s))",
+                     lambda: self._retire(change))
+        return change.instance_ids
+
+    def scheduled_outcomes(self) -> dict[str, int]:
+        """Per named instance: terminated before its change started (the autoscaler moved it), retired by
+        EC2 at the start (it did not), or neither yet (the change starts after the run)."""
+        named = [(i, c) for c in self.scheduled for i in c.instance_ids]
+        moved = sum(1 for i, c in named if (t := self.cloud.instances[i].terminated_at) is not None
+                    and t < c.starts_at)
+        return {"named": len(named), "movedBeforeStart": moved,
+                "retiredByEc2": sum(len(c.retired) for c in self.scheduled), "unroutedEvents": self.unrouted}
+
+    def _health_event(self, change: ScheduledChange, event_type: str) -> dict[str, Any]:
+        """The event as AWS Health sends it (tests/events/health-scheduled-change.json): times in RFC 2822,
+        the instances both as ``resources`` and ``affectedEntities``."""
+        def rfc2822(virtual: float) -> str:
+            return format_datetime(self.cloud.epoch_time(virtual), usegmt=True)
+
+        n = next(self._ids)
+        return {
+            "version": "0", "id": f"sim-health-{n}", "detail-type": "AWS Health Event", "source": "aws.health",
+            "account": ACCOUNT, "time": self.cloud.epoch_time(self.loop.now).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": self.region, "resources": list(change.instance_ids),
+            "detail": {
+                "eventArn": f"arn:aws:health:{self.region}::event/EC2/{event_type}/{event_type}_sim{n}",
+                "service": "EC2", "eventTypeCode": event_type, "eventTypeCategory": "scheduledChange",
+                "eventScopeCode": "ACCOUNT_SPECIFIC", "communicationId": f"sim-{n}",
+                "startTime": rfc2822(change.starts_at), "endTime": rfc2822(change.starts_at + 3600),
+                "lastUpdatedTime": rfc2822(self.loop.now), "statusCode": "upcoming", "eventRegion": self.region,
+                "eventDescription": [{"language": "en_US", "latestDescription":
+                                      "EC2 has detected degradation of the underlying hardware hosting your "
+                                      "Amazon EC2 instance. Your instance will be retired after the start time."}],
+                "affectedEntities": [{"entityValue": i} for i in change.instance_ids],
+                "affectedAccount": ACCOUNT, "page": "1", "totalPages": "1",
+            },
+        }
+
+    def _retire(self, change: ScheduledChange) -> None:
+        change.retired = [i for i in change.instance_ids if self.cloud.instances[i].alive]
+        if self.log:
+            self.log("ec2", f"scheduled change starts: {len(change.retired)} of {len(change.instance_ids)} "
+                            "named instance(s) still running, retired now" + (
+                                f" ({', '.join(change.retired)})" if change.retired else ""))
+        self.cloud.terminate(change.retired)
 
     def _event(self, record: InstanceRecord, *, rebalance: bool) -> dict[str, Any]:
         zone = record.instance.zone if record.instance else self.region + "a"
@@ -89,6 +191,12 @@ class InterruptionQueue:
             self.cloud.terminate([record.instance_id], interrupted=True)
 
     def _send(self, event: dict[str, Any]) -> None:
+        if rule_for(event) is None:
+            self.unrouted += 1
+            if self.log:
+                self.log("eventbridge", f"no rule of the stack matches {event['source']} / {event['detail-type']}: "
+                                        "dropped")
+            return
         visible = self.loop.now + self.delivery_seconds
         self.messages.append(Message(f"msg-{next(self._ids)}", json.dumps(event), visible))
         self._schedule_poll(self.delivery_seconds)

@@ -96,6 +96,7 @@ class Record:
     capacity_errors: int = 0
     jobs: dict[str, int] = field(default_factory=dict)  # Job name -> pods Succeeded
     interruption_messages: dict[str, int] = field(default_factory=dict)  # handled, retried, deadLettered, pending
+    scheduled_changes: dict[str, int] = field(default_factory=dict)  # named, movedBeforeStart, retiredByEc2
 
 
 class Simulation:
@@ -376,6 +377,11 @@ class Simulation:
             ids = self.queue.interrupt(count=i.count, node_pool=i.node_pool, rebalance=i.rebalance)
             what = "rebalance recommendation for" if i.rebalance else "FIS: interrupt"
             self.log("scenario", f"{what} {i.count} spot instance(s): {', '.join(ids) or 'none'}")
+        elif step.scheduled_change is not None:
+            c = step.scheduled_change
+            ids = self.queue.scheduled_change(count=c.count, start_in=c.start_in, node_pool=c.node_pool)
+            self.log("scenario", f"AWS Health: EC2 scheduled change for {', '.join(ids) or 'no instance'}, "
+                                 f"starting in {clock_text(c.start_in)}")
         elif step.shrink_node_group is not None:
             g = step.shrink_node_group
             self.log("scenario", f"shrink node group {g.name} to {g.size}")
@@ -480,6 +486,7 @@ class Simulation:
         rec.interruption_messages = {**self.queue.outcomes, "deadLettered": len(self.queue.dead_letters),
                                      "pending": len(self.queue.messages)}
         rec.interrupted = sum(1 for r in self.cloud.instances.values() if r.interrupted)
+        rec.scheduled_changes = self.queue.scheduled_outcomes()
 
 
 @contextlib.contextmanager

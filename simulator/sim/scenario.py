@@ -16,7 +16,8 @@ assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped one
       - {at: 3m, delete: {kind: Deployment, name: inflate}}
       - {at: 4m, shrinkNodeGroup: {name: mng, size: 2}}   # initial.nodeGroups: [{name: mng, size: 3}]
       - {at: 5m, interrupt: {count: 2, nodePool: default}}  # FIS: warning now, reclaimed 2 min later
-  - {at: 6m, interrupt: {count: 1, rebalance: true}}     # a rebalance recommendation (no reclaim)
+      - {at: 6m, interrupt: {count: 1, rebalance: true}}     # a rebalance recommendation (no reclaim)
+      - {at: 6m, scheduledChange: {count: 2, startIn: 10m}}  # AWS Health: retirement of 2 instances in 10 min
       - {at: 6m, load: {deployment: web, cpu: 4}}   # cores burnt by clients (initial.hpas scale on it)
     assertions:
       - {metric: duplicate_launches, max: 0}
@@ -142,6 +143,21 @@ class Interrupt(_Model):
     rebalance: bool = False
 
 
+class ScheduledChangeSpec(_Model):
+    """AWS Health announces an EC2 scheduled change (an instance retirement) for ``count`` of the
+    autoscaler's instances (of ``nodePool`` when given), starting ``startIn`` from now; at the start EC2
+    retires the ones still running."""
+
+    count: int = 1
+    start_in: float = 900.0
+    node_pool: str | None = None
+
+    @field_validator("start_in", mode="before")
+    @classmethod
+    def _start_in(cls, value: Any) -> float:
+        return seconds(value)
+
+
 class HpaSpec(_Model):
     """A HorizontalPodAutoscaler on CPU utilisation (autoscaling/v2's Resource metric, the common case)."""
 
@@ -208,6 +224,7 @@ class Step(_Model):
     delete: Delete | None = None
     shrink_node_group: ShrinkNodeGroup | None = None
     interrupt: Interrupt | None = None
+    scheduled_change: ScheduledChangeSpec | None = None
     load: Load | None = None
     capacity: Capacity | None = None
     node_pools: list[dict[str, Any]] | None = None  # the cluster file's nodePools from now on (kubectl apply)
@@ -221,11 +238,12 @@ class Step(_Model):
     @model_validator(mode="after")
     def _one_action(self) -> Step:
         actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group,
-                               self.interrupt, self.load, self.capacity, self.node_pools, self.job)
+                               self.interrupt, self.scheduled_change, self.load, self.capacity, self.node_pools,
+                               self.job)
                    if a is not None]
         if len(actions) != 1:
             raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
-                             "shrinkNodeGroup, interrupt, load, capacity, nodePools, job")
+                             "shrinkNodeGroup, interrupt, scheduledChange, load, capacity, nodePools, job")
         return self
 
 

@@ -6,13 +6,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from autoscaler.domain.fleet import instance_from_ec2
+from autoscaler.domain.interruption import EventKind, InterruptionEvent, parse_event
 from simulator.kube_store import Store
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment
 from simulator.sim.engine import EventLoop, VirtualClock
 from simulator.sim.hpa import Autoscalers, Hpa
-from simulator.sim.interruption import InterruptionQueue
+from simulator.sim.interruption import InterruptionQueue, rule_for
+from tests.events import load_event
 
 
 def _record(iid: str, *, pods: str = "", claim: str = "", at: float = 0.0) -> InstanceRecord:
@@ -112,6 +116,55 @@ def test_rebalance_recommendations_are_no_interruption() -> None:
     assert body["detail-type"] == "EC2 Instance Rebalance Recommendation"
     assert not any(r.interrupted for r in cloud.instances.values())
     assert all(r.alive for r in cloud.instances.values())
+
+
+def test_an_aws_health_scheduled_change_reaches_the_handler_as_aws_sends_it() -> None:
+    # Given three instances of the autoscaler, when AWS Health announces a retirement of two, 10 min ahead
+    loop, cloud, queue, seen = _queue([])
+    ids = queue.scheduled_change(count=2, start_in=600)
+    loop.run_until(5)
+    # Then one "AWS Health Event" names both; the handler's parser reads it as a scheduled change whose
+    # deadline is the start time, and the stack's scheduledChange rule is the one that routed it
+    assert ids == ["i-0", "i-1"] and len(seen) == 1
+    body = json.loads(seen[0]["Records"][0]["body"])
+    assert rule_for(body) == "scheduledChange"
+    parsed = parse_event(body)
+    assert isinstance(parsed, InterruptionEvent)
+    assert parsed.kind is EventKind.SCHEDULED_CHANGE and parsed.instance_ids == ("i-0", "i-1")
+    assert parsed.deadline == loop.epoch + 600
+    # And the event has the shape of AWS's own (the fixture the handler's tests use)
+    fixture = load_event("health-scheduled-change")
+    assert set(body) == set(fixture) and set(body["detail"]) == set(fixture["detail"])
+    # When the change starts with one of them already gone, EC2 retires the other
+    cloud.instances["i-0"].terminated_at = 300.0
+    retired: list[list[str]] = []
+    cloud.terminate = lambda ids, interrupted=False: retired.append(ids)  # type: ignore[method-assign]
+    loop.run_until(700)
+    assert retired == [["i-1"]]
+    assert queue.scheduled_outcomes() == {"named": 2, "movedBeforeStart": 1, "retiredByEc2": 1, "unroutedEvents": 0}
+
+
+@pytest.mark.parametrize(("event", "rule"), [
+    ("health-scheduled-change", "scheduledChange"),
+    ("health-other-service", None),
+    ("spot-interruption-warning", "spotInterruption"),
+    ("rebalance-recommendation", "rebalance"),
+    ("state-change-terminated", "stateChange"),
+    ("state-change-running", None),
+])
+def test_only_events_a_rule_of_the_stack_matches_reach_the_queue(event: str, rule: str | None) -> None:
+    # Given an EventBridge event as AWS sends it, when the stack's patterns are applied
+    # Then the rule that routes it is the stack's (or none: EventBridge drops it)
+    assert rule_for(load_event(event)) == rule
+
+
+def test_an_event_no_rule_matches_is_dropped() -> None:
+    # Given the queue, when an event of another AWS Health service arrives
+    loop, _, queue, seen = _queue([])
+    queue._send(load_event("health-other-service"))
+    loop.run_until(5)
+    # Then the handler never sees it
+    assert seen == [] and queue.unrouted == 1
 
 
 def test_hpa_scales_on_cpu_and_waits_before_scaling_in() -> None:
