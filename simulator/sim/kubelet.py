@@ -15,6 +15,14 @@ SIGTERM). A terminated instance's kubelet stops: after ``node_monitor_grace_seco
 lifecycle controller's 40 s) the Node is NotReady with ``node.kubernetes.io/unreachable:NoExecute``,
 and ``node_delete_seconds`` after the termination the cloud node lifecycle controller deletes it; pods
 bound to a Node that no longer exists are removed by pod garbage collection ``pod_gc_seconds`` later.
+
+A kubelet can also stop reporting on an instance that keeps running (``stop``: a hung kubelet, a kernel
+or network fault): the node lifecycle controller marks the Node Ready=Unknown with the unreachable
+taint after the grace period, and its taint manager deletes the pods that do not tolerate the taint
+``taint_eviction_seconds`` later (the 300 s toleration DefaultTolerationSeconds gives every pod that
+has none of its own; DaemonSet pods tolerate it for ever). With no kubelet to confirm, those pods stay
+Terminating until the Node goes; their controllers replace them meanwhile. Node repair is the
+autoscaler's business.
 """
 
 from __future__ import annotations
@@ -26,10 +34,11 @@ from typing import Any
 
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL
 from autoscaler.domain.nodepool import NodePool
-from simulator.kube_store import ApiError, Store, WatchEvent
+from simulator.kube_store import ApiError, Store, WatchEvent, now_rfc3339
 from simulator.local import NOT_READY_TAINT, node_manifest
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.engine import EventLoop
+from simulator.sim.scheduler import tolerates
 
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 BASELINE_GROUP_TAG = "simulator/baseline-group"  # instances of the Cluster-Autoscaler baseline's group
@@ -45,6 +54,7 @@ class KubeletSettings:
     node_monitor_grace_seconds: float = 40.0
     node_delete_seconds: float = 60.0
     pod_gc_seconds: float = 5.0
+    taint_eviction_seconds: float = 300.0
 
 
 @dataclass
@@ -57,6 +67,8 @@ class Kubelets:
     region: str
     settings: KubeletSettings = field(default_factory=KubeletSettings)
     running: dict[str, float] = field(default_factory=dict)  # pod uid -> virtual time it became Running
+    stopped: dict[str, float] = field(default_factory=dict)  # instance id -> when its kubelet stopped reporting
+    log: Callable[[str, str], None] | None = None
     _stopping: set[str] = field(default_factory=set)  # pod uids whose termination is scheduled
     _starting: set[str] = field(default_factory=set)
 
@@ -103,7 +115,7 @@ class Kubelets:
         node = self.store.get("nodes", None, name)
         taints = [t for t in node["spec"].get("taints") or () if t.get("key") != NOT_READY_TAINT]
         self.store.patch("nodes", None, name, {"spec": {"taints": taints},
-                                                "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+                                                "status": {"conditions": [self._condition("True")]}})
         pool = self.node_pools.get(record.instance.node_pool if record.instance else "")
         if pool and pool.startup_taints:
             keys: set[tuple[str, str]] = {(t.key, str(t.effect)) for t in pool.startup_taints}
@@ -131,7 +143,50 @@ class Kubelets:
         taints = [t for t in node["spec"].get("taints") or () if t.get("key") != UNREACHABLE_TAINT]
         taints.append({"key": UNREACHABLE_TAINT, "effect": "NoExecute"})
         self.store.patch("nodes", None, name, {"spec": {"taints": taints},
-                                                "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})
+                                                "status": {"conditions": [self._condition("Unknown")]}})
+
+    def _condition(self, status: str) -> dict[str, str]:
+        """The Ready condition as kubelet and the node lifecycle controller write it: node repair reads how
+        long a node has been unhealthy from ``lastTransitionTime``."""
+        return {"type": "Ready", "status": status, "lastTransitionTime": now_rfc3339(self.store.clock())}
+
+    # ----- a kubelet that stops reporting on a running instance ----------------------------------
+    def stop(self, record: InstanceRecord) -> None:
+        """The kubelet of ``record``'s node stops: no status, no pod starts or stops from now on."""
+        self.stopped[record.instance_id] = self.loop.now
+        self.loop.after(self.settings.node_monitor_grace_seconds, f"node of {record.instance_id} NotReady",
+                        lambda: self._unreachable(record))
+
+    def _unreachable(self, record: InstanceRecord) -> None:
+        if not record.alive:
+            return  # terminated meanwhile: ``_terminated`` has it
+        self._not_ready(record)
+        name = record.node_name
+        if name is not None:
+            self.loop.after(self.settings.taint_eviction_seconds, f"taint manager evicts pods of {name}",
+                            lambda: self._taint_evict(name))
+
+    def _taint_evict(self, node_name: str) -> None:
+        """The taint manager's NoExecute eviction: delete the node's pods whose tolerations of the
+        unreachable taint (or the default 300 s one) have run out; those tolerating it for ever stay."""
+        taint = {"key": UNREACHABLE_TAINT, "effect": "NoExecute"}
+        evicted = 0
+        for pod in self.store.list("pods", field_selector=f"spec.nodeName={node_name}"):
+            own = [t for t in (pod.get("spec") or {}).get("tolerations") or () if tolerates(t, taint)]
+            if pod["metadata"].get("deletionTimestamp") or (
+                    own and any(t.get("tolerationSeconds") is None for t in own)):
+                continue
+            with contextlib.suppress(ApiError):
+                self.store.delete("pods", pod["metadata"].get("namespace", "default"), pod["metadata"]["name"])
+                evicted += 1
+        if self.log and evicted:
+            self.log("node", f"taint manager: {evicted} pod(s) of unreachable node {node_name} deleted "
+                             "(Terminating until the node goes)")
+
+    def _silent(self, node_name: str | None) -> bool:
+        """Whether the kubelet of ``node_name`` stopped reporting (its pods neither start nor stop)."""
+        return node_name is not None and any(
+            r.node_name == node_name for r in (self.cloud.instances.get(i) for i in self.stopped) if r is not None)
 
     def _delete_node(self, record: InstanceRecord) -> None:
         name = record.node_name
@@ -155,7 +210,7 @@ class Kubelets:
             self._starting.discard(uid)
             return
         if meta.get("deletionTimestamp"):
-            if uid not in self._stopping:
+            if uid not in self._stopping and not self._silent(spec.get("nodeName")):
                 self._stopping.add(uid)
                 grace = meta.get("deletionGracePeriodSeconds")
                 grace = spec.get("terminationGracePeriodSeconds", 30) if grace is None else grace
@@ -178,7 +233,7 @@ class Kubelets:
         if pod["metadata"].get("uid") != uid or pod["metadata"].get("deletionTimestamp"):
             return
         node = pod["spec"].get("nodeName")
-        if not node or not self.store.exists("nodes", None, node):
+        if not node or not self.store.exists("nodes", None, node) or self._silent(node):
             return
         self.store.set_pod_ready(ns, name)
         self.running[uid] = self.loop.now

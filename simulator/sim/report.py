@@ -54,6 +54,7 @@ def summary(rec: Record) -> dict[str, Any]:
         "capacity_errors": rec.capacity_errors,
         "interruption_messages": dict(rec.interruption_messages),
         "scheduled_changes": dict(rec.scheduled_changes),
+        "kubelet_stops": dict(rec.kubelet_stops),
         "launched_types": _count(f"{r.instance.instance_type}" for r in rec.instances if r.instance),
         "launched_capacity_types": _count(r.instance.capacity_type for r in rec.instances if r.instance),
         "invocations": dict(rec.invocations),

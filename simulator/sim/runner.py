@@ -97,6 +97,8 @@ class Record:
     jobs: dict[str, int] = field(default_factory=dict)  # Job name -> pods Succeeded
     interruption_messages: dict[str, int] = field(default_factory=dict)  # handled, retried, deadLettered, pending
     scheduled_changes: dict[str, int] = field(default_factory=dict)  # named, movedBeforeStart, retiredByEc2
+    # Nodes whose kubelet stopped: how many, and the fewest / most seconds from the stop to the instance's end.
+    kubelet_stops: dict[str, float] = field(default_factory=dict)
 
 
 class Simulation:
@@ -123,6 +125,7 @@ class Simulation:
             self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools},
             self.runtime.cloud.instance_types, env.config.region,
             KubeletSettings(**{f: getattr(s, f) for f in KubeletSettings.__dataclass_fields__}))
+        self.kubelets.log = self.log
         self.controllers = Controllers(self.loop, store)
         icfg = env.config.interruption
         self.queue = InterruptionQueue(
@@ -369,6 +372,16 @@ class Simulation:
             self.cloud.unavailable = {o.key() for o in step.capacity.unavailable}
             self.log("scenario", "unavailable offerings now: "
                      + (", ".join("/".join(k) for k in sorted(self.cloud.unavailable)) or "none"))
+        elif step.stop_kubelet is not None:
+            k = step.stop_kubelet
+            chosen = [r for r in sorted(self.cloud.live(), key=lambda r: r.instance_id)
+                      if r.node_name and r.instance is not None and r.instance.node_pool
+                      and r.instance_id not in self.kubelets.stopped
+                      and k.node_pool in (None, r.instance.node_pool)][:k.count]
+            for r in chosen:
+                self.kubelets.stop(r)
+            names = ", ".join(str(r.node_name) for r in chosen) or "no node"
+            self.log("scenario", f"kubelet stops reporting on {names}")
         elif step.load is not None:
             self.log("scenario", f"load on {step.load.deployment}: {step.load.cpu:g} CPU")
             self.hpas.set_load(step.load.namespace, step.load.deployment, step.load.cpu)
@@ -487,6 +500,11 @@ class Simulation:
                                      "pending": len(self.queue.messages)}
         rec.interrupted = sum(1 for r in self.cloud.instances.values() if r.interrupted)
         rec.scheduled_changes = self.queue.scheduled_outcomes()
+        ends = [t - at for iid, at in self.kubelets.stopped.items()
+                if (t := self.cloud.instances[iid].terminated_at) is not None]
+        rec.kubelet_stops = {"stopped": len(self.kubelets.stopped), "repaired": len(ends),
+                             "secondsToRepairMin": min(ends, default=0.0),
+                             "secondsToRepairMax": max(ends, default=0.0)}
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped one
       - {at: 5m, interrupt: {count: 2, nodePool: default}}  # FIS: warning now, reclaimed 2 min later
       - {at: 6m, interrupt: {count: 1, rebalance: true}}     # a rebalance recommendation (no reclaim)
       - {at: 6m, scheduledChange: {count: 2, startIn: 10m}}  # AWS Health: retirement of 2 instances in 10 min
+      - {at: 7m, stopKubelet: {count: 1}}                    # a node's kubelet stops reporting (NotReady)
       - {at: 6m, load: {deployment: web, cpu: 4}}   # cores burnt by clients (initial.hpas scale on it)
     assertions:
       - {metric: duplicate_launches, max: 0}
@@ -70,6 +71,7 @@ class Settings(_Model):
     node_monitor_grace_seconds: float = _KUBELET.node_monitor_grace_seconds
     node_delete_seconds: float = _KUBELET.node_delete_seconds
     pod_gc_seconds: float = _KUBELET.pod_gc_seconds
+    taint_eviction_seconds: float = _KUBELET.taint_eviction_seconds
     scheduler_delay_seconds: float = 1.0
     scoring: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
     provisioner_period_seconds: float = 60.0
@@ -158,6 +160,14 @@ class ScheduledChangeSpec(_Model):
         return seconds(value)
 
 
+class StopKubelet(_Model):
+    """The kubelets of ``count`` of the autoscaler's nodes (of ``nodePool`` when given) stop reporting
+    while their instances keep running: the Nodes go Ready=Unknown, node repair's business."""
+
+    count: int = 1
+    node_pool: str | None = None
+
+
 class HpaSpec(_Model):
     """A HorizontalPodAutoscaler on CPU utilisation (autoscaling/v2's Resource metric, the common case)."""
 
@@ -225,6 +235,7 @@ class Step(_Model):
     shrink_node_group: ShrinkNodeGroup | None = None
     interrupt: Interrupt | None = None
     scheduled_change: ScheduledChangeSpec | None = None
+    stop_kubelet: StopKubelet | None = None
     load: Load | None = None
     capacity: Capacity | None = None
     node_pools: list[dict[str, Any]] | None = None  # the cluster file's nodePools from now on (kubectl apply)
@@ -238,12 +249,12 @@ class Step(_Model):
     @model_validator(mode="after")
     def _one_action(self) -> Step:
         actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group,
-                               self.interrupt, self.scheduled_change, self.load, self.capacity, self.node_pools,
-                               self.job)
+                               self.interrupt, self.scheduled_change, self.stop_kubelet, self.load, self.capacity,
+                               self.node_pools, self.job)
                    if a is not None]
         if len(actions) != 1:
             raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
-                             "shrinkNodeGroup, interrupt, scheduledChange, load, capacity, nodePools, job")
+                             "shrinkNodeGroup, interrupt, scheduledChange, stopKubelet, load, capacity, nodePools, job")
         return self
 
 

@@ -142,6 +142,39 @@ def test_a_node_registers_tainted_turns_ready_and_goes_away_with_its_instance() 
     assert not w.store.exists("pods", "default", "p")
 
 
+def test_a_stopped_kubelet_leaves_its_node_unknown_and_its_pods_terminating() -> None:
+    # Given a Ready node running a pod and a pod tolerating the unreachable taint for ever (a DaemonSet's)
+    w = World()
+    record = w.launch()
+    w.run_until(40)
+    name = "ip-i-1.ec2.internal"
+    for pod, tolerations in (("p", []), ("agent", [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                                                     "effect": "NoExecute"}])):
+        w.store.create("pods", {"metadata": {"name": pod, "uid": f"u-{pod}"},
+                                "spec": {"nodeName": name, "containers": [], "tolerations": tolerations}})
+    w.run_until(45)
+    # When its kubelet stops reporting at 45 s (the instance keeps running)
+    w.kubelets.stop(record)
+    # Then 40 s later the node is Ready=Unknown since then, tainted unreachable
+    w.run_until(86)
+    node = w.store.get("nodes", None, name)
+    ready = node["status"]["conditions"][0]
+    assert ready["status"] == "Unknown" and ready["lastTransitionTime"] == "2023-11-14T22:14:45Z"  # epoch + 85 s
+    assert "node.kubernetes.io/unreachable" in {t["key"] for t in node["spec"]["taints"]}
+    assert w.store.get("pods", "default", "p")["metadata"].get("deletionTimestamp") is None
+    # And 300 s after the taint, the taint manager deletes the pod without a toleration of its own; with no
+    # kubelet to confirm, it stays Terminating; the tolerating pod stays as it was
+    w.run_until(400)
+    assert w.store.get("pods", "default", "p")["metadata"]["deletionTimestamp"]
+    assert w.store.get("pods", "default", "agent")["metadata"].get("deletionTimestamp") is None
+    # And a pod bound there now never starts
+    w.store.create("pods", {"metadata": {"name": "late", "uid": "u-late"},
+                            "spec": {"nodeName": name, "containers": []}})
+    w.run_until(420)
+    assert w.store.get("pods", "default", "late")["status"]["phase"] == "Pending"
+    assert record.alive and w.kubelets.stopped == {"i-1": 45.0}
+
+
 def test_deployment_replaces_evicted_pods_and_scales_down_pending_first() -> None:
     w = World()
     w.controllers.apply_deployment(Deployment("web", "default", 3, POD))
