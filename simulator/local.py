@@ -201,14 +201,31 @@ def make_account(session: boto3.Session, config: ClusterConfig, *, region: str =
         {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
     iam.create_role(RoleName=config.node_role_name, AssumeRolePolicyDocument=assume)
     for arch, image in _builtin_images(ec2, region).items():
-        suffix = "" if arch == "x86_64" else "-arm64"
-        for name in (
-            f"/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/standard/recommended/image_id",
-            f"/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2{suffix}/recommended/image_id",
-            f"/aws/service/bottlerocket/aws-k8s-{k8s_version}/{arch}/latest/image_id",
-        ):
+        for name in eks_image_parameters(k8s_version, arch):
             put_public_parameter(name, image, region=region)
     return Network(vpc_id=vpc, subnets=subnets, security_group=sg)
+
+
+def eks_image_parameters(k8s_version: str, arch: str) -> tuple[str, ...]:
+    """The public SSM parameters of the EKS-optimised images the ``@latest`` aliases read (``arch`` as
+    EC2 names it: x86_64, arm64)."""
+    suffix = "" if arch == "x86_64" else "-arm64"
+    return (f"/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/standard/recommended/image_id",
+            f"/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2{suffix}/recommended/image_id",
+            f"/aws/service/bottlerocket/aws-k8s-{k8s_version}/{arch}/latest/image_id")
+
+
+def publish_image(ec2: Any, *, region: str, k8s_version: str, name: str) -> dict[str, str]:
+    """A new EKS-optimised image release: per architecture, a copy of moto's built-in image named ``name``
+    (newer than every image before it, so name- and tag-based selector terms pick it too), published
+    under the parameters the ``@latest`` aliases read. Returns EC2 architecture -> new image id."""
+    out = {}
+    for arch, base in _builtin_images(ec2, region).items():
+        image = ec2.copy_image(SourceImageId=base, SourceRegion=region, Name=f"{name}-{arch}")["ImageId"]
+        for parameter in eks_image_parameters(k8s_version, arch):
+            put_public_parameter(parameter, image, region=region)
+        out[arch] = str(image)
+    return out
 
 
 def demo_config(path: Path | None = None, **overrides: Any) -> ClusterConfig:

@@ -55,6 +55,8 @@ def summary(rec: Record) -> dict[str, Any]:
         "interruption_messages": dict(rec.interruption_messages),
         "scheduled_changes": dict(rec.scheduled_changes),
         "kubelet_stops": dict(rec.kubelet_stops),
+        "max_disrupting_nodes": dict(rec.max_disrupting),
+        "images_at_end": dict(rec.images_at_end),
         "launched_types": _count(f"{r.instance.instance_type}" for r in rec.instances if r.instance),
         "launched_capacity_types": _count(r.instance.capacity_type for r in rec.instances if r.instance),
         "invocations": dict(rec.invocations),

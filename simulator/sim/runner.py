@@ -21,13 +21,13 @@ from typing import Any
 
 from moto.server import ThreadedMotoServer
 
-from autoscaler.config import ENV_PROVISIONER_FUNCTION
+from autoscaler.config import ENV_PROVISIONER_FUNCTION, ClusterConfig
 from autoscaler.handlers.disruption import handler as disruption_handler
 from autoscaler.handlers.interruption import handler as interruption_handler
 from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_store import ApiError, WatchEvent
-from simulator.local import Catalog, LocalCluster, _builtin_images
+from simulator.local import Catalog, LocalCluster, _builtin_images, publish_image
 from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment, Job
@@ -99,6 +99,8 @@ class Record:
     scheduled_changes: dict[str, int] = field(default_factory=dict)  # named, movedBeforeStart, retiredByEc2
     # Nodes whose kubelet stopped: how many, and the fewest / most seconds from the stop to the instance's end.
     kubelet_stops: dict[str, float] = field(default_factory=dict)
+    max_disrupting: dict[str, int] = field(default_factory=dict)  # pool -> most of its nodes disrupted at once
+    images_at_end: dict[str, int] = field(default_factory=dict)  # our live instances on the newest AMI or older
 
 
 class Simulation:
@@ -147,6 +149,7 @@ class Simulation:
         self._rv = store.resource_version
         self._scheduler_due = False
         self._pdb_healthy: dict[str, int] = {}
+        self.newest_images: set[str] = set()  # the last AMI release's images (none: no release in the run)
         self._wrap_evictions()
 
     # ----- the informer ----------------------------------------------------------------------------
@@ -158,7 +161,7 @@ class Simulation:
         self._rv = self.store.resource_version
         if not changes:
             return
-        reschedule, pods_changed = False, False
+        reschedule, pods_changed, nodes_changed = False, False, False
         for event in changes:
             self.kubelets.observe(event)
             self.controllers.observe(event)
@@ -167,11 +170,24 @@ class Simulation:
             pods_changed = pods_changed or event.plural == "pods"
             if event.plural == "nodes":
                 self._note_node(event)
+                nodes_changed = True
         if reschedule and not self._scheduler_due:
             self._scheduler_due = True
             self.loop.after(self.scenario.settings.scheduler_delay_seconds, "kube-scheduler", self._schedule)
         if pods_changed:
             self._check_pdbs()
+        if nodes_changed:
+            self._count_disrupting()
+
+    def _count_disrupting(self) -> None:
+        """The most nodes of each pool disrupted at once (announced for replacement, tainted
+        ``karpenter.sh/disrupted``, cordoned or deleting), for the disruption budgets' assertions."""
+        counts: dict[str, int] = {}
+        for node in self.store.view("nodes"):
+            if node_leaving(node) or node["metadata"].get("deletionTimestamp"):
+                counts[pool_of(node)] = counts.get(pool_of(node), 0) + 1
+        for pool, n in counts.items():
+            self.record.max_disrupting[pool] = max(n, self.record.max_disrupting.get(pool, 0))
 
     def _note_node(self, event: WatchEvent) -> None:
         name = event.obj["metadata"]["name"]
@@ -382,6 +398,14 @@ class Simulation:
                 self.kubelets.stop(r)
             names = ", ".join(str(r.node_name) for r in chosen) or "no node"
             self.log("scenario", f"kubelet stops reporting on {names}")
+        elif step.new_ami is not None:
+            images = publish_image(self.cloud.ec2, region=self.env.config.region, name=step.new_ami.name,
+                                   k8s_version=self.runtime.config.kubernetes_version or "1.31")
+            self.newest_images = set(images.values())
+            self.log("scenario", f"new AMI release {step.new_ami.name}: {', '.join(sorted(images.values()))}")
+            if step.new_ami.cold_start:
+                self._fresh_runtime(self.runtime.config)
+                self.log("lambda", "the functions' execution environments replaced (their caches start empty)")
         elif step.load is not None:
             self.log("scenario", f"load on {step.load.deployment}: {step.load.cpu:g} CPU")
             self.hpas.set_load(step.load.namespace, step.load.deployment, step.load.cpu)
@@ -409,7 +433,9 @@ class Simulation:
     def _reconfigure(self, node_pools: list[dict[str, Any]]) -> None:
         """New NodePools, as a redeploy of the functions would apply them: a fresh runtime (the handlers'
         warm state goes with the old container), the same account, claims table and cluster."""
-        config = self.env.config.model_copy(update={"node_pools": node_pools})
+        self._fresh_runtime(self.env.config.model_copy(update={"node_pools": node_pools}))
+
+    def _fresh_runtime(self, config: ClusterConfig) -> None:
         self.runtime = self.env.runtime(clock=self.clock, sink=RecordingSink(), config=config,
                                         environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION})
         self.kubelets.node_pools = {p.name: p for p in self.runtime.node_pools}
@@ -502,6 +528,10 @@ class Simulation:
         rec.scheduled_changes = self.queue.scheduled_outcomes()
         ends = [t - at for iid, at in self.kubelets.stopped.items()
                 if (t := self.cloud.instances[iid].terminated_at) is not None]
+        if self.newest_images:
+            ours = [r for r in self.cloud.live() if r.instance is not None and r.instance.node_pool]
+            newest = sum(1 for r in ours if r.instance is not None and r.instance.image_id in self.newest_images)
+            rec.images_at_end = {"newest": newest, "older": len(ours) - newest}
         rec.kubelet_stops = {"stopped": len(self.kubelets.stopped), "repaired": len(ends),
                              "secondsToRepairMin": min(ends, default=0.0),
                              "secondsToRepairMax": max(ends, default=0.0)}

@@ -19,6 +19,7 @@ assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped one
       - {at: 6m, interrupt: {count: 1, rebalance: true}}     # a rebalance recommendation (no reclaim)
       - {at: 6m, scheduledChange: {count: 2, startIn: 10m}}  # AWS Health: retirement of 2 instances in 10 min
       - {at: 7m, stopKubelet: {count: 1}}                    # a node's kubelet stops reporting (NotReady)
+      - {at: 8m, newAmi: {name: al2023-v2, coldStart: true}} # a new AMI behind al2023@latest
       - {at: 6m, load: {deployment: web, cpu: 4}}   # cores burnt by clients (initial.hpas scale on it)
     assertions:
       - {metric: duplicate_launches, max: 0}
@@ -168,6 +169,16 @@ class StopKubelet(_Model):
     node_pool: str | None = None
 
 
+class NewAmi(_Model):
+    """A new EKS-optimised AMI release: a new image (per architecture) named ``name``, published under the
+    parameters ``al2023@latest`` (and the other ``@latest`` aliases) read. The functions see it when their
+    AMI cache (one hour) expires; ``coldStart`` replaces their execution environments at once (as a deploy,
+    or Lambda recycling them, would), so the next passes resolve it."""
+
+    name: str = "eks-node-new"
+    cold_start: bool = False
+
+
 class HpaSpec(_Model):
     """A HorizontalPodAutoscaler on CPU utilisation (autoscaling/v2's Resource metric, the common case)."""
 
@@ -236,6 +247,7 @@ class Step(_Model):
     interrupt: Interrupt | None = None
     scheduled_change: ScheduledChangeSpec | None = None
     stop_kubelet: StopKubelet | None = None
+    new_ami: NewAmi | None = None
     load: Load | None = None
     capacity: Capacity | None = None
     node_pools: list[dict[str, Any]] | None = None  # the cluster file's nodePools from now on (kubectl apply)
@@ -249,12 +261,13 @@ class Step(_Model):
     @model_validator(mode="after")
     def _one_action(self) -> Step:
         actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group,
-                               self.interrupt, self.scheduled_change, self.stop_kubelet, self.load, self.capacity,
-                               self.node_pools, self.job)
+                               self.interrupt, self.scheduled_change, self.stop_kubelet, self.new_ami, self.load,
+                               self.capacity, self.node_pools, self.job)
                    if a is not None]
         if len(actions) != 1:
             raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
-                             "shrinkNodeGroup, interrupt, scheduledChange, stopKubelet, load, capacity, nodePools, job")
+                             "shrinkNodeGroup, interrupt, scheduledChange, stopKubelet, newAmi, load, capacity, "
+                             "nodePools, job")
         return self
 
 
