@@ -151,6 +151,20 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
               f"messages dead-lettered {facts['dead_letters']}, capacity errors {facts['capacity_errors']}",
               f"  launched: {', '.join(f'{n} x {t}' for t, n in sorted(facts['launched_types'].items())) or 'nothing'}",
               f"  invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
+    if rec.scheduled_changes.get("named"):
+        c = rec.scheduled_changes
+        lines.append(f"  AWS Health scheduled changes: {c['named']} instance(s) named, {c['movedBeforeStart']} moved "
+                     f"before the start, {c['retiredByEc2']} retired by EC2 while running")
+    if rec.kubelet_stops.get("stopped"):
+        k = rec.kubelet_stops
+        lines.append(f"  kubelets stopped {k['stopped']:g}, nodes repaired {k['repaired']:g} "
+                     f"({k['secondsToRepairMin']:g}-{k['secondsToRepairMax']:g} s after the stop)")
+    if rec.max_disrupting:
+        lines.append("  most nodes disrupted at once: "
+                     + ", ".join(f"{pool} {n}" for pool, n in sorted(rec.max_disrupting.items())))
+    if rec.images_at_end:
+        lines.append(f"  instances at the end on the newest AMI {rec.images_at_end['newest']}, "
+                     f"on older ones {rec.images_at_end['older']}")
     for owner, where in sorted(rec.placement.items()):
         spread = ", ".join(f"{pool} {n}" for pool, n in sorted(where.items()) if pool != "total")
         zones = ", ".join(f"{z} {n}" for z, n in sorted(rec.zones.get(owner, {}).items()))
