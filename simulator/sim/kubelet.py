@@ -90,6 +90,7 @@ class Kubelets:
         pool = self.node_pools.get(inst.node_pool)
         manifest = node_manifest(inst, self.instance_types()[inst.instance_type], pool=pool, region=self.region,
                                  ready=False)
+        manifest["status"]["conditions"] = [self._condition("False")]
         # kubelet registers with the NodePool's labels (--node-labels in the user data).
         manifest["metadata"]["labels"].update(pool.labels if pool else {})
         manifest["metadata"]["labels"].setdefault(CAPACITY_TYPE_LABEL, inst.capacity_type)

@@ -114,7 +114,8 @@ def test_a_node_registers_tainted_turns_ready_and_goes_away_with_its_instance() 
     w.run_until(30)
     node = w.store.get("nodes", None, "ip-i-1.ec2.internal")
     assert {t["key"] for t in node["spec"]["taints"]} == {"karpenter.sh/unregistered", "node.kubernetes.io/not-ready"}
-    assert node["status"]["conditions"][0]["status"] == "False"
+    assert node["status"]["conditions"][0] == {"type": "Ready", "status": "False",
+                                               "lastTransitionTime": "2023-11-14T22:13:50Z"}  # epoch + 30 s
     assert node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot"
     # Ready 10 s later, without the not-ready taint
     w.run_until(40)
