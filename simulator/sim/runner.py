@@ -25,6 +25,7 @@ from autoscaler.config import ENV_PROVISIONER_FUNCTION, ClusterConfig
 from autoscaler.handlers.disruption import handler as disruption_handler
 from autoscaler.handlers.interruption import handler as interruption_handler
 from autoscaler.handlers.observability import logger as handler_logger
+from autoscaler.handlers.runtime import DEFAULT_K8S_VERSION
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_store import ApiError, WatchEvent
 from simulator.local import Catalog, LocalCluster, _builtin_images, publish_image
@@ -400,7 +401,7 @@ class Simulation:
             self.log("scenario", f"kubelet stops reporting on {names}")
         elif step.new_ami is not None:
             images = publish_image(self.cloud.ec2, region=self.env.config.region, name=step.new_ami.name,
-                                   k8s_version=self.runtime.config.kubernetes_version or "1.31")
+                                   k8s_version=self.runtime.config.kubernetes_version or DEFAULT_K8S_VERSION)
             self.newest_images = set(images.values())
             self.log("scenario", f"new AMI release {step.new_ami.name}: {', '.join(sorted(images.values()))}")
             if step.new_ami.cold_start:
