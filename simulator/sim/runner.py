@@ -151,6 +151,7 @@ class Simulation:
         self._scheduler_due = False
         self._pdb_healthy: dict[str, int] = {}
         self.newest_images: set[str] = set()  # the last AMI release's images (none: no release in the run)
+        self._disrupting: dict[str, str] = {}  # node -> pool, for the nodes being disrupted now
         self._wrap_evictions()
 
     # ----- the informer ----------------------------------------------------------------------------
@@ -162,7 +163,7 @@ class Simulation:
         self._rv = self.store.resource_version
         if not changes:
             return
-        reschedule, pods_changed, nodes_changed = False, False, False
+        reschedule, pods_changed = False, False
         for event in changes:
             self.kubelets.observe(event)
             self.controllers.observe(event)
@@ -171,26 +172,27 @@ class Simulation:
             pods_changed = pods_changed or event.plural == "pods"
             if event.plural == "nodes":
                 self._note_node(event)
-                nodes_changed = True
         if reschedule and not self._scheduler_due:
             self._scheduler_due = True
             self.loop.after(self.scenario.settings.scheduler_delay_seconds, "kube-scheduler", self._schedule)
         if pods_changed:
             self._check_pdbs()
-        if nodes_changed:
-            self._count_disrupting()
 
-    def _count_disrupting(self) -> None:
+    def _count_disrupting(self, event: WatchEvent) -> None:
         """The most nodes of each pool disrupted at once (announced for replacement, tainted
-        ``karpenter.sh/disrupted``, cordoned or deleting), for the disruption budgets' assertions."""
-        counts: dict[str, int] = {}
-        for node in self.store.view("nodes"):
-            if node_leaving(node) or node["metadata"].get("deletionTimestamp"):
-                counts[pool_of(node)] = counts.get(pool_of(node), 0) + 1
-        for pool, n in counts.items():
-            self.record.max_disrupting[pool] = max(n, self.record.max_disrupting.get(pool, 0))
+        ``karpenter.sh/disrupted``, cordoned or deleting), for the disruption budgets' assertions; kept
+        per node change, so a budget exceeded between two samples is still seen."""
+        node, name = event.obj, event.obj["metadata"]["name"]
+        if event.type != "DELETED" and (node_leaving(node) or node["metadata"].get("deletionTimestamp")):
+            self._disrupting[name] = pool_of(node)
+        else:
+            self._disrupting.pop(name, None)
+        pool = pool_of(node)
+        now = sum(1 for p in self._disrupting.values() if p == pool)
+        self.record.max_disrupting[pool] = max(now, self.record.max_disrupting.get(pool, 0))
 
     def _note_node(self, event: WatchEvent) -> None:
+        self._count_disrupting(event)
         name = event.obj["metadata"]["name"]
         if event.type == "ADDED":
             self.log("kubelet", f"node {name} registered (taints: {taint_keys(event.obj)})")
