@@ -476,7 +476,9 @@ class Store:
                 new = copy.deepcopy(old)
                 grace = grace_period_seconds if grace_period_seconds is not None else \
                     int((old.get("spec") or {}).get("terminationGracePeriodSeconds") or 30)
-                new["metadata"]["deletionTimestamp"] = now_rfc3339(self.clock())
+                # As the API server: the deletion's time plus its grace period (when the kubelet is due
+                # to kill the containers), not the time of the DELETE.
+                new["metadata"]["deletionTimestamp"] = now_rfc3339(self.clock() + grace)
                 new["metadata"]["deletionGracePeriodSeconds"] = grace
                 new["metadata"]["resourceVersion"] = self._bump()
                 self._store(res, key, new, event="MODIFIED", old=old)
@@ -486,7 +488,7 @@ class Store:
                 if old["metadata"].get("deletionTimestamp"):
                     return copy.deepcopy(old)
                 new = copy.deepcopy(old)
-                new["metadata"]["deletionTimestamp"] = now_rfc3339()
+                new["metadata"]["deletionTimestamp"] = now_rfc3339(self.clock())
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 new["metadata"]["resourceVersion"] = self._bump()
                 self._store(res, key, new, event="MODIFIED", old=old)

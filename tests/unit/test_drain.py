@@ -161,3 +161,25 @@ def test_an_eviction_sweep_stops_at_the_deadline_between_pods(kube_api: KubeApiS
     assert not result.complete
     assert clock.monotonic() <= deadline + 0.3  # at most the eviction in flight at the deadline
     assert 30 <= len(result.evicted) <= 34
+
+
+def test_a_pod_stuck_terminating_on_a_dead_kubelet_is_waited_for_a_minute_past_its_deletion_time(
+        kube_api: KubeApiServer, cluster: KubeCluster, clock: ManualClock) -> None:
+    # Given a node whose kubelet is gone: the evicted pod keeps its deletionTimestamp (the API server sets
+    # it to the eviction's time plus the 30 s grace period) because nothing confirms the deletion
+    st = kube_api.store
+    st.clock = clock.now
+    st.graceful_deletion = True
+    st.create("pods", pod("web", node="n1", grace=30))
+    start = clock.monotonic()
+
+    # When the drain has 80 s: the pod is not yet stuck (30 s grace + 60 s), so it is a timeout
+    early = _run(cluster, clock, seconds=80)
+    assert [n.reason for n in early.not_evicted] == ["timeout"]
+
+    # When a later drain runs on: it stops waiting once the pod is a minute past its deletion time, as
+    # Karpenter's drain does (IsStuckTerminating), instead of holding the node until its deadline
+    late = _run(cluster, clock, seconds=600)
+    assert late.complete
+    assert 90 < clock.monotonic() - start <= 92
+    assert st.get("pods", "default", "web")["metadata"]["deletionTimestamp"]  # still there: the kubelet is dead

@@ -167,9 +167,13 @@ def _run_wave(wave: list[Pod], *, node_name: str, cluster: ClusterPort, clock: C
                     last_messages[key] = NotEvicted(key, reason, result.message)
             next_try = clock.monotonic() + retry_interval
         on_node = {p.key: p for p in cluster.pods(node_name=node_name)}
+        wall = clock.now()
         for key in list(pending):
             current = on_node.get(key)
-            if current is None or (pending[key].uid and current.uid != pending[key].uid):
+            # A pod stuck terminating (its kubelet gone) never leaves by itself; Karpenter's drain stops
+            # waiting for it too, so a dead node's drain ends instead of holding the node until the timeout.
+            if (current is None or (pending[key].uid and current.uid != pending[key].uid)
+                    or current.stuck_terminating(wall)):
                 del pending[key]
                 to_evict.pop(key, None)
                 last_messages.pop(key, None)

@@ -39,6 +39,8 @@ UNREGISTERED_TAINT = Taint(key=UNREGISTERED_TAINT_KEY, effect="NoExecute")
 DISRUPTED_TAINT = Taint(key=DISRUPTED_TAINT_KEY, effect="NoSchedule")
 # A rebalance recommendation with the ``taint`` action: new pods prefer other nodes; nothing is evicted.
 REBALANCE_TAINT = Taint(key=DISRUPTED_TAINT_KEY, effect="PreferNoSchedule")
+# A deleting pod this long past its deletion time is stuck (its kubelet is gone): drains stop waiting for it.
+STUCK_TERMINATING_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +179,8 @@ class Pod:
     priority_class_name: str = ""
     created_at: float = 0.0  # epoch seconds
     deleting: bool = False  # metadata.deletionTimestamp is set
+    # metadata.deletionTimestamp in epoch seconds (the delete's time plus its grace period; 0 when unset)
+    deletion_at: float = 0.0
     termination_grace_seconds: int = 30
     ready: bool = False
     unschedulable: bool = False  # PodScheduled=False with reason Unschedulable
@@ -197,6 +201,11 @@ class Pod:
     @property
     def is_finished(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+    def stuck_terminating(self, now: float) -> bool:
+        """Deleting and more than a minute past its deletion time: the kubelet that should confirm the
+        deletion is gone (Karpenter's ``IsStuckTerminating``); a drain no longer waits for such a pod."""
+        return self.deleting and self.deletion_at > 0 and now - self.deletion_at > STUCK_TERMINATING_SECONDS
 
     @property
     def is_pending(self) -> bool:

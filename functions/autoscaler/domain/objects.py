@@ -303,6 +303,7 @@ def _pod_from_spec(meta: Raw, spec: Raw, status: Raw, *, where: str) -> Pod:
         priority_class_name=str(spec.get("priorityClassName") or ""),
         created_at=parse_timestamp(meta.get("creationTimestamp")),
         deleting=bool(meta.get("deletionTimestamp")),
+        deletion_at=parse_timestamp(meta.get("deletionTimestamp")),
         termination_grace_seconds=int(grace) if grace is not None else 30,
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
         unschedulable=any(c.get("type") == "PodScheduled" and c.get("status") == "False"
