@@ -15,6 +15,7 @@ from autoscaler.adapters.aws.instances import Instances
 from autoscaler.adapters.aws.launch_template import InstanceProfiles, LaunchTemplates
 from autoscaler.adapters.aws.network import NetworkResolver
 from autoscaler.adapters.aws.pricing import PriceBook
+from autoscaler.adapters.aws.reservations import CapacityReservations
 from autoscaler.adapters.aws.unavailable import UnavailableOfferings
 from autoscaler.adapters.aws.userdata import ClusterInfo
 from autoscaler.adapters.clock import SystemClock
@@ -52,9 +53,10 @@ class AwsCloud:
         self.templates = LaunchTemplates(ec2, cluster=cluster, clock=self.clock)
         self.profiles = InstanceProfiles(iam, cluster_name=cluster.name, deployed=instance_profile)
         self.unavailable_offerings = UnavailableOfferings(self.clock)
+        self.reservations = CapacityReservations(ec2, clock=self.clock)
         self.fleet = FleetLauncher(ec2, cluster=cluster, catalog=self.catalog, network=self.network, amis=self.amis,
                                    templates=self.templates, profiles=self.profiles,
-                                   unavailable=self.unavailable_offerings)
+                                   unavailable=self.unavailable_offerings, reservations=self.reservations)
         self.instances = Instances(ec2, cluster_name=cluster.name, adopt_karpenter=adopt_karpenter)
 
     @classmethod
@@ -78,7 +80,7 @@ class AwsCloud:
         """API calls made so far, per operation, across all adapters."""
         total: Counter[str] = Counter()
         for part in (self.catalog, self.prices, self.network, self.amis, self.templates, self.profiles,
-                     self.fleet, self.instances):
+                     self.fleet, self.instances, self.reservations):
             total.update(part.calls)
         return dict(total)
 
@@ -122,7 +124,7 @@ class AwsCloud:
 
     def prepare(self, request: FleetRequest) -> list[PreparedLaunch]:
         """Resolve and create everything a launch needs without launching (for warm-up and benchmarks)."""
-        return [self.fleet.prepare(request, ct) for ct in request.capacity_types]
+        return [self.fleet.prepare(request, ct) for ct in request.capacity_types if ct != "reserved"]
 
     def launch(self, request: FleetRequest) -> FleetResult:
         return self.fleet.launch(request)
