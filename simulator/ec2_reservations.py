@@ -127,13 +127,18 @@ class CapacityReservationStub:
             return _ok(), {"CapacityReservations": found, "ResponseMetadata": {"HTTPStatusCode": 200}}
 
         def fleet_params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+            if not self.reservations:
+                return  # no reservation to target: no extra call on every launch
             target = self._targeted(params, ec2)
             if target is None:
                 return
             asked = int(params["TargetCapacitySpecification"]["TotalTargetCapacity"])
-            with self._lock:
-                room = self.reservations[target].available if target in self.reservations else 0
-            context["stub_fleet"] = (target, asked, min(asked, room))
+            with self._lock:  # taken now, as EC2 does atomically: parallel launches never overfill it
+                r = self.reservations.get(target)
+                room = min(asked, r.available) if r is not None else 0
+                if r is not None:
+                    r.available -= room
+            context["stub_fleet"] = (target, asked, room)
             if 0 < room < asked:
                 params["TargetCapacitySpecification"]["TotalTargetCapacity"] = room
 
@@ -147,12 +152,12 @@ class CapacityReservationStub:
 
         def fleet_done(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
             stub = context.get("stub_fleet")
-            if stub is None or not parsed.get("Instances"):
+            if stub is None or stub[2] == 0:
                 return
-            rid, asked, _room = stub
+            rid, asked, room = stub
             made = tuple(iid for f in parsed.get("Instances", ()) for iid in f.get("InstanceIds", ()))
             with self._lock:
-                self.reservations[rid].available -= len(made)
+                self.reservations[rid].available += room - len(made)  # what was taken but not launched
                 for iid in made:
                     self._instances[iid] = rid
             self.launches.append(FleetLaunch(rid, asked, made))
@@ -160,6 +165,8 @@ class CapacityReservationStub:
                 parsed.setdefault("Errors", []).append(_full(rid))
 
         def instances_done(parsed: dict[str, Any], **_: Any) -> None:
+            if not self._instances:
+                return
             for r in parsed.get("Reservations", ()):
                 for inst in r.get("Instances", ()):
                     rid = self._instances.get(inst.get("InstanceId", ""))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from autoscaler.adapters.aws._calls import client_config
@@ -30,6 +31,7 @@ from autoscaler.domain.fleet import (
 )
 from autoscaler.domain.models import CapacityType, InstanceType, Offering
 from autoscaler.domain.nodeclass import NodeClass
+from autoscaler.domain.reservations import CapacityReservation
 
 # The Price List API answers in a few regions only; us-east-1 serves every region's prices.
 PRICING_REGION = "us-east-1"
@@ -107,6 +109,11 @@ class AwsCloud:
 
     def subnet_zones(self, node_class: NodeClass) -> frozenset[str]:
         return frozenset(self.network.subnets_by_zone(node_class.subnet_selector_terms, node_class=node_class.name))
+
+    def capacity_reservations(self, node_class: NodeClass) -> list[CapacityReservation]:
+        now = self.clock.now()
+        return [replace(r, available=self.reservations.remaining(r.reservation_id))
+                for r in self.reservations.for_node_class(node_class) if r.usable(now)]
 
     def resolve_node_class(self, node_class: NodeClass) -> ResolvedNodeClass:
         amis = self.amis.resolve(node_class, ("standard", "nvidia", "neuron"))

@@ -9,6 +9,7 @@ A fresh description replaces the count: EC2 counts every running instance, ours 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -46,6 +47,7 @@ class CapacityReservations:
         self._clock = clock
         self._cache: TtlCache[list[CapacityReservation]] = TtlCache(clock=clock, ttl=ttl)
         self._remaining: dict[str, int] = {}
+        self._lock = threading.Lock()  # launch groups run in parallel
 
     @property
     def calls(self) -> dict[str, int]:
@@ -73,8 +75,9 @@ class CapacityReservations:
                     r = reservation_from_ec2(raw)
                     if r.end_time is None or r.end_time > now:
                         found[r.reservation_id] = r
-        for r in found.values():
-            self._remaining[r.reservation_id] = r.available
+        with self._lock:
+            for r in found.values():
+                self._remaining[r.reservation_id] = r.available
         return sorted(found.values(), key=lambda r: r.reservation_id)
 
     def remaining(self, reservation_id: str) -> int:
@@ -87,7 +90,9 @@ class CapacityReservations:
                             remaining=self._remaining, now=self._clock.now())
 
     def mark_launched(self, reservation_id: str, count: int = 1) -> None:
-        self._remaining[reservation_id] = max(0, self._remaining.get(reservation_id, 0) - count)
+        with self._lock:
+            self._remaining[reservation_id] = max(0, self._remaining.get(reservation_id, 0) - count)
 
     def mark_full(self, reservation_id: str) -> None:
-        self._remaining[reservation_id] = 0
+        with self._lock:
+            self._remaining[reservation_id] = 0

@@ -1,0 +1,101 @@
+"""Reserved capacity first: pending pods fill the capacity reservations their NodePools may use before
+anything is planned on on-demand or spot, as Karpenter's ~0 price for ``reserved`` offerings makes it.
+
+Two plans: the first offers only the reservations' instance types and zones to the NodePools that allow
+``reserved``; each node it opens takes one slot of a reservation with room (one whose type it fits, in
+its zone) or is dropped. The second plan is the ordinary one with those reserved nodes as in-flight
+capacity holding their pods, so everything else (other pods, the pools' limits, spread) counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
+
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, ZONE_LABEL
+from autoscaler.domain.models import Requirement
+from autoscaler.domain.nodepool import NodePool
+from autoscaler.domain.plan import InFlightNode, Launch, Plan, PlanInput, Unschedulable
+from autoscaler.domain.reservations import CapacityReservation
+from autoscaler.domain.scheduling.planner import plan
+
+_SLOT = "reserved-slot-"  # the synthetic in-flight ids of the first plan's nodes
+
+
+def _restricted(pool: NodePool, reservations: list[CapacityReservation]) -> NodePool:
+    types = tuple(sorted({r.instance_type for r in reservations}))
+    zones = tuple(sorted({r.zone for r in reservations}))
+    return pool.model_copy(update={"requirements": (*pool.requirements, Requirement(INSTANCE_TYPE_LABEL, "In", types),
+                                                    Requirement(ZONE_LABEL, "In", zones))})
+
+
+def _slot(launch: Launch, reservations: tuple[CapacityReservation, ...],
+          room: Mapping[str, int]) -> CapacityReservation | None:
+    for name in launch.instance_types:
+        for r in reservations:
+            if r.instance_type == name and room.get(r.reservation_id, 0) > 0 and (
+                    not launch.zones or r.zone in launch.zones):
+                return r
+    return None
+
+
+def _reserved_only(result: Plan, pools: Mapping[str, NodePool]) -> Plan:
+    """A NodePool allowing only ``reserved`` is planned on on-demand offerings; what did not fit a
+    reservation cannot launch: its pods are unschedulable, saying so."""
+    launches = []
+    for launch in result.launches:
+        pool = pools.get(launch.node_pool)
+        if launch.capacity_type == "reserved" or pool is None or pool.capacity_types:
+            launches.append(launch)
+            continue
+        result.unschedulable.extend(Unschedulable(k, (
+            f"NodePool {pool.name} allows only karpenter.sh/capacity-type reserved and no capacity reservation "
+            f"of EC2NodeClass {pool.node_class_ref} has room for it")) for k in launch.pods)
+    result.launches = launches
+    return result
+
+
+def plan_reserved_first(snapshot: PlanInput, *, unavailable: Collection[tuple[str, str, str]] = (),
+                        timer: Callable[[], float] | None = None) -> Plan:
+    """``plan`` with ``snapshot.reservations`` used first (see the module docstring). Without usable
+    reservations it is exactly ``plan``."""
+    pools = {p.name: p for p in snapshot.node_pools}
+    room = {r.reservation_id: r.available for rs in snapshot.reservations.values() for r in rs}
+    restricted = []
+    for pool in snapshot.node_pools:
+        usable = [r for r in snapshot.reservations.get(pool.node_class_ref, ()) if room[r.reservation_id] > 0]
+        if usable and pool.allows_reserved and not pool.is_static:
+            restricted.append(_restricted(pool, usable))
+    if not restricted or not any(p.is_pending for p in snapshot.pods):
+        return _reserved_only(plan(snapshot, unavailable=unavailable, timer=timer), pools)
+    first = plan(replace(snapshot, node_pools=restricted), unavailable=unavailable, timer=timer)
+    kept: list[Launch] = []
+    slots: list[InFlightNode] = []
+    for launch in first.launches:
+        r = _slot(launch, snapshot.reservations.get(launch.node_class, ()), room)
+        if r is None:
+            continue  # no reservation left for it: its pods are planned again below
+        room[r.reservation_id] -= 1
+        kept.append(replace(launch, capacity_type="reserved", instance_types=(r.instance_type,), zones=(r.zone,),
+                            labels={**launch.labels, CAPACITY_TYPE_LABEL: "reserved", ZONE_LABEL: r.zone},
+                            hourly_price=0.0))
+        # Labelled as the first plan saw it (its on-demand stand-in), so its pods match it again.
+        slots.append(InFlightNode(instance_id=f"{_SLOT}{len(slots)}", node_pool=launch.node_pool,
+                                  instance_type=r.instance_type, zone=r.zone, capacity_type=launch.capacity_type,
+                                  labels={**launch.labels, ZONE_LABEL: r.zone}, taints=launch.taints,
+                                  pod_keys=launch.pods))
+    if not kept:
+        return _reserved_only(plan(snapshot, unavailable=unavailable, timer=timer), pools)
+    rest = plan(replace(snapshot, in_flight=[*snapshot.in_flight, *slots]), unavailable=unavailable, timer=timer)
+    reserved_pods = {k for launch in kept for k in launch.pods}
+    others = []
+    for launch in rest.launches:
+        # A pod of a reserved node is never planned twice, whatever the second plan made of it.
+        pods = tuple(k for k in launch.pods if k not in reserved_pods)
+        if pods:
+            others.append(replace(launch, pods=pods))
+    rest.launches = [*kept, *others]
+    rest.existing = {k: v for k, v in rest.existing.items() if not v.startswith(_SLOT) and k not in reserved_pods}
+    rest.unschedulable = [u for u in rest.unschedulable if u.pod not in reserved_pods]
+    rest.solve_seconds += first.solve_seconds
+    return _reserved_only(rest, pools)
