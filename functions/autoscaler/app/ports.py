@@ -254,6 +254,10 @@ class CloudPort(Protocol):
         each with ``available`` set to what it still takes. Raises CloudError when EC2 cannot be asked."""
         ...
 
+    def describe_capacity_reservations(self, reservation_ids: Iterable[str]) -> list[CapacityReservation]:
+        """The named reservations as EC2 describes them now (ended ones too). Raises CloudError."""
+        ...
+
     def resolve_node_class(self, node_class: NodeClass) -> ResolvedNodeClass:
         """Every AMI (all architectures and accelerated variants), subnet and security group the node
         class's selector terms select now. Raises ConfigError when a term set selects nothing."""

@@ -115,6 +115,9 @@ class AwsCloud:
         return [replace(r, available=self.reservations.remaining(r.reservation_id))
                 for r in self.reservations.for_node_class(node_class) if r.usable(now)]
 
+    def describe_capacity_reservations(self, reservation_ids: Iterable[str]) -> list[CapacityReservation]:
+        return self.reservations.by_ids(reservation_ids)
+
     def resolve_node_class(self, node_class: NodeClass) -> ResolvedNodeClass:
         amis = self.amis.resolve(node_class, ("standard", "nvidia", "neuron"))
         subnets = self.network.subnets(node_class.subnet_selector_terms, node_class=node_class.name)

@@ -62,18 +62,19 @@ class CapacityReservations:
         return self._cache.get_or_load(key, lambda: self._load([q for t in terms for q in _queries(t)]))
 
     def by_ids(self, ids: Iterable[str]) -> list[CapacityReservation]:
-        """The named reservations as EC2 describes them now (uncached: the disruption pass asks once)."""
+        """The named reservations as EC2 describes them now, ended ones too (uncached: the disruption pass
+        asks once per run for the reservations its nodes run in)."""
         wanted = sorted(set(ids))
-        return self._load([{"CapacityReservationIds": wanted, "Filters": [_ACTIVE]}]) if wanted else []
+        return self._load([{"CapacityReservationIds": wanted}], live_only=False) if wanted else []
 
-    def _load(self, queries: list[dict[str, Any]]) -> list[CapacityReservation]:
+    def _load(self, queries: list[dict[str, Any]], *, live_only: bool = True) -> list[CapacityReservation]:
         found: dict[str, CapacityReservation] = {}
         now = self._clock.now()
         for query in queries:
             for page in self._ec2.pages("describe_capacity_reservations", **query):
                 for raw in page.get("CapacityReservations", ()):
                     r = reservation_from_ec2(raw)
-                    if r.end_time is None or r.end_time > now:
+                    if not live_only or r.end_time is None or r.end_time > now:
                         found[r.reservation_id] = r
         with self._lock:
             for r in found.values():
