@@ -5,6 +5,7 @@ on-demand when a reservation is full or EC2 says so."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import boto3
@@ -86,6 +87,11 @@ def test_reserved_is_launched_first_targeting_the_reservation(ec2: Any, cloud: A
         LaunchTemplateId=config["LaunchTemplateSpecification"]["LaunchTemplateId"])["LaunchTemplateVersions"]
     assert version["LaunchTemplateData"]["CapacityReservationSpecification"] == {
         "CapacityReservationTarget": {"CapacityReservationId": rid}}
+    # And the node registers with Karpenter's labels for it (kubelet's node labels, in the user data)
+    user_data = base64.b64decode(version["LaunchTemplateData"]["UserData"]).decode()
+    for label in (f"karpenter.k8s.aws/capacity-reservation-id={rid}", "karpenter.sh/capacity-type=reserved",
+                  "karpenter.k8s.aws/capacity-reservation-type=default"):
+        assert label in user_data
     # And EC2 (the stub) counts it against the reservation and names it on the instance
     assert stub.reservations[rid].available == 1
     assert [launch.reservation_id for launch in stub.launches] == [rid]
