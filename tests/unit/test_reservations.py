@@ -97,6 +97,19 @@ def test_reserved_first_fills_the_reservation_then_plans_the_rest() -> None:
     assert plan_reserved_first(plain).launches == plan(plain).launches
 
 
+def test_reservations_of_several_types_are_all_filled() -> None:
+    # Given 200 pods of mixed sizes and reservations of two types in two zones (15 slots)
+    pods = [pod(f"app{i % 20}-{i}", cpu=250 * (1 + i % 8), app=f"app{i % 20}") for i in range(200)]
+    rs = (_cr("cr-x", "m5.xlarge", "us-east-1a", 10), _cr("cr-2x", "m5.2xlarge", "us-east-1b", 5))
+    snap = world(pods, pools=[_reserved_pool(["reserved", "on-demand"])], reservations={"default": rs})
+    # When planned
+    result = plan_reserved_first(snap)
+    # Then every slot of both is taken (a round per type), each node in its reservation's zone, pods once
+    check_plan(snap, result)
+    reserved = [(ln.instance_types, ln.zones) for ln in result.launches if ln.capacity_type == "reserved"]
+    assert sorted(reserved) == [(("m5.2xlarge",), ("us-east-1b",))] * 5 + [(("m5.xlarge",), ("us-east-1a",))] * 10
+
+
 def test_a_reserved_only_pool_leaves_the_rest_pending_with_a_reason() -> None:
     snap = world([pod(f"train-{i}", cpu=3000) for i in range(3)], pools=[_reserved_pool(["reserved"])],
                  reservations={"default": (_cr("cr-1", available=1),)})

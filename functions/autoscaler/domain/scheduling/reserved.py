@@ -1,10 +1,11 @@
 """Reserved capacity first: pending pods fill the capacity reservations their NodePools may use before
 anything is planned on on-demand or spot, as Karpenter's ~0 price for ``reserved`` offerings makes it.
 
-Two plans: the first offers only the reservations' instance types and zones to the NodePools that allow
-``reserved``; each node it opens takes one slot of a reservation with room (one whose type it fits, in
-its zone) or is dropped. The second plan is the ordinary one with those reserved nodes as in-flight
-capacity holding their pods, so everything else (other pods, the pools' limits, spread) counts them.
+First rounds offer only the reservations' instance types and zones to the NodePools that allow
+``reserved``; each node a round opens takes one slot of a reservation with room (one whose type it
+fits, in its zone) or is dropped, and another round runs while reservations of other types still have
+room. The last plan is the ordinary one with those reserved nodes as in-flight capacity holding their
+pods, so everything else (other pods, the pools' limits, spread) counts them.
 """
 
 from __future__ import annotations
@@ -61,29 +62,40 @@ def plan_reserved_first(snapshot: PlanInput, *, unavailable: Collection[tuple[st
     reservations it is exactly ``plan``."""
     pools = {p.name: p for p in snapshot.node_pools}
     room = {r.reservation_id: r.available for rs in snapshot.reservations.values() for r in rs}
-    restricted = []
-    for pool in snapshot.node_pools:
-        usable = [r for r in snapshot.reservations.get(pool.node_class_ref, ()) if room[r.reservation_id] > 0]
-        if usable and pool.allows_reserved and not pool.is_static:
-            restricted.append(_restricted(pool, usable))
-    if not restricted or not any(p.is_pending for p in snapshot.pods):
+    if not any(p.is_pending for p in snapshot.pods):
         return _reserved_only(plan(snapshot, unavailable=unavailable, timer=timer), pools)
-    first = plan(replace(snapshot, node_pools=restricted), unavailable=unavailable, timer=timer)
     kept: list[Launch] = []
     slots: list[InFlightNode] = []
-    for launch in first.launches:
-        r = _slot(launch, snapshot.reservations.get(launch.node_class, ()), room)
-        if r is None:
-            continue  # no reservation left for it: its pods are planned again below
-        room[r.reservation_id] -= 1
-        kept.append(replace(launch, capacity_type="reserved", instance_types=(r.instance_type,), zones=(r.zone,),
-                            labels={**launch.labels, CAPACITY_TYPE_LABEL: "reserved", ZONE_LABEL: r.zone},
-                            hourly_price=0.0))
-        # Labelled as the first plan saw it (its on-demand stand-in), so its pods match it again.
-        slots.append(InFlightNode(instance_id=f"{_SLOT}{len(slots)}", node_pool=launch.node_pool,
-                                  instance_type=r.instance_type, zone=r.zone, capacity_type=launch.capacity_type,
-                                  labels={**launch.labels, ZONE_LABEL: r.zone}, taints=launch.taints,
-                                  pod_keys=launch.pods))
+    spent = 0.0
+    # One round per reservation at most: a round sizes its nodes to one type, so a reservation of another
+    # type still with room gets the next round (its nodes planned around the slots taken so far).
+    for _ in range(len(room)):
+        restricted = []
+        for pool in snapshot.node_pools:
+            usable = [r for r in snapshot.reservations.get(pool.node_class_ref, ()) if room[r.reservation_id] > 0]
+            if usable and pool.allows_reserved and not pool.is_static:
+                restricted.append(_restricted(pool, usable))
+        if not restricted:
+            break
+        first = plan(replace(snapshot, node_pools=restricted, in_flight=[*snapshot.in_flight, *slots]),
+                     unavailable=unavailable, timer=timer)
+        spent += first.solve_seconds
+        taken, placed = len(kept), {k for launch in kept for k in launch.pods}
+        for launch in first.launches:
+            r = _slot(launch, snapshot.reservations.get(launch.node_class, ()), room)
+            if r is None or placed.intersection(launch.pods):
+                continue  # no reservation left for it: its pods are planned again below
+            room[r.reservation_id] -= 1
+            kept.append(replace(launch, capacity_type="reserved", instance_types=(r.instance_type,),
+                                zones=(r.zone,), hourly_price=0.0,
+                                labels={**launch.labels, CAPACITY_TYPE_LABEL: "reserved", ZONE_LABEL: r.zone}))
+            # Labelled as the first plan saw it (its on-demand stand-in), so its pods match it again.
+            slots.append(InFlightNode(instance_id=f"{_SLOT}{len(slots)}", node_pool=launch.node_pool,
+                                      instance_type=r.instance_type, zone=r.zone, capacity_type=launch.capacity_type,
+                                      labels={**launch.labels, ZONE_LABEL: r.zone}, taints=launch.taints,
+                                      pod_keys=launch.pods))
+        if len(kept) == taken or len(kept) - taken == len(first.launches):
+            break  # nothing more fits a reservation, or every pending pod has a reserved node
     if not kept:
         return _reserved_only(plan(snapshot, unavailable=unavailable, timer=timer), pools)
     rest = plan(replace(snapshot, in_flight=[*snapshot.in_flight, *slots]), unavailable=unavailable, timer=timer)
@@ -97,5 +109,5 @@ def plan_reserved_first(snapshot: PlanInput, *, unavailable: Collection[tuple[st
     rest.launches = [*kept, *others]
     rest.existing = {k: v for k, v in rest.existing.items() if not v.startswith(_SLOT) and k not in reserved_pods}
     rest.unschedulable = [u for u in rest.unschedulable if u.pod not in reserved_pods]
-    rest.solve_seconds += first.solve_seconds
+    rest.solve_seconds += spent
     return _reserved_only(rest, pools)
