@@ -110,6 +110,46 @@ def test_reservations_of_several_types_are_all_filled() -> None:
     assert sorted(reserved) == [(("m5.2xlarge",), ("us-east-1b",))] * 5 + [(("m5.xlarge",), ("us-east-1a",))] * 10
 
 
+@pytest.mark.parametrize(("selector", "want"), [
+    ({"karpenter.sh/capacity-type": "on-demand"}, "on-demand"),  # never on a reserved node
+    ({"karpenter.sh/capacity-type": "reserved"}, "reserved"),  # planned into the reservation
+    ({}, "reserved"),
+])
+def test_a_pods_capacity_type_requirement_decides_whether_it_takes_a_slot(selector: dict[str, str],
+                                                                          want: str) -> None:
+    # Given one 3-CPU pod with (or without) a capacity-type node selector and a reservation with room
+    snap = world([pod("train-0", cpu=3000, node_selector=selector)], pools=[_reserved_pool(["reserved", "on-demand"])],
+                 reservations={"default": (_cr("cr-1"),)})
+    # When planned THEN its node has the capacity type it allows
+    result = plan_reserved_first(snap)
+    check_plan(snap, result)
+    assert [ln.capacity_type for ln in result.launches] == [want]
+
+
+def test_a_pod_requiring_reserved_beyond_the_reservation_stays_pending() -> None:
+    pods = [pod(f"train-{i}", cpu=3000, node_selector={"karpenter.sh/capacity-type": "reserved"}) for i in range(2)]
+    snap = world(pods, pools=[_reserved_pool(["reserved", "on-demand"])],
+                 reservations={"default": (_cr("cr-1", available=1),)})
+    result = plan_reserved_first(snap)
+    check_plan(snap, result)
+    assert [ln.capacity_type for ln in result.launches] == ["reserved"]
+    assert len(result.unschedulable) == 1
+
+
+def test_small_pods_fill_a_reserved_nodes_spare_room() -> None:
+    # Given a 3-CPU pod and a 250m pod that may go anywhere, and a 250m pod that must be on-demand
+    on_demand = {"karpenter.sh/capacity-type": "on-demand"}
+    pods = [pod("big-0", cpu=3000), pod("small-0", cpu=250), pod("od-0", cpu=250, node_selector=on_demand)]
+    snap = world(pods, pools=[_reserved_pool(["reserved", "on-demand"])],
+                 reservations={"default": (_cr("cr-1", available=1),)})
+    # When planned THEN the small pod shares the reserved node; the on-demand one never does
+    result = plan_reserved_first(snap)
+    check_plan(snap, result)
+    by_ct = {ln.capacity_type: set(ln.pods) for ln in result.launches}
+    assert {"default/big-0", "default/small-0"} <= by_ct["reserved"]
+    assert "default/od-0" in by_ct["on-demand"]
+
+
 def test_a_reserved_only_pool_leaves_the_rest_pending_with_a_reason() -> None:
     snap = world([pod(f"train-{i}", cpu=3000) for i in range(3)], pools=[_reserved_pool(["reserved"])],
                  reservations={"default": (_cr("cr-1", available=1),)})
