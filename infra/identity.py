@@ -37,14 +37,17 @@ CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterA
 
 # EC2 read calls; Describe* APIs support no resource-level permissions, so their resource is "*".
 PROVISIONER_DESCRIBE = (
-    "ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
     "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
 )
 # Drift resolves each EC2NodeClass's AMI, subnet and security-group selectors (DescribeImages,
-# DescribeSubnets, DescribeSecurityGroups, and the public AMI alias parameters).
+# DescribeSubnets, DescribeSecurityGroups, and the public AMI alias parameters); a Capacity Block's
+# end is read with DescribeCapacityReservations.
 DISRUPTION_DESCRIBE = (
-    "ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeSecurityGroups",
     "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
 )

@@ -49,7 +49,7 @@ from autoscaler.config import ENV_CLAIMS_TABLE, ClusterConfig, load_cluster_conf
 from autoscaler.domain.allocatable import allocatable, capacity
 from autoscaler.domain.claims import Claim
 from autoscaler.domain.fleet import CloudInstance
-from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
+from autoscaler.domain.keys import CAPACITY_RESERVATION_ID_LABEL, CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.labels import instance_type_labels
 from autoscaler.domain.models import UNREGISTERED_TAINT, InstanceType
 from autoscaler.domain.nodepool import NodePool
@@ -57,6 +57,7 @@ from autoscaler.domain.quantity import cpu_millis
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import MetricsSink, RecordingSink
 from simulator.ec2_groups import install_launch_template_groups
+from simulator.ec2_reservations import CapacityReservationStub
 from simulator.ec2_tokens import ClientTokens
 from simulator.kube_api import KubeApiServer
 from simulator.moto_server import SerialMotoServer
@@ -284,6 +285,7 @@ class LocalCluster:
     network: Network
     catalog: Catalog | None = None
     tokens: ClientTokens = field(default_factory=ClientTokens)  # EC2's CreateFleet idempotency (moto lacks it)
+    reservations: CapacityReservationStub = field(default_factory=CapacityReservationStub)  # moto lacks them too
     _counter: dict[str, int] = field(default_factory=dict)
     _runtime: Runtime | None = None
 
@@ -315,11 +317,13 @@ class LocalCluster:
             install_price_data(session, region=config.region)
             tokens = ClientTokens().install(session.events)
             install_launch_template_groups(session.events, _lazy_ec2(session))
+            reservations = CapacityReservationStub()
+            reservations.install(session.events, _lazy_ec2(session))
             network = make_account(session, config, region=config.region,
                                    k8s_version=config.kubernetes_version or "1.31")
             create_table(session.client("dynamodb", region_name=config.region), CLAIMS_TABLE)
             yield cls(moto=server, kube=kube, endpoint=endpoint, config=config, session=session,
-                      network=network, catalog=catalog, tokens=tokens)
+                      network=network, catalog=catalog, tokens=tokens, reservations=reservations)
         finally:
             set_runtime(None)
             kube.stop()
@@ -458,6 +462,8 @@ def node_manifest(inst: CloudInstance, it: InstanceType, *, pool: NodePool | Non
     labels = {**instance_type_labels(it), "kubernetes.io/hostname": name,
               "topology.kubernetes.io/zone": inst.zone, "topology.kubernetes.io/region": region,
               NODEPOOL_LABEL: inst.node_pool, CAPACITY_TYPE_LABEL: inst.capacity_type}
+    if inst.reservation_id:  # the node's user data carries it (adapters/aws/fleet.py)
+        labels[CAPACITY_RESERVATION_ID_LABEL] = inst.reservation_id
     alloc, cap = allocatable(it), capacity(it)
     quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"]),
                   "ephemeral-storage": str(alloc["ephemeral-storage"])}

@@ -473,6 +473,8 @@ class Simulation:
         s = self.scenario.settings
         self.loop.observer = self._observe
         self.cloud.unavailable = {o.key() for o in self.scenario.initial.unavailable}
+        for r in self.scenario.initial.reservations:
+            self.env.reservations.add(r.instance_type, r.zone, r.count, tags=r.tags, capacity_block=r.capacity_block)
         for g in self.scenario.initial.node_groups:
             self.node_groups.create(NodeGroup(g.name, g.instance_type, g.size, g.capacity_type, dict(g.labels)))
         for d in self.scenario.initial.deployments:

@@ -10,6 +10,7 @@ assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped one
     initial:
       deployments: [{name: inflate, replicas: 0, cpu: "1"}]   # or template: {metadata, spec}
       objects: [<DaemonSet, PodDisruptionBudget, ... manifests>]
+      reservations: [{instanceType: m5.xlarge, zone: us-east-1a, count: 2, tags: {purpose: ml}}]
     timeline:
       - {at: 1m, scale: {deployment: inflate, replicas: 5}}
       - {at: 2m, apply: <manifest>}
@@ -113,6 +114,16 @@ class NodeGroupSpec(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class ReservationSpec(_Model):
+    """A capacity reservation in the account from the start (moto has none: simulator/ec2_reservations.py)."""
+
+    instance_type: str
+    zone: str
+    count: int = Field(ge=0)
+    tags: dict[str, str] = Field(default_factory=dict)
+    capacity_block: bool = False
+
+
 class JobSpec(_Model):
     """A Job: ``completions`` pods, ``parallelism`` at a time, each working ``runSeconds`` once Running."""
 
@@ -132,6 +143,7 @@ class JobSpec(_Model):
 class Initial(_Model):
     node_groups: list[NodeGroupSpec] = Field(default_factory=list)
     unavailable: list[Offering] = Field(default_factory=list)  # capacity errors from the start
+    reservations: list[ReservationSpec] = Field(default_factory=list)
     hpas: list[HpaSpec] = Field(default_factory=list)
     deployments: list[DeploymentSpec] = Field(default_factory=list)
     objects: list[dict[str, Any]] = Field(default_factory=list)

@@ -35,7 +35,8 @@ INVOKE = {"Sid": "InvokeProvisioner", "Action": ["lambda:InvokeFunction"], "Reso
 EXPECTED: dict[str, list[dict[str, Any]]] = {
     "IdentityProvisionerRole": [
         {"Sid": "DescribeEc2", "Resource": ["*"], "Condition": REGION, "Action": [
-            "ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
+            "ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages",
+            "ec2:DescribeInstanceTypeOfferings",
             "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
             "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"]},
         PRICES, DESCRIBE_CLUSTER,
@@ -80,9 +81,10 @@ EXPECTED: dict[str, list[dict[str, Any]]] = {
                     "sqs:ReceiveMessage"], "Resource": ["${InterruptionQueue.Arn}"]},
     ],
     "IdentityDisruptionRole": [
-        # Drift resolves the EC2NodeClasses' AMI, subnet and security-group selectors.
+        # Drift resolves the EC2NodeClasses' AMI, subnet and security-group selectors; Capacity Block ends.
         {"Sid": "DescribeEc2", "Resource": ["*"], "Condition": REGION, "Action": [
-            "ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
+            "ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages",
+            "ec2:DescribeInstanceTypeOfferings",
             "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeSecurityGroups",
             "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"]},
         PRICES, DESCRIBE_CLUSTER, TERMINATE, INVOKE, _logs("Disruption"), XRAY,
@@ -99,8 +101,9 @@ EXPECTED: dict[str, list[dict[str, Any]]] = {
 
 # The only (action, reason) pairs allowed a "*" resource: APIs without resource-level permissions.
 STAR_RESOURCE_ACTIONS = {
-    "ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
-    "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates", "ec2:DescribeSecurityGroups",
+    "ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes", "ec2:DescribeInstances",
+    "ec2:DescribeLaunchTemplates", "ec2:DescribeSecurityGroups",
     "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",  # EC2 Describe* has no resource-level permissions
     "pricing:GetProducts",  # the Price List API has no resource types
     "xray:PutTelemetryRecords", "xray:PutTraceSegments",  # X-Ray segments have no ARN

@@ -8,6 +8,7 @@ import pytest
 
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.nodeclass import parse_node_class, parse_node_classes
+from autoscaler.domain.spec_hash import node_class_hash
 
 
 def _v1(**spec: Any) -> dict[str, Any]:
@@ -56,12 +57,27 @@ def test_v1alpha1_aws_node_template_converts() -> None:
         ({"metadataOptions": {"httpTokens": "sometimes"}}, r"spec\.metadataOptions\.httpTokens"),
         ({"tags": {"karpenter.sh/nodepool": "x"}}, r"set by the autoscaler"),
         ({"subnetSelectorTerms": [{"id": "subnet-1", "tags": {"a": "b"}}]}, r"by id alone"),
-        ({"capacityReservationSelectorTerms": [{"id": "cr-1"}]}, r"capacityReservationSelectorTerms: .*not supported"),
+        ({"capacityReservationSelectorTerms": [{"id": "cr-1", "tags": {"a": "b"}}]}, r"'id' is mutually exclusive"),
+        ({"capacityReservationSelectorTerms": [{}]}, r"needs id, tags or instanceMatchCriteria"),
+        ({"capacityReservationSelectorTerms": [{"id": "reservation-1"}]},
+         r"spec\.capacityReservationSelectorTerms\.0\.id"),
+        ({"capacityReservationSelectorTerms": [{"tags": {"a": ""}}]}, r"empty tag keys or values"),
     ],
 )
 def test_invalid_node_classes_name_the_field(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_node_class(_v1(**spec))
+
+
+def test_capacity_reservation_terms_are_karpenter_v1_fields() -> None:
+    # Given a v1 EC2NodeClass selecting reservations by id and by tags of one account
+    terms = [{"id": "cr-0123456789abcdef0"}, {"tags": {"team": "ml", "purpose": "*"}, "ownerID": "123456789012"}]
+    # When it is parsed
+    nc = parse_node_class(_v1(capacityReservationSelectorTerms=terms))
+    # Then both terms are kept as written, and the drift hash ignores them (as Karpenter's does)
+    assert [t.id for t in nc.capacity_reservation_selector_terms] == ["cr-0123456789abcdef0", None]
+    assert nc.capacity_reservation_selector_terms[1].owner_id == "123456789012"
+    assert node_class_hash(nc) == node_class_hash(parse_node_class(_v1()))
 
 
 def test_duplicate_names_rejected() -> None:

@@ -14,6 +14,7 @@ from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import InFlightNode, PlanInput
+from autoscaler.domain.reservations import CapacityReservation
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: lis
         storage_classes=cluster.storage_classes(), instance_types=list(cloud.instance_types().values()),
         offerings=cloud.offerings(), in_flight=in_flight, region=region, launched_for=launched_for,
         node_class_zones=_subnet_zones(cloud, node_pools, node_classes),
+        reservations=_reservations(cloud, node_pools, node_classes),
     )
 
 
@@ -87,4 +89,20 @@ def _subnet_zones(cloud: CloudPort, node_pools: list[NodePool],
             out[name] = cloud.subnet_zones(nc)
         except (ConfigError, CloudError) as exc:
             log.warning("subnets of EC2NodeClass %s not resolved: %s", name, exc)
+    return out
+
+
+def _reservations(cloud: CloudPort, node_pools: list[NodePool],
+                  node_classes: Mapping[str, NodeClass]) -> dict[str, tuple[CapacityReservation, ...]]:
+    """The usable reservations of each node class a NodePool allowing ``reserved`` uses. One that cannot
+    be described is left out this pass (its pools launch on-demand / spot as they allow)."""
+    out: dict[str, tuple[CapacityReservation, ...]] = {}
+    for name in sorted({p.node_class_ref for p in node_pools if p.allows_reserved and not p.is_static}):
+        nc = node_classes.get(name)
+        if nc is None or not nc.capacity_reservation_selector_terms:
+            continue
+        try:
+            out[name] = tuple(cloud.capacity_reservations(nc))
+        except CloudError as exc:
+            log.warning("capacity reservations of EC2NodeClass %s not described: %s", name, exc)
     return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 
 from autoscaler.app.adoption import KarpenterNodes
 from autoscaler.app.cluster_state import gather_plan_input
@@ -44,11 +45,13 @@ from autoscaler.domain.disruption import (
 )
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import ResolvedNodeClass
+from autoscaler.domain.keys import CAPACITY_RESERVATION_ID_LABEL
 from autoscaler.domain.models import DISRUPTED_TAINT, Node
 from autoscaler.domain.node_state import Owner, request_replacement, with_empty_since
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import PlanInput
+from autoscaler.domain.reservations import CAPACITY_BLOCK_EXPIRATION_LEAD
 from autoscaler.metrics_catalog import (
     DISRUPTION_BLOCKED,
     DISRUPTION_SAVINGS,
@@ -121,7 +124,8 @@ class DisruptionService(DisruptionActions):
         decision = decide(DisruptionInput(snapshot=snapshot, pdbs=self.cluster.pdbs(), now=now,
                                           owned_instances=owned, empty_since=empty_since,
                                           settings=opts.settings, exclude=[*report.released, *unadopted],
-                                          instances=instances, resolved=self._resolved(report)))
+                                          instances=instances, resolved=self._resolved(report),
+                                          expiring_reservations=self._expiring_blocks(nodes, report)))
         report.notes.extend(decision.notes)
         for b in decision.blocked:
             self._blocked(b, by_name.get(b.node), report)
@@ -193,6 +197,24 @@ class DisruptionService(DisruptionActions):
                 report.notes.append(f"EC2NodeClass {name}: not resolved, no AMI/network drift this pass ({exc})")
                 log.warning("EC2NodeClass %s could not be resolved for drift: %s", name, exc)
         return out
+
+    def _expiring_blocks(self, nodes: list[Node], report: PassReport) -> dict[str, str]:
+        """The Capacity Blocks our nodes run in that end within 40 minutes, each with a sentence saying
+        when. One DescribeCapacityReservations per pass, only when a node runs in a reservation."""
+        ids = sorted({rid for n in nodes if (rid := n.labels.get(CAPACITY_RESERVATION_ID_LABEL))})
+        if not ids:
+            return {}
+        try:
+            found = self.cloud.describe_capacity_reservations(ids)
+        except CloudError as exc:
+            report.notes.append(f"capacity reservations {', '.join(ids)} not described this pass ({exc})")
+            log.warning("capacity reservations not described: %s", exc)
+            return {}
+        now = self.clock.now()
+        return {r.reservation_id: (f"Capacity Block {r.reservation_id} ends at "
+                                   f"{datetime.fromtimestamp(r.end_time or now, UTC).isoformat()}; its nodes leave "
+                                   f"{int(CAPACITY_BLOCK_EXPIRATION_LEAD // 60)} min before")
+                for r in found if r.expiring(now)}
 
     # ----- empty-since -------------------------------------------------------------------------
     def _empty_since(self, nodes: list[Node], now: float) -> dict[str, float]:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from autoscaler.domain.interruption import LifecycleAction
     from autoscaler.domain.models import InstanceType, Offering
     from autoscaler.domain.nodeclass import NodeClass
+from autoscaler.domain.reservations import CapacityReservation
 
 
 class Clock(Protocol):
@@ -246,6 +247,15 @@ class CloudPort(Protocol):
     def subnet_zones(self, node_class: NodeClass) -> frozenset[str]:
         """The zones where the node class's subnet selectors find a subnet (cached). Raises ConfigError
         when they find none, CloudError when EC2 cannot be asked."""
+        ...
+
+    def capacity_reservations(self, node_class: NodeClass) -> list[CapacityReservation]:
+        """The usable reservations the node class's ``capacityReservationSelectorTerms`` select (cached),
+        each with ``available`` set to what it still takes. Raises CloudError when EC2 cannot be asked."""
+        ...
+
+    def describe_capacity_reservations(self, reservation_ids: Iterable[str]) -> list[CapacityReservation]:
+        """The named reservations as EC2 describes them now (ended ones too). Raises CloudError."""
         ...
 
     def resolve_node_class(self, node_class: NodeClass) -> ResolvedNodeClass:

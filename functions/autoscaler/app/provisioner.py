@@ -39,7 +39,7 @@ from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
 from autoscaler.domain.plan import InFlightNode, Launch, Plan, PlanInput
-from autoscaler.domain.scheduling import plan as schedule
+from autoscaler.domain.scheduling import plan_reserved_first as schedule
 from autoscaler.domain.static_pools import static_launches
 from autoscaler.metrics_catalog import MetricsSink
 

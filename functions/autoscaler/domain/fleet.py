@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODECLAIM_TAG, NODEPOOL_LABEL, NODEPOOL_TAG
+from autoscaler.domain.keys import (
+    CAPACITY_RESERVATION_ID_LABEL,
+    CAPACITY_TYPE_LABEL,
+    NODECLAIM_TAG,
+    NODEPOOL_LABEL,
+    NODEPOOL_TAG,
+)
 from autoscaler.domain.models import CapacityType, InstanceType, Taint
 from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
 from autoscaler.domain.ownership import pods_from_tags
@@ -24,6 +30,7 @@ CAPACITY_ERROR_CODES = frozenset({
     "InsufficientCapacity",
     "InsufficientHostCapacity",
     "InsufficientReservedInstanceCapacity",
+    "ReservationCapacityExceeded",
     "MaxSpotInstanceCountExceeded",
     "MaxSpotFleetRequestCountExceeded",
     "UnfulfillableCapacity",
@@ -163,6 +170,11 @@ class CloudInstance:
         return frozenset(str(g.get("GroupId")) for g in self.raw.get("SecurityGroups") or () if g.get("GroupId"))
 
     @property
+    def reservation_id(self) -> str:
+        """The capacity reservation the instance runs in, or ""."""
+        return str(self.raw.get("CapacityReservationId") or "")
+
+    @property
     def claim_id(self) -> str:
         return self.tags.get(NODECLAIM_TAG, "")
 
@@ -207,12 +219,19 @@ def instance_from_ec2(raw: Mapping[str, Any]) -> CloudInstance:
         instance_type=str(raw["InstanceType"]),
         zone=str(zone),
         state=str((raw.get("State") or {}).get("Name", "running")),
-        capacity_type="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
+        capacity_type=_capacity_type(raw),
         launch_time=launched,
         tags={str(t["Key"]): str(t.get("Value", "")) for t in raw.get("Tags") or ()},
         private_dns_name=str(raw.get("PrivateDnsName", "")),
         raw=raw,
     )
+
+
+def _capacity_type(raw: Mapping[str, Any]) -> CapacityType:
+    if raw.get("InstanceLifecycle") == "spot":
+        return "spot"
+    # EC2 names the reservation an instance runs in; Karpenter calls that capacity type ``reserved``.
+    return "reserved" if raw.get("CapacityReservationId") else "on-demand"
 
 
 def in_flight_node(instance: CloudInstance) -> InFlightNode | None:
@@ -221,9 +240,11 @@ def in_flight_node(instance: CloudInstance) -> InFlightNode | None:
     if instance.state in GOING_AWAY_STATES:
         return None
     pool = instance.node_pool
+    labels = {NODEPOOL_LABEL: pool, CAPACITY_TYPE_LABEL: instance.capacity_type} if pool else {}
+    if pool and instance.reservation_id:
+        labels[CAPACITY_RESERVATION_ID_LABEL] = instance.reservation_id
     return InFlightNode(
         instance_id=instance.instance_id, node_pool=pool, instance_type=instance.instance_type,
         zone=instance.zone, capacity_type=instance.capacity_type,
-        labels={NODEPOOL_LABEL: pool, CAPACITY_TYPE_LABEL: instance.capacity_type} if pool else {},
-        launched_at=instance.launch_time, pod_keys=pods_from_tags(instance.tags),
+        labels=labels, launched_at=instance.launch_time, pod_keys=pods_from_tags(instance.tags),
     )

@@ -274,6 +274,27 @@ _COMMON_CLASS: dict[str, Spec] = {
 }
 
 
+def _reservation_term(value: Mapping[str, Any], path: Path) -> list[Problem]:
+    """Karpenter's CEL rules on a term, before the model's (which say the same in pydantic's words)."""
+    out = []
+    if "id" in value and any(k in value for k in ("tags", "ownerID", "instanceMatchCriteria")):
+        out.append(Problem("'id' is mutually exclusive, cannot be set along with other fields in a capacity "
+                           "reservation selector term; write {id: cr-...} alone, or select by tags", path))
+    if not any(k in value for k in ("id", "tags", "instanceMatchCriteria")):
+        out.append(Problem("expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']", path))
+    if "id" in value and not re.match(r"^cr-[0-9a-z]+$", str(value["id"])):
+        out.append(Problem(f"id {value['id']!r} is not a capacity reservation id; write cr- and lowercase hex, "
+                           "e.g. cr-0123456789abcdef0", (*path, "id")))
+    if "ownerID" in value and not re.match(r"^[0-9]{12}$", str(value["ownerID"])):
+        out.append(Problem(f"ownerID {value['ownerID']!r} is not an AWS account id; write its 12 digits",
+                           (*path, "ownerID")))
+    return out
+
+
+_RESERVATION_TERM = Custom(Obj({"id": STRING, "tags": STRING_MAP, "ownerID": STRING,
+                                "instanceMatchCriteria": Enum(("open", "targeted"))}), _reservation_term)
+
+
 def _node_class(version: str) -> Obj:
     v1 = version == "v1"
     ami_fields: dict[str, Spec] = {"tags": STRING_MAP, "id": STRING, "name": STRING, "owner": STRING}
@@ -285,13 +306,15 @@ def _node_class(version: str) -> Obj:
         **_COMMON_CLASS, "subnetSelectorTerms": ListOf(Obj({"tags": STRING_MAP, "id": STRING})),
         "securityGroupSelectorTerms": ListOf(Obj({"tags": STRING_MAP, "id": STRING, "name": STRING})),
         "amiSelectorTerms": ListOf(ami), "role": STRING, "associatePublicIPAddress": BOOLEAN,
-        **dict.fromkeys(("instanceStorePolicy", "capacityReservationSelectorTerms", "placementGroupSelector",
+        **dict.fromkeys(("instanceStorePolicy", "placementGroupSelector",
                          "ipPrefixCount", "networkInterfaces", "connectionTracking", "cpuOptions"), NOT_IMPLEMENTED),
     }
     foreign = {}
     if v1:
         fields["kubelet"] = KUBELET
+        fields["capacityReservationSelectorTerms"] = ListOf(_RESERVATION_TERM)
     else:
+        foreign["capacityReservationSelectorTerms"] = "is a karpenter.k8s.aws/v1 field; upgrade the manifest to v1"
         foreign["kubelet"] = ("is a karpenter.k8s.aws/v1 field; v1beta1 takes kubelet in the NodePool's "
                               "spec.template.spec.kubelet")
     return _top(Obj(fields, required=("subnetSelectorTerms", "securityGroupSelectorTerms"), foreign=foreign))

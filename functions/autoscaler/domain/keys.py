@@ -34,6 +34,9 @@ MEMORY_LABEL = "karpenter.k8s.aws/instance-memory"
 HYPERVISOR_LABEL = "karpenter.k8s.aws/instance-hypervisor"
 GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
 GPU_NAME_LABEL = "karpenter.k8s.aws/instance-gpu-name"
+# Reserved capacity (Karpenter v1): on nodes launched into an On-Demand Capacity Reservation or Capacity Block.
+CAPACITY_RESERVATION_ID_LABEL = "karpenter.k8s.aws/capacity-reservation-id"
+CAPACITY_RESERVATION_TYPE_LABEL = "karpenter.k8s.aws/capacity-reservation-type"
 GPU_MANUFACTURER_LABEL = "karpenter.k8s.aws/instance-gpu-manufacturer"
 
 # Requirements on any of these keys narrow instance selection, so Karpenter's default
@@ -65,7 +68,7 @@ KNOWN_LABEL_KEYS = WELL_KNOWN_KEYS | frozenset({
     "karpenter.k8s.aws/instance-gpu-memory", "karpenter.k8s.aws/instance-accelerator-name",
     "karpenter.k8s.aws/instance-accelerator-manufacturer", "karpenter.k8s.aws/instance-accelerator-count",
     "karpenter.k8s.aws/instance-tenancy", "karpenter.k8s.aws/nitro-sandbox",
-    "karpenter.k8s.aws/capacity-reservation-id", "karpenter.k8s.aws/capacity-reservation-type",
+    CAPACITY_RESERVATION_ID_LABEL, CAPACITY_RESERVATION_TYPE_LABEL,
     "karpenter.k8s.aws/placement-group-id", "karpenter.k8s.aws/placement-group-partition",
 })
 # Label prefixes reserved by Kubernetes and Karpenter: a key under them must be one of KNOWN_LABEL_KEYS.

@@ -23,7 +23,7 @@ from autoscaler.domain.resources import Resources
 
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
-CapacityType = Literal["spot", "on-demand"]
+CapacityType = Literal["spot", "on-demand", "reserved"]  # reserved: docs/configuration.md
 
 
 

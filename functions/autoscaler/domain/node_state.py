@@ -6,7 +6,7 @@ Every piece has one owner:
 - ``owner``, ``reason``, ``drain-started`` and ``replacement-requested`` belong to the service that
   started disrupting the node: the interruption function (spot warning, rebalance, scheduled change,
   state change) or the disruption function (empty, expired, underutilized, drifted, unhealthy,
-  overprovisioned). A service acts only on
+  overprovisioned, capacityBlockExpiring). A service acts only on
   nodes it owns; the one take-over allowed is interruption over disruption (EC2 reclaiming the
   instance beats a consolidation in progress).
 - ``replacement-provisioned`` belongs to the provisioner: the request time it has planned capacity for.
@@ -40,7 +40,8 @@ class Owner(StrEnum):
 
 
 # The disruption function's reasons, as written in ``drain-reason``; every other reason is an interruption's.
-DISRUPTION_REASONS = frozenset({"empty", "expired", "underutilized", "drifted", "unhealthy", "overprovisioned"})
+DISRUPTION_REASONS = frozenset({"empty", "expired", "underutilized", "drifted", "unhealthy", "overprovisioned",
+                                "capacityBlockExpiring"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """EC2NodeClass (``karpenter.k8s.aws/v1``, and ``v1beta1``) and the older AWSNodeTemplate
 (``karpenter.k8s.aws/v1alpha1``), validated and converted to one model, ``NodeClass``.
 
-The AWS adapter resolves its selector terms (subnets, security groups, AMIs) and builds launch
+The AWS adapter resolves its selector terms (subnets, security groups, AMIs, capacity reservations) and builds launch
 templates from it; the scheduler reads its kubelet settings for allocatable.
 """
 
@@ -48,6 +48,28 @@ class SelectorTerm(_Model):
             raise ValueError("a term selects by id alone, or by tags/name, not both")
         if not (self.id or self.tags or self.name):
             raise ValueError("a term needs id, name or tags")
+        return self
+
+
+class CapacityReservationSelectorTerm(_Model):
+    """Karpenter v1's term: one reservation by ``id``, or every reservation carrying ``tags`` (``*`` matches
+    any value), optionally of one account (``ownerID``) or match criteria. Terms are ORed."""
+
+    id: str | None = Field(default=None, pattern=r"^cr-[0-9a-z]+$")
+    tags: dict[str, str] | None = Field(default=None, max_length=20)
+    owner_id: str | None = Field(default=None, alias="ownerID", pattern=r"^[0-9]{12}$")
+    instance_match_criteria: Literal["open", "targeted"] | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> CapacityReservationSelectorTerm:
+        if self.id and (self.tags or self.owner_id or self.instance_match_criteria):
+            raise ValueError("'id' is mutually exclusive, cannot be set along with other fields in a capacity "
+                             "reservation selector term; write {id: cr-...} alone, or select by tags")
+        if not (self.id or self.tags or self.instance_match_criteria):
+            raise ValueError("a capacity reservation selector term needs id, tags or instanceMatchCriteria "
+                             "(e.g. {id: cr-0123456789abcdef0})")
+        if any(not k or not v for k, v in (self.tags or {}).items()):
+            raise ValueError("tags: empty tag keys or values aren't supported (write '*' to match any value)")
         return self
 
 
@@ -139,6 +161,7 @@ class NodeClass(_Model):
     metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
     detailed_monitoring: bool = False
     associate_public_ip_address: bool | None = None
+    capacity_reservation_selector_terms: tuple[CapacityReservationSelectorTerm, ...] = ()
 
 
 class _V1Spec(_Model):
@@ -157,17 +180,13 @@ class _V1Spec(_Model):
     metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
     detailed_monitoring: bool = False
     associate_public_ip_address: bool | None = Field(default=None, alias="associatePublicIPAddress")
-    capacity_reservation_selector_terms: list[dict[str, Any]] | None = None
+    capacity_reservation_selector_terms: list[CapacityReservationSelectorTerm] = Field(default_factory=list,
+                                                                                      max_length=30)
 
     @model_validator(mode="after")
     def _identity(self, info: ValidationInfo) -> _V1Spec:
         if self.ami_family in ("Windows2019", "Windows2022"):
             raise ValueError(f"amiFamily {self.ami_family!r}: {WINDOWS_UNSUPPORTED}")
-        if self.capacity_reservation_selector_terms:
-            # Refused rather than ignored: a NodePool allowing `reserved` would silently launch on-demand.
-            raise ValueError("capacityReservationSelectorTerms: reserved capacity (On-Demand Capacity Reservations, "
-                             "Capacity Blocks) is not supported yet; remove the field (nodes launch on-demand or "
-                             "spot as the NodePool allows)")
         # Planning launches nothing, so it needs neither (the guides' AWSNodeTemplates name none).
         planning = bool((info.context or {}).get("planning"))
         if (self.role and self.instance_profile) or not (self.role or self.instance_profile or planning):
@@ -212,6 +231,7 @@ def _from_v1(name: str, spec: Mapping[str, Any], *, planning: bool = False) -> N
         tags=parsed.tags, kubelet=parsed.kubelet, block_device_mappings=tuple(parsed.block_device_mappings),
         metadata_options=parsed.metadata_options, detailed_monitoring=parsed.detailed_monitoring,
         associate_public_ip_address=parsed.associate_public_ip_address,
+        capacity_reservation_selector_terms=tuple(parsed.capacity_reservation_selector_terms),
     )
 
 

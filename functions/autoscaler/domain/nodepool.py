@@ -127,6 +127,12 @@ class NodePool(_Model):
                 out.append(ct)
         return tuple(out)
 
+    @property
+    def allows_reserved(self) -> bool:
+        """Whether the capacity-type requirement lets nodes launch into capacity reservations (Karpenter
+        v1's ``reserved``; never by default, as the default requirement is ``In [on-demand]``)."""
+        return all(requirement_allows(r, "reserved") for r in self.requirements if r.key == CAPACITY_TYPE_LABEL)
+
 
 def requirement_allows(req: Requirement, value: str | None) -> bool:
     """Whether a label value (None = label absent) satisfies one requirement."""

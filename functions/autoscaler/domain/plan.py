@@ -23,6 +23,7 @@ from autoscaler.domain.models import (
 )
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
+from autoscaler.domain.reservations import CapacityReservation
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +65,16 @@ class PlanInput:
     launched_for: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # EC2NodeClass name -> the zones its subnets cover (absent: not known, every offering's zone counts).
     node_class_zones: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # EC2NodeClass name -> its usable capacity reservations, ``available`` being what each still takes
+    # (only for node classes of NodePools allowing ``reserved``; scheduling/reserved.py).
+    reservations: Mapping[str, tuple[CapacityReservation, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Launch:
     node_pool: str
     node_class: str
-    capacity_type: str  # "spot" | "on-demand"
+    capacity_type: str  # "spot" | "on-demand" | "reserved"
     zones: tuple[str, ...]
     instance_types: tuple[str, ...]  # cheapest first, at most 60, each fits all pods + daemon overhead
     pods: tuple[str, ...]

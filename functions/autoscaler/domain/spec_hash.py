@@ -48,5 +48,8 @@ def node_pool_hash(pool: NodePool) -> str:
 def node_class_hash(node_class: NodeClass) -> str:
     """The hash of ``node_class``'s launch-relevant spec (selector terms excluded)."""
     fields = node_class.model_dump(mode="json", exclude={"ami_selector_terms", "subnet_selector_terms",
-                                                         "security_group_selector_terms"})
+                                                         "security_group_selector_terms",
+                                                         # hash:"ignore" in Karpenter too: adding or
+                                                         # changing reservations replaces no node.
+                                                         "capacity_reservation_selector_terms"})
     return _hash(fields)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from autoscaler.adapters.aws._calls import client_config
@@ -15,6 +16,7 @@ from autoscaler.adapters.aws.instances import Instances
 from autoscaler.adapters.aws.launch_template import InstanceProfiles, LaunchTemplates
 from autoscaler.adapters.aws.network import NetworkResolver
 from autoscaler.adapters.aws.pricing import PriceBook
+from autoscaler.adapters.aws.reservations import CapacityReservations
 from autoscaler.adapters.aws.unavailable import UnavailableOfferings
 from autoscaler.adapters.aws.userdata import ClusterInfo
 from autoscaler.adapters.clock import SystemClock
@@ -29,6 +31,7 @@ from autoscaler.domain.fleet import (
 )
 from autoscaler.domain.models import CapacityType, InstanceType, Offering
 from autoscaler.domain.nodeclass import NodeClass
+from autoscaler.domain.reservations import CapacityReservation
 
 # The Price List API answers in a few regions only; us-east-1 serves every region's prices.
 PRICING_REGION = "us-east-1"
@@ -52,9 +55,10 @@ class AwsCloud:
         self.templates = LaunchTemplates(ec2, cluster=cluster, clock=self.clock)
         self.profiles = InstanceProfiles(iam, cluster_name=cluster.name, deployed=instance_profile)
         self.unavailable_offerings = UnavailableOfferings(self.clock)
+        self.reservations = CapacityReservations(ec2, clock=self.clock)
         self.fleet = FleetLauncher(ec2, cluster=cluster, catalog=self.catalog, network=self.network, amis=self.amis,
                                    templates=self.templates, profiles=self.profiles,
-                                   unavailable=self.unavailable_offerings)
+                                   unavailable=self.unavailable_offerings, reservations=self.reservations)
         self.instances = Instances(ec2, cluster_name=cluster.name, adopt_karpenter=adopt_karpenter)
 
     @classmethod
@@ -78,7 +82,7 @@ class AwsCloud:
         """API calls made so far, per operation, across all adapters."""
         total: Counter[str] = Counter()
         for part in (self.catalog, self.prices, self.network, self.amis, self.templates, self.profiles,
-                     self.fleet, self.instances):
+                     self.fleet, self.instances, self.reservations):
             total.update(part.calls)
         return dict(total)
 
@@ -106,6 +110,14 @@ class AwsCloud:
     def subnet_zones(self, node_class: NodeClass) -> frozenset[str]:
         return frozenset(self.network.subnets_by_zone(node_class.subnet_selector_terms, node_class=node_class.name))
 
+    def capacity_reservations(self, node_class: NodeClass) -> list[CapacityReservation]:
+        now = self.clock.now()
+        return [replace(r, available=self.reservations.remaining(r.reservation_id))
+                for r in self.reservations.for_node_class(node_class) if r.usable(now)]
+
+    def describe_capacity_reservations(self, reservation_ids: Iterable[str]) -> list[CapacityReservation]:
+        return self.reservations.by_ids(reservation_ids)
+
     def resolve_node_class(self, node_class: NodeClass) -> ResolvedNodeClass:
         amis = self.amis.resolve(node_class, ("standard", "nvidia", "neuron"))
         subnets = self.network.subnets(node_class.subnet_selector_terms, node_class=node_class.name)
@@ -122,7 +134,7 @@ class AwsCloud:
 
     def prepare(self, request: FleetRequest) -> list[PreparedLaunch]:
         """Resolve and create everything a launch needs without launching (for warm-up and benchmarks)."""
-        return [self.fleet.prepare(request, ct) for ct in request.capacity_types]
+        return [self.fleet.prepare(request, ct) for ct in request.capacity_types if ct != "reserved"]
 
     def launch(self, request: FleetRequest) -> FleetResult:
         return self.fleet.launch(request)

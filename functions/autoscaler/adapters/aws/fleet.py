@@ -1,6 +1,11 @@
 """Launching nodes with EC2 CreateFleet (``Type=instant``): overrides are the candidate instance types
 x the zones' subnets; insufficient-capacity errors mark the offering unavailable for 3 minutes and
-the launch retries with what remains, then falls back to the next capacity type."""
+the launch retries with what remains, then falls back to the next capacity type.
+
+``reserved`` (first when the NodePool allows it and the EC2NodeClass selects reservations) launches
+into one capacity reservation at a time, best first: its launch template targets the reservation, the
+fleet has one override (its type and zone) and asks for no more than it still takes; a full
+reservation is skipped until described again, and what is still missing goes on to on-demand / spot."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from autoscaler.adapters.aws.launch_template import (
     launch_template_data,
 )
 from autoscaler.adapters.aws.network import NetworkResolver, Subnet
+from autoscaler.adapters.aws.reservations import CapacityReservations
 from autoscaler.adapters.aws.unavailable import UnavailableOfferings
 from autoscaler.adapters.aws.userdata import ClusterInfo, NodeJoin
 from autoscaler.app.ports import CloudError
@@ -33,6 +39,7 @@ from autoscaler.domain.fleet import (
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODECLASS_HASH_TAG, NODEPOOL_HASH_TAG, NODEPOOL_LABEL
 from autoscaler.domain.models import UNREGISTERED_TAINT, CapacityType, Taint
 from autoscaler.domain.ownership import launch_tags
+from autoscaler.domain.reservations import RESERVATION_FULL_CODES, CapacityReservation
 from autoscaler.domain.spec_hash import node_class_hash
 
 log = logging.getLogger(__name__)
@@ -60,12 +67,16 @@ class PreparedLaunch:
     templates: dict[str, LaunchTemplateRef]  # Ami.key (architecture/variant) -> template
     images: tuple[Ami, ...]
     subnets: dict[str, Subnet]  # zone -> subnet
+    reservation: CapacityReservation | None = None  # capacity type ``reserved``: the one it launches into
 
 
-def _join_labels(request: FleetRequest, capacity_type: str) -> dict[str, str]:
+def _join_labels(request: FleetRequest, capacity_type: str,
+                 reservation: CapacityReservation | None = None) -> dict[str, str]:
     labels = {k: v for k, v in request.labels.items() if not k.startswith(_PER_INSTANCE_LABELS)}
     labels[NODEPOOL_LABEL] = request.node_pool
     labels[CAPACITY_TYPE_LABEL] = capacity_type
+    if reservation is not None:
+        labels.update(reservation.labels)
     return labels
 
 
@@ -90,6 +101,7 @@ class FleetLauncher:
         self, ec2: Any, *, cluster: ClusterInfo, catalog: InstanceCatalog, network: NetworkResolver,
         amis: AmiResolver, templates: LaunchTemplates, profiles: InstanceProfiles,
         unavailable: UnavailableOfferings, max_attempts: int = 3,
+        reservations: CapacityReservations | None = None,
     ) -> None:
         self._ec2 = Caller(ec2)
         self._cluster = cluster
@@ -100,12 +112,14 @@ class FleetLauncher:
         self._profiles = profiles
         self.unavailable = unavailable
         self._max_attempts = max_attempts
+        self.reservations = reservations
 
     @property
     def calls(self) -> dict[str, int]:
         return dict(self._ec2.calls)
 
-    def prepare(self, request: FleetRequest, capacity_type: CapacityType) -> PreparedLaunch:
+    def prepare(self, request: FleetRequest, capacity_type: CapacityType,
+                reservation: CapacityReservation | None = None) -> PreparedLaunch:
         """Resolve subnets, security groups, AMIs and instance profile; ensure the launch templates."""
         nc = request.node_class
         subnets = self._network.subnets_by_zone(nc.subnet_selector_terms, node_class=nc.name)
@@ -113,7 +127,7 @@ class FleetLauncher:
             subnets = {z: s for z, s in subnets.items() if z in request.zones}
         groups = self._network.security_groups(nc.security_group_selector_terms, node_class=nc.name)
         profile = self._profiles.for_node_class(nc)
-        join = NodeJoin(labels=_join_labels(request, capacity_type), taints=_join_taints(request),
+        join = NodeJoin(labels=_join_labels(request, capacity_type, reservation), taints=_join_taints(request),
                         kubelet=request.kubelet or nc.kubelet)
         types = self._catalog.instance_types()
         candidates = [types[t] for t in request.instance_types if t in types]
@@ -122,8 +136,12 @@ class FleetLauncher:
         for ami in {a.key: a for it in candidates if (a := image_for(images, it)) is not None}.values():
             data = launch_template_data(node_class=nc, ami=ami, cluster=self._cluster, join=join,
                                         security_group_ids=groups, instance_profile=profile)
+            if reservation is not None:
+                data["CapacityReservationSpecification"] = {
+                    "CapacityReservationTarget": {"CapacityReservationId": reservation.reservation_id}}
             templates[ami.key] = self._templates.ensure(data, node_class=nc, architecture=ami.architecture)
-        return PreparedLaunch(capacity_type=capacity_type, templates=templates, subnets=subnets, images=images)
+        return PreparedLaunch(capacity_type=capacity_type, templates=templates, subnets=subnets, images=images,
+                              reservation=reservation)
 
     def _overrides(self, request: FleetRequest, prepared: PreparedLaunch) -> dict[str, list[dict[str, Any]]]:
         """Image key -> overrides (type x zone) still worth trying, in the request's type order."""
@@ -148,6 +166,11 @@ class FleetLauncher:
         launched and, for everything else, why not. Configuration errors (no subnet, no AMI) raise."""
         result = FleetResult(requested=request.count)
         for ct in request.capacity_types:
+            if ct == "reserved":
+                self._launch_reserved(request, result)
+                if result.complete or result.uncertain:
+                    return result
+                continue
             prepared = self.prepare(request, ct)
             for attempt in range(self._max_attempts):
                 if result.complete:
@@ -169,11 +192,51 @@ class FleetLauncher:
                 return result
         return result
 
+    def _launch_reserved(self, request: FleetRequest, result: FleetResult) -> None:
+        """Launch what ``result`` still misses into the node class's reservations, best first; each is
+        tried once (a full one is marked so and the next is tried)."""
+        nc = request.node_class
+        if self.reservations is None or not nc.capacity_reservation_selector_terms:
+            return
+        subnets = self._network.subnets_by_zone(nc.subnet_selector_terms, node_class=nc.name)
+        zones = [z for z in subnets if not request.zones or z in request.zones]
+        tried: set[str] = set()
+        while not result.complete:
+            left = [r for r in self.reservations.candidates(nc, instance_types=request.instance_types, zones=zones)
+                    if r.reservation_id not in tried]
+            if not left:
+                result.errors.append(FleetError(
+                    code="NoReservedCapacityLeft", capacity_type="reserved",
+                    message=(f"no capacity reservation selected by EC2NodeClass {nc.name} has room for "
+                             f"{', '.join(request.instance_types)} in zones {', '.join(sorted(zones)) or '(none)'}")))
+                return
+            reservation = left[0]
+            tried.add(reservation.reservation_id)
+            prepared = self.prepare(request, "reserved", reservation)
+            types = self._catalog.instance_types()
+            it = types.get(reservation.instance_type)
+            ami = image_for(prepared.images, it) if it is not None else None
+            subnet = prepared.subnets.get(reservation.zone)
+            if ami is None or ami.key not in prepared.templates or subnet is None:
+                continue
+            overrides = {ami.key: [{"InstanceType": reservation.instance_type, "SubnetId": subnet.subnet_id,
+                                    "AvailabilityZone": reservation.zone}]}
+            target = min(result.missing, self.reservations.remaining(reservation.reservation_id))
+            before, errors = len(result.launched), len(result.errors)
+            token = client_token(request.claim_id, f"reserved/{reservation.reservation_id}", 0)
+            self._create_fleet(request, prepared, overrides, result, token=token, target=target)
+            self.reservations.mark_launched(reservation.reservation_id, len(result.launched) - before)
+            if any(e.code in RESERVATION_FULL_CODES for e in result.errors[errors:]):
+                self.reservations.mark_full(reservation.reservation_id)
+            if result.uncertain:
+                return
+
     def _create_fleet(
         self, request: FleetRequest, prepared: PreparedLaunch,
-        overrides: dict[str, list[dict[str, Any]]], result: FleetResult, *, token: str,
+        overrides: dict[str, list[dict[str, Any]]], result: FleetResult, *, token: str, target: int | None = None,
     ) -> bool:
-        """One CreateFleet call; returns whether a retry could help (capacity errors only)."""
+        """One CreateFleet call for ``target`` nodes (default: all still missing); returns whether a retry
+        could help (capacity errors only)."""
         ct = prepared.capacity_type
         tags = launch_tags(cluster_name=self._cluster.name, node_pool=request.node_pool,
                            node_class=request.node_class.name, claim_id=request.claim_id,
@@ -184,8 +247,9 @@ class FleetLauncher:
             # request whose response was lost can never launch twice.
             "ClientToken": token,
             "Type": "instant",
-            "TargetCapacitySpecification": {"TotalTargetCapacity": result.missing,
-                                            "DefaultTargetCapacityType": ct},
+            # A reservation is on-demand capacity the launch template targets.
+            "TargetCapacitySpecification": {"TotalTargetCapacity": result.missing if target is None else target,
+                                            "DefaultTargetCapacityType": "on-demand" if ct == "reserved" else ct},
             "LaunchTemplateConfigs": [
                 {"LaunchTemplateSpecification": {"LaunchTemplateId": prepared.templates[arch].template_id,
                                                  "Version": "$Latest"},
@@ -216,7 +280,8 @@ class FleetLauncher:
         for inst in resp.get("Instances", ()):
             ov = (inst.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
             zone = ov.get("AvailabilityZone") or zone_of_subnet.get(ov.get("SubnetId", ""), "")
-            lifecycle: CapacityType = "spot" if inst.get("Lifecycle") == "spot" else "on-demand"
+            lifecycle: CapacityType = "spot" if inst.get("Lifecycle") == "spot" else (
+                "reserved" if ct == "reserved" else "on-demand")
             for iid in inst.get("InstanceIds", ()):
                 result.launched.append(LaunchedInstance(
                     instance_id=iid, instance_type=str(inst.get("InstanceType") or ov.get("InstanceType", "")),

@@ -1,9 +1,10 @@
 """The disruption decision of one pass: every method in Karpenter's order, within budgets and guards.
 
-Repair first (forceful, outside budgets), then the excess of static NodePools, then per node the first
-reason that applies: Empty, Expired, Drifted, Underutilized. Empty nodes are deleted; Expired and Drifted
-nodes are replaced (capacity for their pods first, or a template node for a static pool); consolidation
-runs only when nothing else is being disrupted.
+Repair first (forceful, outside budgets), then the nodes of Capacity Blocks about to end (replaced
+first, outside budgets: EC2 reclaims them whatever the budgets say), then the excess of static
+NodePools, then per node the first reason that applies: Empty, Expired, Drifted, Underutilized. Empty
+nodes are deleted; Expired and Drifted nodes are replaced (capacity for their pods first, or a template
+node for a static pool); consolidation runs only when nothing else is being disrupted.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from autoscaler.domain.disruption.model import (
 from autoscaler.domain.disruption.repair import repair_due, unhealthy_pools
 from autoscaler.domain.disruption.simulation import simulate
 from autoscaler.domain.disruption.static import overprovisioned
+from autoscaler.domain.keys import CAPACITY_RESERVATION_ID_LABEL
 from autoscaler.domain.models import Node
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import Launch
@@ -93,6 +95,25 @@ class _Pass:
             self.budgets.take([pool])
             self.out.candidates.append(Candidate("Unhealthy", "delete", (node.name,), self.moving(node),
                                                  self.prices[node.name] or 0.0, note=why))
+
+    def capacity_blocks(self, leaving: list[str]) -> None:
+        """Nodes in a Capacity Block that ends within 40 minutes (Karpenter's expiration controller):
+        replaced first, then drained, like an interruption: neither budgets nor do-not-disrupt hold it
+        (EC2 reclaims the instances at the end); PDBs still pace the drain's evictions."""
+        for node in self.ours():
+            why = self.inp.expiring_reservations.get(node.labels.get(CAPACITY_RESERVATION_ID_LABEL, ""))
+            if why is None or node.deleting or in_progress(node) or self.not_ours(node, "CapacityBlockExpiring"):
+                continue
+            self.handled.add(node.name)
+            self.budgets.take([self.pool_of[node.name]])
+            sim = simulate(self.snap, [*leaving, node.name])
+            leaving.append(node.name)
+            taken = {k for c in self.out.candidates for k in c.pods}
+            launches = tuple(ln for ln in sim.launches if not set(ln.pods) <= taken)
+            self.out.candidates.append(Candidate(
+                "CapacityBlockExpiring", "replace" if launches else "delete", (node.name,),
+                tuple(k for k in sim.pods if k not in taken), self.prices[node.name] or 0.0,
+                sum(ln.hourly_price for ln in launches), launches, why))
 
     def scale_down_static(self) -> None:
         for pool in self.snap.node_pools:
@@ -187,13 +208,14 @@ def decide(inp: DisruptionInput) -> Decision:
     p = _Pass(inp)
     if inp.settings.node_repair:
         p.repair()
+    leaving: list[str] = []
+    p.capacity_blocks(leaving)
     p.scale_down_static()
     by_reason, why = p.classify()
     out = p.out
     for node in sorted(by_reason["Empty"], key=lambda n: -(p.prices[n.name] or 0.0)):
         if p.admit([node.name], "Empty"):
             out.candidates.append(Candidate("Empty", "delete", (node.name,), (), p.prices[node.name] or 0.0))
-    leaving: list[str] = []
     p.replace_each(by_reason["Expired"], "Expired", why, leaving)
     p.replace_each(by_reason["Drifted"], "Drifted", why, leaving)
     under = by_reason["Underutilized"]

@@ -15,7 +15,8 @@ from autoscaler.domain.node_state import read_state
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import Launch, PlanInput
 
-Reason = Literal["Empty", "Expired", "Underutilized", "Drifted", "Unhealthy", "Overprovisioned"]
+Reason = Literal["Empty", "Expired", "Underutilized", "Drifted", "Unhealthy", "Overprovisioned",
+                 "CapacityBlockExpiring"]
 CandidateAction = Literal["delete", "replace"]  # what happens to the nodes of a Candidate
 # Karpenter's MinInstanceTypesForSpotToSpotConsolidation: cheaper spot types a single-node spot-to-spot
 # replacement needs, and the number it is launched with.
@@ -24,7 +25,8 @@ Guard = Literal["Budget", "DoNotDisrupt", "PDB", "BarePod", "NotOurs", "Unhealth
 
 DRAIN_REASONS: dict[Reason, str] = {"Empty": "empty", "Expired": "expired", "Underutilized": "underutilized",
                                     "Drifted": "drifted", "Unhealthy": "unhealthy",
-                                    "Overprovisioned": "overprovisioned"}
+                                    "Overprovisioned": "overprovisioned",
+                                    "CapacityBlockExpiring": "capacityBlockExpiring"}
 REASON_OF_DRAIN = {v: k for k, v in DRAIN_REASONS.items()}
 
 
@@ -99,6 +101,8 @@ class DisruptionInput:
     # and what each EC2NodeClass resolves to now (absent: not resolved this pass, no AMI/network drift).
     instances: Mapping[str, CloudInstance] = field(default_factory=dict)
     resolved: Mapping[str, ResolvedNodeClass] = field(default_factory=dict)
+    # Capacity Blocks within 40 minutes of their end: reservation id -> why (their nodes must go).
+    expiring_reservations: Mapping[str, str] = field(default_factory=dict)
 
 
 # --- small facts about nodes and pods ------------------------------------------------------------

@@ -24,6 +24,9 @@ them"). The steps, in order:
    a group's remainder fills small nodes well instead of one roomy node.
 5. Each new node gets up to 60 instance types, cheapest first, that fit everything on it.
 
+Capacity reservations (``PlanInput.reservations``) are filled first by ``plan_reserved_first``
+(``reserved.py``), which plans twice around ``plan``.
+
 Preferred pod affinity and anti-affinity are taken as required; ``plan`` relaxes them, one term at a
 time, for the pods a plan cannot place, and plans again.
 """
@@ -31,5 +34,6 @@ time, for the pods a plan cannot place, and plans again.
 from __future__ import annotations
 
 from autoscaler.domain.scheduling.planner import plan
+from autoscaler.domain.scheduling.reserved import plan_reserved_first
 
-__all__ = ["plan"]
+__all__ = ["plan", "plan_reserved_first"]

@@ -181,6 +181,7 @@ class _State:
                          and r.key not in ZONE_KEYS and r.key not in _CT and r.key != NODEPOOL_LABEL]
             zone_reqs = [r for r in reqs if r.key in ZONE_KEYS]
             ct_reqs = [r for r in reqs if r.key == CAPACITY_TYPE_LABEL]
+            reserved = pool.allows_reserved
             pool_labels = {**pool.labels, NODEPOOL_LABEL: pool.name}
             landing = [d for d in self.snap.daemonsets if not tolerates_all(d.template.tolerations, pool.taints)]
             daemons = [d.template for d in landing]
@@ -198,8 +199,10 @@ class _State:
                         continue
                     if subnet_zones is not None and zone not in subnet_zones:
                         continue  # the node class has no subnet there: EC2 could not launch it
-                    if all(requirement_allows(r, zone) for r in zone_reqs) and all(
-                            requirement_allows(r, ct) for r in ct_reqs):
+                    # A reservation is on-demand capacity: a pool allowing only `reserved` is planned on
+                    # on-demand offerings and launched into its reservations (app/launcher.py).
+                    if all(requirement_allows(r, zone) for r in zone_reqs) and (all(
+                            requirement_allows(r, ct) for r in ct_reqs) or (ct == "on-demand" and reserved)):
                         offers[(zone, ct)] = price
                 if not offers:
                     continue
