@@ -22,7 +22,7 @@ from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.objects import node_from_dict
 from autoscaler.domain.plan import PlanInput
 from autoscaler.domain.snapshot import parse_snapshot
-from autoscaler.source_file import MAX_SNAPSHOT_BYTES, load_fast, read_text
+from autoscaler.source_file import MAX_SNAPSHOT_BYTES, DuplicateKeysError, load_fast, read_text
 
 
 def read_snapshot_data(path: str | Path) -> Any:
@@ -32,6 +32,8 @@ def read_snapshot_data(path: str | Path) -> Any:
         raise ConfigError.from_problems(problems, source=str(path))
     try:
         return load_fast(text)
+    except DuplicateKeysError as exc:
+        raise ConfigError.from_problems(exc.problems, source=str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
