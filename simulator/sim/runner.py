@@ -36,7 +36,7 @@ from simulator.sim.facts import budget, clock_text, group_of, node_leaving, node
 from simulator.sim.hpa import Autoscalers, Hpa
 from simulator.sim.interruption import InterruptionQueue
 from simulator.sim.kubelet import Kubelets, KubeletSettings
-from simulator.sim.nodegroups import ManagedNodeGroups, NodeGroup
+from simulator.sim.nodegroups import KarpenterNodeSet, ManagedNodeGroups, NodeGroup
 from simulator.sim.scenario import Scenario, Step
 from simulator.sim.scheduler import KubeScheduler
 
@@ -96,6 +96,8 @@ class Record:
     capacity_errors: int = 0
     jobs: dict[str, int] = field(default_factory=dict)  # Job name -> pods Succeeded
     interruption_messages: dict[str, int] = field(default_factory=dict)  # handled, retried, deadLettered, pending
+    # initial.karpenterNodes: seeded, left (Nodes still there), stuck (deleting, held by a finalizer), terminated
+    karpenter_nodes: dict[str, int] = field(default_factory=dict)
 
 
 class Simulation:
@@ -143,6 +145,7 @@ class Simulation:
         self._rv = store.resource_version
         self._scheduler_due = False
         self._pdb_healthy: dict[str, int] = {}
+        self._karpenter: list[str] = []  # Nodes seeded as Karpenter's (initial.karpenterNodes)
         self._wrap_evictions()
 
     # ----- the informer ----------------------------------------------------------------------------
@@ -427,6 +430,9 @@ class Simulation:
         self.cloud.unavailable = {o.key() for o in self.scenario.initial.unavailable}
         for g in self.scenario.initial.node_groups:
             self.node_groups.create(NodeGroup(g.name, g.instance_type, g.size, g.capacity_type, dict(g.labels)))
+        for k in self.scenario.initial.karpenter_nodes:
+            self._karpenter += self.node_groups.create_karpenter_nodes(
+                KarpenterNodeSet(**k.model_dump()), cluster=self.env.config.cluster_name)
         for d in self.scenario.initial.deployments:
             self.controllers.apply_deployment(Deployment(d.name, d.namespace, d.replicas, d.pod_template()))
         for h in self.scenario.initial.hpas:
@@ -480,6 +486,12 @@ class Simulation:
         rec.interruption_messages = {**self.queue.outcomes, "deadLettered": len(self.queue.dead_letters),
                                      "pending": len(self.queue.messages)}
         rec.interrupted = sum(1 for r in self.cloud.instances.values() if r.interrupted)
+        if self._karpenter:
+            left = [n for n in self.store.view("nodes") if n["metadata"]["name"] in self._karpenter]
+            rec.karpenter_nodes = {
+                "seeded": len(self._karpenter), "left": len(left),
+                "stuck": sum(1 for n in left if n["metadata"].get("deletionTimestamp")),
+                "terminated": sum(1 for r in rec.instances if r.node_name in self._karpenter and not r.alive)}
 
 
 @contextlib.contextmanager
