@@ -2,8 +2,9 @@
 
 Builds a ~20 MB snapshot from examples/inflate-spot.yaml (its catalogue and NodePools, pods repeated
 with unique names), writes it as block-style YAML and as JSON, and times ``load_snapshot`` (read, parse,
-validate every object) on each, the median of ``--repeat`` loads. Also times PyYAML's pure-Python loader
-on a 1 MB slice, to show what the C loaders save. Prints one JSON object.
+validate every object) on each, the median of ``--repeat`` loads; the YAML also without rapidyaml
+(libyaml's event stream, the fallback). Also times PyYAML's pure-Python loader on a 1 MB slice, to show
+what the C loaders save. Prints one JSON object.
 
 Run: ``PYTHONPATH=functions:. python -m benchmarks.snapshot_load [--mb 20]``.
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from autoscaler import source_file
 from autoscaler.adapters.snapshot_file import load_snapshot
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "inflate-spot.yaml"
@@ -62,6 +64,11 @@ def main() -> None:
         yaml_path.write_text(yaml.dump(data, Dumper=dumper, default_flow_style=False, sort_keys=False))
         json_path.write_text(json.dumps(data))
         yaml_seconds, json_seconds = _time(yaml_path, args.repeat), _time(json_path, args.repeat)
+        rapid, source_file.ryml = source_file.ryml, None  # the libyaml event path, as without rapidyaml
+        try:
+            events_seconds = _time(yaml_path, args.repeat)
+        finally:
+            source_file.ryml = rapid
         sample = yaml_path.read_text()[:1_000_000]
         sample = sample[:sample.rfind("\n- ")]  # a whole number of list items
         started = time.perf_counter()
@@ -77,6 +84,8 @@ def main() -> None:
             "yaml_load_seconds": round(yaml_seconds, 2),
             "json_load_seconds": round(json_seconds, 2),
             "yaml_over_json": round(yaml_seconds / json_seconds, 2),
+            "rapidyaml": rapid is not None,
+            "yaml_libyaml_events_seconds": round(events_seconds, 2),
             "pure_python_yaml_seconds_per_mb": round(pure_per_mb, 2),
         }))
 
