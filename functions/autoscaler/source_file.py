@@ -366,8 +366,10 @@ _WORDS = (r"(?:yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF|true|True|TRUE|false|Fa
           r"[-+]?\.?(?:nan|NaN|NAN|inf|Inf|INF|Infinity|infinity)|[yYnN])(?=[ \t]*(?:$|[:#,\]}]))")
 _CANDIDATE = re.compile(rf"{_PLAIN_START}((?:[0-9.~<=&*!+%@`|>]|-(?=\S)){_PLAIN_REST}|{_WORDS})[ \t]*(:(?=\s|$))?",
                         re.MULTILINE)
-# Documents, directives and complex keys: left to libyaml.
-_STRUCTURE = re.compile(r"^(?:---|\.\.\.|%|[ \t-]*\? )", re.MULTILINE)
+# Documents, directives, complex keys and empty keys (which PyYAML refuses): left to libyaml.
+_STRUCTURE = re.compile(r"^(?:---|\.\.\.|%|[ \t-]*[?:](?:\s|$))|[\[{,][ \t]*[?:](?:\s|$)", re.MULTILINE)
+# Line breaks to YAML 1.1 (PyYAML) but text to ryml; a tab, which PyYAML refuses where ryml takes it.
+_DECLINED_CHARS = ("\x85", "\u2028", "\u2029", "\t")
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
 _JSON_LITERAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null")
 _BLOCK_SCALAR = re.compile(r"[|>][-+0-9]*")
@@ -409,7 +411,7 @@ def _quiet_stderr() -> Iterator[None]:
 
 def _load_rapid(text: str) -> Any:
     """The data through rapidyaml when it reads the file exactly as ``yaml.safe_load`` would, else _Unusual."""
-    if ryml is None or _STRUCTURE.search(text):
+    if ryml is None or _STRUCTURE.search(text) or any(c in text for c in _DECLINED_CHARS):
         raise _Unusual
     builder = _FastBuilder()
 

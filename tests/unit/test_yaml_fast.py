@@ -59,6 +59,8 @@ def test_every_scalar_reads_as_safe_load_reads_it(shape: str, token: str) -> Non
     'a: "tab\\there \\u00e9 \\x41 \\N"\nb: \'it\'\'s\'\n', "a: plain\n  continued 10\n", "é: ü\n", "a: 1 # c\n",
     "? [1]\n", "%YAML 1.1\n---\na: 1\n", "a: [1, {b: [2, {c: 3}]}]\n", "-\n- a\n", "a: `x\n", "a: @x\n",
     "# a comment with `code` and 0x1f\na: 1 # and 0x1f\n", "a: =\n", "=: v\n", "a: |\n  # not a comment\n  x\n",
+    "a: 1\r\nb: 'x\r\n  y'\r\n", "\ufeffa: 1\n", "a: 'x\x85 y'\nb: \"\u2028\"\n", "a: \"\\t\"\n", "a: |\n  x\ty\n",
+    ": x\n", "{: x}\n", "- : x\n", "a:\n  b: 1\n c: 2\n",
 ])
 def test_documents_read_as_safe_load_reads_them(text: str) -> None:
     # Given anchors, tags, merge keys, block scalars, escapes, multi-line plain scalars, unicode, directives
