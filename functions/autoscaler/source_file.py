@@ -1,5 +1,7 @@
 """Reading configuration files safely: size and binary checks before parsing, YAML parsed with the line
-of every key and item recorded and duplicate keys reported, and a fast path for large documents.
+of every key and item recorded and duplicate keys reported, and a fast path for large documents (JSON;
+rapidyaml when a scan shows it reads the file as PyYAML would; else libyaml's event stream), which
+reports duplicate keys with their lines too.
 
 Shared by the cluster file (``config.py``), ``autoscaler validate`` and the snapshot reader. Pure apart
 from reading the one file it is given (no AWS or Kubernetes code), so the CDK app can use it.
@@ -370,6 +372,7 @@ _CANDIDATE = re.compile(rf"{_PLAIN_START}((?:[0-9.~<=&*!+%@`|>]|-(?=\S)){_PLAIN_
 _STRUCTURE = re.compile(r"^(?:---|\.\.\.|%|[ \t-]*[?:](?:\s|$))|[\[{,][ \t]*[?:](?:\s|$)", re.MULTILINE)
 # Line breaks to YAML 1.1 (PyYAML) but text to ryml; a tab, which PyYAML refuses where ryml takes it.
 _DECLINED_CHARS = ("\x85", "\u2028", "\u2029", "\t")
+_INF, _NAN = re.compile(r"inf(?:inity)?(?![\w.])"), re.compile(r"nan(?![\w.])")
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
 _JSON_LITERAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null")
 _BLOCK_SCALAR = re.compile(r"[|>][-+0-9]*")
@@ -380,7 +383,7 @@ def _agrees(token: str, *, key: bool, resolve: Any) -> bool:
     token = token.rstrip()
     if _BLOCK_SCALAR.fullmatch(token):
         return True
-    if token[0] in "&*!%@`<=~" or "nan" in token.lower() or "inf" in token.lower():
+    if token[0] in "&*!%@`<=~":
         return False
     try:
         ours = resolve(token)
@@ -390,6 +393,21 @@ def _agrees(token: str, *, key: bool, resolve: Any) -> bool:
         return isinstance(ours, str)
     theirs = json.loads(token) if _JSON_LITERAL.fullmatch(token) else token
     return type(ours) is type(theirs) and ours == theirs
+
+
+def _inf_or_nan(text: str) -> bool:
+    """Whether a scalar, quoted or not, reads inf/nan (``.Inf``, ``'nan'``, ``-inf`` ...): ryml's JSON rewrites
+    those, even quoted ones. Two literal-prefixed searches (fast in ``re``); the rare hits checked here."""
+    low = text.lower()
+    for pattern in (_INF, _NAN):
+        for match in pattern.finditer(low):
+            start = match.start()
+            start -= start > 0 and low[start - 1] == "."
+            start -= start > 0 and low[start - 1] in "+-"
+            before = low[start - 1] if start else " "
+            if not (before.isalnum() or before in "_."):
+                return True
+    return False
 
 
 @contextmanager
@@ -411,7 +429,7 @@ def _quiet_stderr() -> Iterator[None]:
 
 def _load_rapid(text: str) -> Any:
     """The data through rapidyaml when it reads the file exactly as ``yaml.safe_load`` would, else _Unusual."""
-    if ryml is None or _STRUCTURE.search(text) or any(c in text for c in _DECLINED_CHARS):
+    if ryml is None or _STRUCTURE.search(text) or any(c in text for c in _DECLINED_CHARS) or _inf_or_nan(text):
         raise _Unusual
     builder = _FastBuilder()
 

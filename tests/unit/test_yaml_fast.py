@@ -37,7 +37,8 @@ TOKENS = ["yes", "Yes", "NO", "on", "Off", "y", "n", "true", "True", "FALSE", "n
           "0", "-0", "+1", "-3", "010", "0o17", "0b11", "0x1f", "1_000", "12:30", "1:20:30.5", "1e3", "1.0e3",
           "1.0e+3", "1.", ".5", "1.50", "-1.5e-3", "nan", "NaN", ".nan", "inf", "-.inf", ".Inf", "Infinity",
           "2024-01-01", "2001-12-14 21:59:43.10 -5", "2024-01-15T12:00:00Z", "10.0.1.5", "100m", "1Gi",
-          "nginx:1.25", "a:b", "-", "1-2", "12345678901234567890", "http://x/y", "=", "0.0", "1,5"]
+          "nginx:1.25", "a:b", "-", "1-2", "12345678901234567890", "http://x/y", "=", "0.0", "1,5", ".INF",
+          "-inf", "infinity", "info", "banana", "x.nan"]
 
 
 @pytest.mark.parametrize("token", TOKENS)
@@ -104,7 +105,8 @@ def test_a_snapshot_takes_the_rapidyaml_path(text: str) -> None:
     assert _same(_load_rapid(text), yaml.safe_load(text))
 
 
-@pytest.mark.parametrize("text", ["a: yes\n", "5: x\n", "a: *b\n", "a: 0x1f\n", "t: 2024-01-01\n"])
+@pytest.mark.parametrize("text", ["a: yes\n", "5: x\n", "a: *b\n", "a: 0x1f\n", "t: 2024-01-01\n", "a: '.Inf'\n",
+                                  "'nan': 1\n", "a: [x, -inf]\n", "a: \"infinity\"\n", ": x\n", "a: 'x\u2028'\n"])
 def test_what_rapidyaml_would_read_otherwise_is_left_to_libyaml(text: str) -> None:
     # Given a scalar ryml's JSON would type differently from PyYAML, then the rapid path declines it
     with pytest.raises(_Unusual):
