@@ -362,16 +362,15 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 # Where ryml's reading of a plain scalar could differ from PyYAML's (YAML 1.1: yes/on/~, 0x1f, 010, 12:30,
 # dates, .inf, <<; or a number as a key), found by a scan of the text: every plain scalar that starts
 # like a number, a special or one of those words. A false alarm only costs speed (the libyaml path).
-_PLAIN_START = r"([ \n\[{,])(?=[0-9.~<=&*!+%@`|>yYnNoOtTfFiI-])"
+_PLAIN_START = r"([ \n\[{,])(?=[0-9.~<=&*!+%@`|>yYnNoOtTfFiI?:-])"
 _PLAIN_REST = r"[^\n#,\[\]{}:]*(?::[^\s,\[\]{}][^\n#,\[\]{}:]*)*"
 _WORDS = (r"(?:yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF|true|True|TRUE|false|False|FALSE|null|Null|NULL|"
           r"[-+]?\.?(?:nan|NaN|NAN|inf|Inf|INF|Infinity|infinity)|[yYnN])(?=[ \t]*(?:$|[:#,\]}]))")
-_CANDIDATE = re.compile(rf"{_PLAIN_START}((?:[0-9.~<=&*!+%@`|>]|-(?=\S)){_PLAIN_REST}|{_WORDS})[ \t]*(:(?=\s|$))?",
-                        re.MULTILINE)
-# Documents, directives, complex keys and empty keys (which PyYAML refuses): left to libyaml.
-# Three searches, each starting with a literal or a small class: one alternation costs ~5x as much.
-_STRUCTURE = (re.compile(r"\n(?:---|\.\.\.|%)"), re.compile(r"\n[ \t-]*[?:](?:\s|$)"),
-              re.compile(r"[\[{,][ \t]*[?:](?:\s|$)"))
+# A complex key's ``?`` and an empty key's ``:`` (which PyYAML refuses) are candidates too, never agreeing.
+_CANDIDATE = re.compile(rf"{_PLAIN_START}((?:[0-9.~<=&*!+%@`|>]|-(?=\S)){_PLAIN_REST}|{_WORDS}|[?:](?=\s|$))"
+                        r"[ \t]*(:(?=\s|$))?", re.MULTILINE)
+# Documents and directives: left to libyaml (a literal-prefixed search; one alternation costs ~5x as much).
+_STRUCTURE = re.compile(r"\n(?:---|\.\.\.|%)")
 # Line breaks to YAML 1.1 (PyYAML) but text to ryml; a tab, which PyYAML refuses where ryml takes it.
 _DECLINED_CHARS = ("\x85", "\u2028", "\u2029", "\t")
 _INF, _NAN = re.compile(r"inf(?:inity)?(?![\w.])"), re.compile(r"nan(?![\w.])")
@@ -385,7 +384,7 @@ def _agrees(token: str, *, key: bool, resolve: Any) -> bool:
     token = token.rstrip()
     if _BLOCK_SCALAR.fullmatch(token):
         return True
-    if token[0] in "&*!%@`<=~":
+    if token[0] in "&*!%@`<=~?:":
         return False
     try:
         ours = resolve(token)
@@ -435,7 +434,7 @@ def _load_rapid(text: str) -> Any:
         raise _Unusual
     # Whole-line comments are skipped: such a line is a comment, or text inside a quoted or block scalar.
     scanned = "\n" + (_COMMENT_LINE.sub("", text) if "#" in text else text)
-    if any(pattern.search(scanned) for pattern in _STRUCTURE):
+    if _STRUCTURE.search(scanned):
         raise _Unusual
     builder = _FastBuilder()
 
