@@ -1,5 +1,7 @@
 """Reading configuration files safely: size and binary checks before parsing, YAML parsed with the line
-of every key and item recorded and duplicate keys reported, and a fast path for large documents.
+of every key and item recorded and duplicate keys reported, and a fast path for large documents (JSON;
+rapidyaml when a scan shows it reads the file as PyYAML would; else libyaml's event stream), which
+reports duplicate keys with their lines too.
 
 Shared by the cluster file (``config.py``), ``autoscaler validate`` and the snapshot reader. Pure apart
 from reading the one file it is given (no AWS or Kubernetes code), so the CDK app can use it.
@@ -7,8 +9,12 @@ from reading the one file it is given (no AWS or Kubernetes code), so the CDK ap
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path as FilePath
 from typing import Any
@@ -18,6 +24,11 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from autoscaler.domain.errors import Path, Problem
+
+try:  # rapidyaml: parses in C++ and writes JSON that json.loads turns into values at C speed
+    import ryml
+except ImportError:  # pragma: no cover - an optional speed-up; libyaml's event stream is the fallback
+    ryml = None
 
 # A cluster file is a few kilobytes; 5 MB is far beyond any real one and still instant to reject.
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
@@ -187,6 +198,8 @@ class _FastBuilder:
         if not event.style and event.tag in (None, "!") and event.implicit[0]:  # libyaml: plain style is ""
             if event.value == "<<":
                 return _MERGE_KEY
+            if event.value == "=":  # a key (PyYAML reads it as text) or an error (a value): PyYAML decides
+                raise _Unusual
             try:
                 return self.plain[event.value]
             except KeyError:
@@ -252,8 +265,11 @@ class _FastBuilder:
             elif keys[-1] is _NO_KEY:
                 keys[-1] = value
             else:
+                key = keys[-1]
                 try:
-                    top[keys[-1]] = value
+                    if key in top and key is not _MERGE_KEY:
+                        raise _DuplicateKey  # found again, with lines, by ``duplicate_keys``
+                    top[key] = value
                 except TypeError:  # an unhashable (list or mapping) key: PyYAML reports it
                     raise _Unusual from None
                 keys[-1] = _NO_KEY
@@ -262,6 +278,18 @@ class _FastBuilder:
 
 class _Unusual(Exception):
     """A construct the event builder leaves to PyYAML's loader."""
+
+
+class _DuplicateKey(Exception):
+    """A mapping holds a key twice: the file is read again to name every one with its lines."""
+
+
+class DuplicateKeysError(yaml.YAMLError):
+    """Keys given twice in one mapping (YAML keeps the last silently): one problem each, with lines."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(p.render() for p in problems))
+        self.problems = problems
 
 
 _MAP_TAG, _SEQ_TAG = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
@@ -279,18 +307,178 @@ def _merge(mapping: dict[Any, Any]) -> dict[Any, Any]:
     return out
 
 
-def load_fast(text: str) -> Any:
-    """The data of a large document without line tracking: json when it is JSON, else the event builder."""
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
+def duplicate_keys(text: str) -> list[Problem]:
+    """Every key given twice in one mapping, with its line and the first one's, in the words the line-keeping
+    parser uses (a second pass over the events, run only once a fast path has met a duplicate)."""
+    problems: list[Problem] = []
+    builder = _FastBuilder()
+
+    def resolve(event: Any) -> Any:
         try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            pass  # flow-style YAML
+            return builder.scalar(event)
+        except _Unusual:  # ``=``: a key PyYAML reads as text
+            return event.value
+
+    # One frame per open collection: [first line of each key (None for a sequence), position, awaiting a key]
+    frames: list[list[Any]] = []
+    events: Iterator[Any] = yaml.parse(text, Loader=_LOADER)  # the typed Event base lacks the fields
+    for event in events:
+        kind = type(event)
+        starts = kind in (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+        if (starts or kind in (yaml.ScalarEvent, yaml.AliasEvent)) and frames:
+            top = frames[-1]
+            if top[0] is None:
+                top[1] += 1
+            elif top[2]:  # a key
+                key = resolve(event) if kind is yaml.ScalarEvent else None
+                line = event.start_mark.line + 1
+                if key is not None and key is not _MERGE_KEY and key in top[0]:
+                    path: Path = (*(f[1] for f in frames[:-1]), key)
+                    problems.append(Problem(f"duplicate key {key!r} (first at line {top[0][key]}); YAML keeps "
+                                            "only the last one, so delete one of them", path, line=line))
+                elif key is not None and key is not _MERGE_KEY:
+                    top[0][key] = line
+                top[1], top[2] = key, False
+                if not starts:
+                    continue
+            elif not starts:
+                top[2] = True
+        if starts:
+            frames.append([{}, None, True] if kind is yaml.MappingStartEvent else [None, -1, False])
+        elif kind in (yaml.MappingEndEvent, yaml.SequenceEndEvent):
+            frames.pop()
+            if frames and frames[-1][0] is not None:
+                frames[-1][2] = True
+    return problems
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    mapping = dict(pairs)
+    if len(mapping) != len(pairs):
+        raise _DuplicateKey
+    return mapping
+
+
+# Where ryml's reading of a plain scalar could differ from PyYAML's (YAML 1.1: yes/on/~, 0x1f, 010, 12:30,
+# dates, .inf, <<; or a number as a key), found by a scan of the text: every plain scalar that starts
+# like a number, a special or one of those words. A false alarm only costs speed (the libyaml path).
+_PLAIN_START = r"([ \n\[{,])(?=[0-9.~<=&*!+%@`|>yYnNoOtTfFiI?:-])"
+_PLAIN_REST = r"[^\n#,\[\]{}:]*(?::[^\s,\[\]{}][^\n#,\[\]{}:]*)*"
+_WORDS = (r"(?:yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF|true|True|TRUE|false|False|FALSE|null|Null|NULL|"
+          r"[-+]?\.?(?:nan|NaN|NAN|inf|Inf|INF|Infinity|infinity)|[yYnN])(?=[ \t]*(?:$|[:#,\]}]))")
+# A complex key's ``?`` and an empty key's ``:`` (which PyYAML refuses) are candidates too, never agreeing.
+_CANDIDATE = re.compile(rf"{_PLAIN_START}((?:[0-9.~<=&*!+%@`|>]|-(?=\S)){_PLAIN_REST}|{_WORDS}|[?:](?=\s|$))"
+                        r"[ \t]*(:(?=\s|$))?", re.MULTILINE)
+# Documents and directives: left to libyaml (a literal-prefixed search; one alternation costs ~5x as much).
+_STRUCTURE = re.compile(r"\n(?:---|\.\.\.|%)")
+# Line breaks to YAML 1.1 (PyYAML) but text to ryml; a tab, which PyYAML refuses where ryml takes it.
+_DECLINED_CHARS = ("\x85", "\u2028", "\u2029", "\t")
+_INF, _NAN = re.compile(r"inf(?:inity)?(?![\w.])"), re.compile(r"nan(?![\w.])")
+_COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
+_JSON_LITERAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null")
+_BLOCK_SCALAR = re.compile(r"[|>][-+0-9]*")
+
+
+def _agrees(token: str, *, key: bool, resolve: Any) -> bool:
+    """Whether ryml's JSON and PyYAML read this plain scalar as the same value (keys: both as text)."""
+    token = token.rstrip()
+    if _BLOCK_SCALAR.fullmatch(token):
+        return True
+    if token[0] in "&*!%@`<=~?:":
+        return False
     try:
-        return _FastBuilder().load(text)
-    except _Unusual:
-        deep = _too_deep(text)
-        if deep is not None:  # PyYAML's loader would recurse until the process crashes
-            raise yaml.YAMLError(deep.message) from None
-        return yaml.load(text, Loader=_LOADER)
+        ours = resolve(token)
+    except (yaml.YAMLError, ValueError):
+        return False
+    if key:
+        return isinstance(ours, str)
+    theirs = json.loads(token) if _JSON_LITERAL.fullmatch(token) else token
+    return type(ours) is type(theirs) and ours == theirs
+
+
+def _inf_or_nan(text: str) -> bool:
+    """Whether a scalar, quoted or not, reads inf/nan (``.Inf``, ``'nan'``, ``-inf`` ...): ryml's JSON rewrites
+    those, even quoted ones. Two literal-prefixed searches (fast in ``re``); the rare hits checked here."""
+    low = text.lower()
+    for pattern in (_INF, _NAN):
+        for match in pattern.finditer(low):
+            start = match.start()
+            start -= start > 0 and low[start - 1] == "."
+            start -= start > 0 and low[start - 1] in "+-"
+            before = low[start - 1] if start else " "
+            if not (before.isalnum() or before in "_."):
+                return True
+    return False
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """ryml prints its parse errors on stderr from C++; the libyaml path reports them, with lines."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _load_rapid(text: str) -> Any:
+    """The data through rapidyaml when it reads the file exactly as ``yaml.safe_load`` would, else _Unusual."""
+    if ryml is None or any(c in text for c in _DECLINED_CHARS) or _inf_or_nan(text):
+        raise _Unusual
+    # Whole-line comments are skipped: such a line is a comment, or text inside a quoted or block scalar.
+    scanned = "\n" + (_COMMENT_LINE.sub("", text) if "#" in text else text)
+    if _STRUCTURE.search(scanned):
+        raise _Unusual
+    builder = _FastBuilder()
+
+    def resolve(token: str) -> Any:
+        return builder.scalar(yaml.ScalarEvent(None, None, (True, False), token, style=""))
+
+    # After ``{`` or ``,`` a scalar may be a flow mapping's key without a colon (``{a: 1, 5}``).
+    for before, token, colon in set(_CANDIDATE.findall(scanned)):
+        if not _agrees(token, key=bool(colon) or before in "{,", resolve=resolve):
+            raise _Unusual
+    try:
+        with _quiet_stderr():
+            tree = ryml.parse_in_arena(text.encode())
+            emitted = ryml.emit_json_malloc(tree, tree.root_id())
+        return json.loads(emitted, object_pairs_hook=_unique)
+    except (ryml.ExceptionBasic, ValueError, TypeError):  # TypeError: an empty document
+        raise _Unusual from None
+
+
+def load_fast(text: str) -> Any:
+    """The data of a large document without line tracking: json when it is JSON, else rapidyaml when it reads
+    the file as PyYAML would, else the event builder. A key given twice raises DuplicateKeysError."""
+    # The values built are acyclic: the cycle collector's passes over millions of new containers are wasted.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        if text.lstrip().startswith(("{", "[")):
+            try:
+                return json.loads(text, object_pairs_hook=_unique)
+            except json.JSONDecodeError:
+                pass  # flow-style YAML
+        try:
+            return _load_rapid(text)
+        except _Unusual:
+            pass
+        try:
+            return _FastBuilder().load(text)
+        except _Unusual:
+            deep = _too_deep(text)
+            if deep is not None:  # PyYAML's loader would recurse until the process crashes
+                raise yaml.YAMLError(deep.message) from None
+            return yaml.load(text, Loader=_LOADER)
+    except _DuplicateKey:
+        raise DuplicateKeysError(duplicate_keys(text)) from None
+    finally:
+        if collecting:
+            gc.enable()

@@ -21,7 +21,15 @@ from autoscaler.domain.manifest_check import check_manifest
 from autoscaler.domain.nodeclass import parse_node_class
 from autoscaler.domain.nodepool import parse_node_pool
 from autoscaler.domain.snapshot import check_manifests, parse_snapshot
-from autoscaler.source_file import MAX_CONFIG_BYTES, MAX_SNAPSHOT_BYTES, Document, load_fast, parse_yaml, read_text
+from autoscaler.source_file import (
+    MAX_CONFIG_BYTES,
+    MAX_SNAPSHOT_BYTES,
+    Document,
+    DuplicateKeysError,
+    load_fast,
+    parse_yaml,
+    read_text,
+)
 
 SNAPSHOT_KEYS = frozenset({"pods", "nodes", "daemonSets", "instanceTypes", "offerings", "prices", "inFlight",
                            "persistentVolumeClaims", "persistentVolumes", "storageClasses"})
@@ -127,6 +135,9 @@ def validate_file(path: str | FilePath) -> FileReport:
     if len(text) > MAX_CONFIG_BYTES:  # only a snapshot is this big: skip line tracking, load fast
         try:
             data = load_fast(text)
+        except DuplicateKeysError as exc:
+            report.kind, report.problems = "snapshot", exc.problems
+            return report
         except (yaml.YAMLError, ValueError, RecursionError) as exc:
             report.problems = [Problem(f"not valid YAML or JSON: {exc}")]
             return report

@@ -78,8 +78,9 @@ class Kubelets:
 
     # ----- nodes ---------------------------------------------------------------------------------
     def _launched(self, record: InstanceRecord) -> None:
-        if record.instance is not None and "eks:nodegroup-name" in record.instance.tags:
-            return  # a managed node group's node: registered by simulator/sim/nodegroups.py
+        if record.node_name is not None or (record.instance is not None
+                                            and "eks:nodegroup-name" in record.instance.tags):
+            return  # a managed node group's or Karpenter's node: registered by simulator/sim/nodegroups.py
         self.loop.after(self.settings.boot_seconds, f"kubelet registers {record.instance_id}",
                         lambda: self._register(record))
 

@@ -8,6 +8,10 @@ autoscaler's registration taint. Shrinking a group does what EKS does on a scale
 are cordoned and drained through the Eviction API, which honours PodDisruptionBudgets (refused evictions
 are retried every ``retry_seconds``, for at most ``drain_timeout_seconds``, 15 minutes, after which
 EKS gives up and terminates anyway); then the instance is terminated.
+
+Nodes Karpenter launched before a migration to the autoscaler (``initial.karpenterNodes``) are seeded the
+same way: instances with the tags Karpenter gives them, registered Ready Nodes with its labels and its
+``karpenter.sh/termination`` finalizer, and no controller of their own (Karpenter is scaled to zero).
 """
 
 from __future__ import annotations
@@ -17,6 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.domain.fleet import instance_from_ec2
+from autoscaler.domain.keys import (
+    CAPACITY_TYPE_LABEL,
+    EKS_CLUSTER_TAG,
+    KARPENTER_TERMINATION_FINALIZER,
+    NODECLASS_TAG,
+    NODEPOOL_LABEL,
+    PROVISIONER_NAME_LABEL,
+)
+from autoscaler.domain.ownership import cluster_tag
 from simulator.kube_store import ApiError, Store
 from simulator.local import node_manifest
 from simulator.sim.cloud import CloudWorld, InstanceRecord
@@ -24,6 +37,7 @@ from simulator.sim.engine import EventLoop
 
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 NODEGROUP_TAG = "eks:nodegroup-name"
+KARPENTER_MANAGED_BY_TAG = "karpenter.sh/managed-by"  # Karpenter's own, never the autoscaler's managed-by tag
 
 
 @dataclass
@@ -31,6 +45,18 @@ class NodeGroup:
     name: str
     instance_type: str = "m5.large"
     size: int = 3
+    capacity_type: str = "on-demand"
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class KarpenterNodeSet:
+    """``count`` nodes Karpenter launched for NodePool (v1) or Provisioner (v0.2x) ``node_pool``."""
+
+    node_pool: str
+    version: str = "v1"
+    instance_type: str = "m5.large"
+    count: int = 2
     capacity_type: str = "on-demand"
     labels: dict[str, str] = field(default_factory=dict)
 
@@ -64,6 +90,36 @@ class ManagedNodeGroups:
             record.instance = instance_from_ec2(raw)
             self._register(group, record)
             self.members.setdefault(group.name, []).append(record)
+
+    def create_karpenter_nodes(self, spec: KarpenterNodeSet, *, cluster: str) -> list[str]:
+        """Launch and register nodes as Karpenter left them; returns the Node names."""
+        pool_key = NODEPOOL_LABEL if spec.version == "v1" else PROVISIONER_NAME_LABEL
+        tags = {cluster_tag(cluster): "owned", EKS_CLUSTER_TAG: cluster, KARPENTER_MANAGED_BY_TAG: cluster,
+                pool_key: spec.node_pool}
+        if spec.version == "v1":
+            tags[NODECLASS_TAG] = "default"
+        market = {"InstanceMarketOptions": {"MarketType": "spot"}} if spec.capacity_type == "spot" else {}
+        zones, names = sorted(self.subnets), []
+        for i in range(spec.count):
+            zone = zones[i % len(zones)]
+            reservation = self.cloud.ec2.run_instances(
+                ImageId=self.image_id, InstanceType=spec.instance_type, MinCount=1, MaxCount=1,
+                SubnetId=self.subnets[zone], **market,
+                TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                    {"Key": k, "Value": v} for k, v in {**tags, "Name": f"karpenter-{spec.node_pool}-{i}"}.items()]}])
+            record = self.cloud.instances[reservation["Instances"][0]["InstanceId"]]
+            record.instance = inst = instance_from_ec2(reservation["Instances"][0])
+            manifest = node_manifest(inst, self.instance_types()[inst.instance_type], pool=None, region=self.region)
+            labels = manifest["metadata"]["labels"]
+            labels.pop(NODEPOOL_LABEL, None)
+            labels.update({pool_key: spec.node_pool, CAPACITY_TYPE_LABEL: spec.capacity_type,
+                           "karpenter.sh/registered": "true", "karpenter.sh/initialized": "true", **spec.labels})
+            manifest["metadata"]["finalizers"] = [KARPENTER_TERMINATION_FINALIZER]
+            manifest["spec"]["taints"] = []
+            self.store.create("nodes", manifest)
+            record.node_name = manifest["metadata"]["name"]
+            names.append(record.node_name)
+        return names
 
     def _register(self, group: NodeGroup, record: InstanceRecord) -> None:
         inst = record.instance

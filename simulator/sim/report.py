@@ -64,6 +64,7 @@ def summary(rec: Record) -> dict[str, Any]:
         "placement": rec.placement,
         "zones": rec.zones,
         "jobs_succeeded": dict(rec.jobs),
+        "karpenter_nodes": dict(rec.karpenter_nodes),
     }
 
 

@@ -37,7 +37,7 @@ from simulator.sim.facts import budget, clock_text, group_of, node_leaving, node
 from simulator.sim.hpa import Autoscalers, Hpa
 from simulator.sim.interruption import InterruptionQueue
 from simulator.sim.kubelet import Kubelets, KubeletSettings
-from simulator.sim.nodegroups import ManagedNodeGroups, NodeGroup
+from simulator.sim.nodegroups import KarpenterNodeSet, ManagedNodeGroups, NodeGroup
 from simulator.sim.scenario import Scenario, Step
 from simulator.sim.scheduler import KubeScheduler
 
@@ -102,6 +102,8 @@ class Record:
     kubelet_stops: dict[str, float] = field(default_factory=dict)
     max_disrupting: dict[str, int] = field(default_factory=dict)  # pool -> most of its nodes disrupted at once
     images_at_end: dict[str, int] = field(default_factory=dict)  # our live instances on the newest AMI or older
+    # initial.karpenterNodes: seeded, left (Nodes still there), stuck (deleting, held by a finalizer), terminated
+    karpenter_nodes: dict[str, int] = field(default_factory=dict)
 
 
 class Simulation:
@@ -152,6 +154,7 @@ class Simulation:
         self._pdb_healthy: dict[str, int] = {}
         self.newest_images: set[str] = set()  # the last AMI release's images (none: no release in the run)
         self._disrupting: dict[str, str] = {}  # node -> pool, for the nodes being disrupted now
+        self._karpenter: list[str] = []  # Nodes seeded as Karpenter's (initial.karpenterNodes)
         self._wrap_evictions()
 
     # ----- the informer ----------------------------------------------------------------------------
@@ -477,6 +480,9 @@ class Simulation:
             self.env.reservations.add(r.instance_type, r.zone, r.count, tags=r.tags, capacity_block=r.capacity_block)
         for g in self.scenario.initial.node_groups:
             self.node_groups.create(NodeGroup(g.name, g.instance_type, g.size, g.capacity_type, dict(g.labels)))
+        for k in self.scenario.initial.karpenter_nodes:
+            self._karpenter += self.node_groups.create_karpenter_nodes(
+                KarpenterNodeSet(**k.model_dump()), cluster=self.env.config.cluster_name)
         for d in self.scenario.initial.deployments:
             self.controllers.apply_deployment(Deployment(d.name, d.namespace, d.replicas, d.pod_template()))
         for h in self.scenario.initial.hpas:
@@ -540,6 +546,12 @@ class Simulation:
         rec.kubelet_stops = {"stopped": len(self.kubelets.stopped), "repaired": len(ends),
                              "secondsToRepairMin": min(ends, default=0.0),
                              "secondsToRepairMax": max(ends, default=0.0)}
+        if self._karpenter:
+            left = [n for n in self.store.view("nodes") if n["metadata"]["name"] in self._karpenter]
+            rec.karpenter_nodes = {
+                "seeded": len(self._karpenter), "left": len(left),
+                "stuck": sum(1 for n in left if n["metadata"].get("deletionTimestamp")),
+                "terminated": sum(1 for r in rec.instances if r.node_name in self._karpenter and not r.alive)}
 
 
 @contextlib.contextmanager

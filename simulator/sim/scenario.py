@@ -16,6 +16,7 @@ assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped one
       - {at: 2m, apply: <manifest>}
       - {at: 3m, delete: {kind: Deployment, name: inflate}}
       - {at: 4m, shrinkNodeGroup: {name: mng, size: 2}}   # initial.nodeGroups: [{name: mng, size: 3}]
+      # initial.karpenterNodes: [{nodePool: default, version: v1, instanceType: m5.large, count: 2}]
       - {at: 5m, interrupt: {count: 2, nodePool: default}}  # FIS: warning now, reclaimed 2 min later
       - {at: 6m, interrupt: {count: 1, rebalance: true}}     # a rebalance recommendation (no reclaim)
       - {at: 6m, scheduledChange: {count: 2, startIn: 10m}}  # AWS Health: retirement of 2 instances in 10 min
@@ -122,6 +123,17 @@ class ReservationSpec(_Model):
     count: int = Field(ge=0)
     tags: dict[str, str] = Field(default_factory=dict)
     capacity_block: bool = False
+class KarpenterNodesSpec(_Model):
+    """Nodes Karpenter launched before the migration: instances with Karpenter's tags (v1 ``karpenter.sh/nodepool``
+    or v0.2x ``karpenter.sh/provisioner-name``), Ready Nodes with its labels and ``karpenter.sh/termination``
+    finalizer. Karpenter itself is scaled to zero: nothing else manages them."""
+
+    node_pool: str = "default"
+    version: Literal["v1", "v0"] = "v1"
+    instance_type: str = "m5.large"
+    count: int = 2
+    capacity_type: Literal["on-demand", "spot"] = "on-demand"
+    labels: dict[str, str] = Field(default_factory=dict)
 
 
 class JobSpec(_Model):
@@ -142,6 +154,7 @@ class JobSpec(_Model):
 
 class Initial(_Model):
     node_groups: list[NodeGroupSpec] = Field(default_factory=list)
+    karpenter_nodes: list[KarpenterNodesSpec] = Field(default_factory=list)
     unavailable: list[Offering] = Field(default_factory=list)  # capacity errors from the start
     reservations: list[ReservationSpec] = Field(default_factory=list)
     hpas: list[HpaSpec] = Field(default_factory=list)

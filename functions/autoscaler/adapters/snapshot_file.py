@@ -1,10 +1,12 @@
 """Snapshot files (docs/snapshot.md): read one (YAML or JSON) for ``autoscaler plan``, and collect and
 write one from a live cluster for ``autoscaler snapshot``.
 
-The document itself is parsed by the pure ``domain.snapshot``; every error names the file. Large YAML
-is built from libyaml's event stream, so a 20 MB YAML snapshot loads in seconds, like the same data as
-JSON (benchmarks/snapshot_load.py). Collection goes through the adapters the Lambdas use: the
-Kubernetes API as raw JSON and ``AwsCloud`` (instance types, offerings, prices, in-flight instances).
+The document itself is parsed by the pure ``domain.snapshot``; every error names the file. YAML is read
+by ``source_file.load_fast`` (rapidyaml when it reads the file as PyYAML would, else libyaml's event
+stream), so a 20 MB YAML snapshot loads within ~1.3-1.7x the time of the same data as JSON
+(benchmarks/snapshot_load.py); a key given twice is an error naming file:line. Collection goes through
+the adapters the Lambdas use: the Kubernetes API as raw JSON and ``AwsCloud`` (instance types,
+offerings, prices, in-flight instances).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.objects import node_from_dict
 from autoscaler.domain.plan import PlanInput
 from autoscaler.domain.snapshot import parse_snapshot
-from autoscaler.source_file import MAX_SNAPSHOT_BYTES, load_fast, read_text
+from autoscaler.source_file import MAX_SNAPSHOT_BYTES, DuplicateKeysError, load_fast, read_text
 
 
 def read_snapshot_data(path: str | Path) -> Any:
@@ -32,6 +34,8 @@ def read_snapshot_data(path: str | Path) -> Any:
         raise ConfigError.from_problems(problems, source=str(path))
     try:
         return load_fast(text)
+    except DuplicateKeysError as exc:
+        raise ConfigError.from_problems(exc.problems, source=str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
