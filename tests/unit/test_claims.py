@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import replace
 
 import pytest
@@ -167,3 +168,38 @@ def test_a_pod_its_first_instance_cannot_hold_is_tried_on_the_next_instance_that
     # THEN p-0 stays on an instance launched for it, and only q-0 gets a new node
     assert result.existing == {"default/p-1": "i-1", "default/p-0": "i-2"}
     assert [launch.pods for launch in result.launches] == [("default/q-0",)]
+
+
+def test_a_launched_claim_whose_instance_ended_out_of_view_is_finished_not_phantom_capacity() -> None:
+    # Given a launched claim whose node registered and was then consolidated (Node deleted, instance
+    # terminated) between two passes, so no pass saw it initialised and the live listing no longer has it
+    from autoscaler.app.claims import ClaimBook, MemoryClaimStore
+
+    [c] = group(("ns/a",), age=LAUNCH_SETTLE_SECONDS + 1)
+    c = c.launched(instance_id="i-9", instance_type="m5.xlarge", zone="us-east-1a", capacity_type="on-demand")
+    asked: list[list[str]] = []
+
+    def ec2_says(state: str | None) -> Callable[[Collection[str]], list[CloudInstance]]:
+        def describe(ids: Collection[str]) -> list[CloudInstance]:  # DescribeInstances by id
+            asked.append(sorted(ids))
+            return [] if state is None else [instance("i-9", "x", state=state)]  # None: not found
+        return describe
+
+    def reconcile(describe: Callable[[Collection[str]], list[CloudInstance]],
+                  claim: Claim = c) -> tuple[list[InFlightNode], list[Claim]]:
+        store = MemoryClaimStore()
+        store.create([claim])
+        out = ClaimBook(store).reconcile(listed=[], registered=set(), pending={"ns/a"}, now=NOW, resume=None,
+                                         describe=describe)
+        return out.in_flight, store.claims()
+
+    # When EC2 reports the instance terminated: the claim is finished, its pods are no longer "in flight"
+    in_flight, left = reconcile(ec2_says("terminated"))
+    assert in_flight == [] and left == [] and asked == [["i-9"]]
+    # When EC2 does not know the id (yet): it stays capacity until the TTL, as before
+    in_flight, left = reconcile(ec2_says(None))
+    assert [f.instance_id for f in in_flight] == ["i-9"] and left == [c]
+    # A claim launched moments ago is not asked about: EC2 may simply not list it yet
+    asked.clear()
+    in_flight, _ = reconcile(ec2_says("terminated"), replace(c, created_at=NOW))
+    assert asked == [] and len(in_flight) == 1

@@ -13,9 +13,9 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.app.ports import ClaimStore, CloudError
-from autoscaler.domain.claims import Claim, ClaimDecisions, reconcile_claims
+from autoscaler.domain.claims import Claim, ClaimDecisions, launched_out_of_view, reconcile_claims
 from autoscaler.domain.errors import ConfigError
-from autoscaler.domain.fleet import CloudInstance, FleetResult, LaunchedInstance
+from autoscaler.domain.fleet import GOING_AWAY_STATES, CloudInstance, FleetResult, LaunchedInstance
 from autoscaler.domain.plan import InFlightNode
 
 log = logging.getLogger(__name__)
@@ -72,17 +72,36 @@ class Reconciled:
 Resume = Callable[[Sequence[Claim]], FleetResult]
 
 
+Describe = Callable[[Collection[str]], Sequence[CloudInstance]]
+
+
+def _gone(stored: Sequence[Claim], *, listed: Sequence[CloudInstance], registered: Collection[str], now: float,
+          describe: Describe) -> list[CloudInstance]:
+    """The instances of launched claims out of view that EC2 reports going away (terminated, stopping)."""
+    ids = launched_out_of_view(stored, listed={i.instance_id for i in listed}, registered=registered, now=now)
+    if not ids:
+        return []
+    try:
+        return [i for i in describe(ids) if i.state in GOING_AWAY_STATES]
+    except CloudError as exc:  # the claims stay in flight; the next pass asks again
+        log.warning("could not describe %d instance(s) of launched node claims: %s", len(ids), exc)
+        return []
+
+
 class ClaimBook:
     def __init__(self, store: ClaimStore) -> None:
         self.store = store
 
     def reconcile(self, *, listed: Sequence[CloudInstance], registered: Collection[str], pending: Collection[str],
                   now: float, resume: Resume | None, write: bool = True,
-                  initialized: Collection[str] = ()) -> Reconciled:
+                  initialized: Collection[str] = (), describe: Describe | None = None) -> Reconciled:
         """Read every claim, apply ``reconcile_claims`` and (with ``write``) store the outcome and resume
         stale launches. A store that cannot be read raises CloudError: planning without knowing what is
-        in flight could launch twice."""
+        in flight could launch twice. ``describe`` (DescribeInstances by id) tells which launched claims
+        whose instance is out of view have ended."""
         stored = self.store.claims()
+        if describe is not None:
+            listed = [*listed, *_gone(stored, listed=listed, registered=registered, now=now, describe=describe)]
         decisions = reconcile_claims(stored, listed=listed, registered=registered, pending=pending, now=now,
                                      initialized=initialized)
         out = Reconciled(in_flight=list(decisions.in_flight), pinned=dict(decisions.pinned),

@@ -204,7 +204,8 @@ class Provisioner:
             try:
                 self._reconciled = self.claims.reconcile(
                     listed=listed, registered=registered, pending=pending, now=self._now(),
-                    resume=self._resume if writes else None, write=writes, initialized=initialized)
+                    resume=self._resume if writes else None, write=writes, initialized=initialized,
+                    describe=self.cloud.describe_instances)
             except CloudError as exc:  # without the record of launches, planning is advice only
                 log.warning("node claims could not be read: %s", exc)
                 self._blocked = self._blocked or f"the node claim store is unavailable ({exc.code or exc})"

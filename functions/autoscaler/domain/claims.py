@@ -161,6 +161,18 @@ class ClaimDecisions:
     resume: list[list[Claim]] = field(default_factory=list)  # groups whose launch must be sent again
 
 
+def launched_out_of_view(claims: Iterable[Claim], *, listed: Collection[str], registered: Collection[str],
+                         now: float, settle_seconds: float = LAUNCH_SETTLE_SECONDS) -> list[str]:
+    """Instance ids of launched claims that neither EC2's listing of live instances nor a registered Node
+    shows, past the time EC2 takes to list a new instance: ended (terminated with its Node deleted before
+    a pass saw it initialised) or, rarely, not yet visible. The caller asks EC2 for them by id; one it
+    reports going away finishes its claim, which would otherwise stay in-flight capacity for its pods
+    until ``CLAIM_TTL_SECONDS``."""
+    return sorted({c.instance_id for c in claims
+                   if c.state == "launched" and c.instance_id and c.instance_id not in listed
+                   and c.instance_id not in registered and now - c.created_at >= settle_seconds})
+
+
 def reconcile_claims(claims: Iterable[Claim], *, listed: Iterable[CloudInstance], registered: Collection[str],
                      pending: Collection[str], now: float, initialized: Collection[str] = (),
                      settle_seconds: float = LAUNCH_SETTLE_SECONDS,
