@@ -270,11 +270,6 @@ class CloudPort(Protocol):
         """The instances that exist among ``instance_ids``; unknown ids are left out."""
         ...
 
-    def tag_instance(self, instance_id: str, tags: Mapping[str, str]) -> None:
-        """Set tags on one of this cluster's instances (its own node-claim id, Name and pod keys after a
-        grouped launch). Raises CloudError when EC2 refuses."""
-        ...
-
     def terminate(self, instance_ids: Iterable[str]) -> list[str]:
         """Terminate instances. Raises OwnershipError (naming the instance) and terminates nothing if
         any of them lacks this cluster's ownership tags (or, with adoption on, is not one Karpenter launched

@@ -4,7 +4,7 @@ ownership tags (or, with ``migration.adoptKarpenterNodes``, that Karpenter did n
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from autoscaler.adapters.aws._calls import Caller
@@ -79,11 +79,6 @@ class Instances:
                 return []
             raise
         return [instance_from_ec2(i) for r in resp.get("Reservations", ()) for i in r.get("Instances", ())]
-
-    def tag(self, instance_id: str, tags: Mapping[str, str]) -> None:
-        """CreateTags on one instance (the IAM policy allows only the claim, Name and pod-key tags)."""
-        self._ec2("create_tags", Resources=[instance_id],
-                  Tags=[{"Key": k, "Value": v} for k, v in sorted(tags.items())])
 
     def terminate(self, instance_ids: Iterable[str]) -> list[str]:
         """Terminate instances, all or none: raises OwnershipError naming the first instance that lacks
