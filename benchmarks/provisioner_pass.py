@@ -132,7 +132,10 @@ def serve(conn: Any, pods: int, existing: int) -> None:
     from autoscaler.domain.objects import instance_type_from_ec2  # noqa: PLC0415
     from autoscaler.domain.ownership import launch_tags  # noqa: PLC0415
     from simulator.local import ZONES, LocalCluster, demo_config, moto_catalog  # noqa: PLC0415
+    from simulator.moto_fast import index_ec2_tags  # noqa: PLC0415
 
+    # moto's tag lookup scans every tag of every resource: linear here, in moto's process, never the measured one.
+    index_ec2_tags()
     config = demo_config(_config_path())
     with LocalCluster.start(config) as env:
         store = env.kube.store
