@@ -28,10 +28,12 @@ Prints ONE JSON object.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import logging
 import multiprocessing as mp
 import os
+import pstats
 import random
 import resource
 import subprocess
@@ -53,6 +55,8 @@ from benchmarks._offline import stdout_to_stderr  # noqa: E402
 LAMBDA_CPU_SHARE = 0.58  # a 1,024 MB Lambda's CPU relative to one core of this machine
 KUBE_LATENCY = 0.015
 AWS_LATENCY = {"ec2.CreateFleet": 1.5, "ec2": 0.15, "dynamodb": 0.01, "iam": 0.1, "ssm": 0.05}
+# BENCH_PROFILE=1: the first pass's main-thread profile (by own time) goes to stderr; it slows the pass.
+PROFILE = os.environ.get("BENCH_PROFILE") == "1"
 TARGETS = {"estimate50kWith2000Nodes": 45.0, "peakMiB50k": 600.0, "estimate1k": 5.0, "kubeRequests50k": 500}
 PHASES = ("gather", "plan", "launch", "events", "lifecycle")
 EXISTING_TYPE = "m5.2xlarge"
@@ -132,10 +136,11 @@ def serve(conn: Any, pods: int, existing: int) -> None:
     from autoscaler.domain.objects import instance_type_from_ec2  # noqa: PLC0415
     from autoscaler.domain.ownership import launch_tags  # noqa: PLC0415
     from simulator.local import ZONES, LocalCluster, demo_config, moto_catalog  # noqa: PLC0415
-    from simulator.moto_fast import index_ec2_tags  # noqa: PLC0415
+    from simulator.moto_fast import cheap_transaction_backups, index_ec2_tags  # noqa: PLC0415
 
-    # moto's tag lookup scans every tag of every resource: linear here, in moto's process, never the measured one.
+    # moto's slow paths at thousands of instances and claims, patched in moto's process (never the measured one).
     index_ec2_tags()
+    cheap_transaction_backups()
     config = demo_config(_config_path())
     with LocalCluster.start(config) as env:
         store = env.kube.store
@@ -401,7 +406,14 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     for label in ("first", "second"):
         k0 = _kube_requests(info["kube"])
         w0, c0 = time.perf_counter(), time.process_time()
+        profiler = cProfile.Profile() if PROFILE and label == "first" else None
+        if profiler is not None:
+            profiler.enable()
         answer = handler(dict(event), LambdaContext(remaining_ms=900_000, function_name="provisioner"))
+        if profiler is not None:
+            profiler.disable()
+            stats = pstats.Stats(profiler, stream=sys.stderr)
+            stats.sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(60)
         w1, cpu = time.perf_counter(), time.process_time() - c0
         rows = phases.take()
         # The whole pass: every wait of the main thread, plus each phase's longest pool chains.
