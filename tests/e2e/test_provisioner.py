@@ -53,6 +53,9 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     tagged: list[dict[str, Any]] = []
     local.session.events.register("before-parameter-build.ec2.CreateTags",
                                   lambda params, **_: tagged.append(copy.deepcopy(params)))
+    swept: list[dict[str, Any]] = []  # the lifecycle step's listing of launch templates (by filter, not name)
+    local.session.events.register("before-parameter-build.ec2.DescribeLaunchTemplates",
+                                  lambda params, **_: swept.append(params) if "Filters" in params else None)
     sink = RecordingSink()
     local.runtime(sink=sink)
     local.scale("inflate", 5)
@@ -60,6 +63,7 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     # GIVEN 5 pending 1-CPU pods WHEN one scheduled pass runs THEN spot capacity for all 5 launches.
     first = local.invoke_provisioner()["passes"][0]
     assert first["pendingPods"] == 5 and first["unschedulable"] == [] and first["failures"] == []
+    assert swept == []
     assert len(calls) == 1
     assert calls[0]["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "spot"
     instances = local.instances()
@@ -100,6 +104,8 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     # A second pass before the instances register launches nothing: they are capacity for those pods.
     second = local.invoke_provisioner()["passes"][0]
     assert second["launched"] == [] and second["nominated"] == 5 and len(calls) == 1
+    # Unused launch templates are collected by passes that launched nothing, never on a burst's path
+    assert len(swept) == 1
 
     # The kubelet registers the nodes with karpenter.sh/unregistered:NoExecute: the pods cannot bind yet
     # (wave 1's harness bound them through the taint, hiding a second launch here). The registering

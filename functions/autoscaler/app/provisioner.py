@@ -164,7 +164,7 @@ class Provisioner:
         self._nominate(result, pods)
         owned: list[CloudInstance] = []
         if self.settings.lifecycle:
-            result.lifecycle, owned = self._lifecycle(snap)
+            result.lifecycle, owned = self._lifecycle(snap, launched=any(g.launched for g in result.groups))
         self._emit(result, snap, plan_seconds, owned, pods)
         result.seconds = self._mono() - started
         log.debug(result.summary())  # the handler logs it, structured
@@ -351,7 +351,7 @@ class Provisioner:
         result.events_failed, result.events_suppressed = sent.failed, sent.suppressed
 
     # ----- lifecycle ---------------------------------------------------------------------------
-    def _lifecycle(self, snap: PlanInput) -> tuple[LifecycleResult, list[CloudInstance]]:
+    def _lifecycle(self, snap: PlanInput, *, launched: bool = False) -> tuple[LifecycleResult, list[CloudInstance]]:
         owned = list(self._owned)  # listed by this pass's gather; this pass's launches are not due yet
         try:
             nodes = self.cluster.nodes()
@@ -361,7 +361,7 @@ class Provisioner:
         result = reconcile(cluster=self.cluster, cloud=self.cloud, nodes=nodes, owned=owned,
                            node_pools=self.pools_by_name, now=self._now(),
                            registration_timeout=self.settings.registration_timeout, dry_run=self.settings.dry_run,
-                           release_finalizers=self.settings.release_finalizers)
+                           release_finalizers=self.settings.release_finalizers, collect_templates=not launched)
         return result, owned
 
     # ----- metrics -----------------------------------------------------------------------------
