@@ -136,11 +136,16 @@ def serve(conn: Any, pods: int, existing: int) -> None:
     from autoscaler.domain.objects import instance_type_from_ec2  # noqa: PLC0415
     from autoscaler.domain.ownership import launch_tags  # noqa: PLC0415
     from simulator.local import ZONES, LocalCluster, demo_config, moto_catalog  # noqa: PLC0415
-    from simulator.moto_fast import cheap_transaction_backups, index_ec2_tags  # noqa: PLC0415
+    from simulator.moto_fast import (  # noqa: PLC0415
+        cheap_transaction_backups,
+        find_instances_directly,
+        index_ec2_tags,
+    )
 
     # moto's slow paths at thousands of instances and claims, patched in moto's process (never the measured one).
     index_ec2_tags()
     cheap_transaction_backups()
+    find_instances_directly()
     config = demo_config(_config_path())
     with LocalCluster.start(config) as env:
         store = env.kube.store

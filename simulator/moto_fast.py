@@ -5,7 +5,9 @@ moto 5 finds one resource's tags by scanning every tag of every EC2 resource (``
 DescribeInstances with tag filters then costs O(instances x all tags), and at 12,000 instances one page of
 1,000 takes minutes where EC2 answers in well under a second. ``index_ec2_tags`` replaces that lookup
 with a direct read of the backend's per-resource tag dictionary; the answer (keys, values, resource type)
-is the same. ``cheap_transaction_backups`` does the same for DynamoDB's TransactWriteItems, which
+is the same. ``find_instances_directly`` does the same for ``get_instance`` (every launched instance's
+root volume looks its instance up, and each lookup copied every reservation: quadratic in a fleet of
+10,000). ``cheap_transaction_backups`` does the same for DynamoDB's TransactWriteItems, which
 deep-copies the whole table once per item of the transaction (to roll back on failure): with 10,000
 node claims in the table each 25-item transaction copied 250,000 items. Call them in the process that
 runs moto, never in the process being measured.
@@ -64,3 +66,23 @@ def cheap_transaction_backups() -> None:
     import moto.dynamodb.models as dynamodb_models  # noqa: PLC0415
 
     dynamodb_models.copy = _TableBackups()  # type: ignore[assignment]
+
+
+def find_instances_directly() -> None:
+    """Patch moto's ``InstanceBackend.get_instance`` to search the reservations, newest first, without
+    copying them (idempotent): the instance being launched is in the newest one."""
+    from moto.ec2.exceptions import InvalidInstanceIdError  # noqa: PLC0415
+    from moto.ec2.models.instances import InstanceBackend  # noqa: PLC0415
+
+    if getattr(InstanceBackend.get_instance, "_direct", False):
+        return
+
+    def get_instance(self: Any, instance_id: str) -> Any:
+        for reservation in reversed(self.reservations.values()):
+            for instance in reservation.instances:
+                if instance.id == instance_id:
+                    return instance
+        raise InvalidInstanceIdError(instance_id)
+
+    get_instance._direct = True  # type: ignore[attr-defined]
+    InstanceBackend.get_instance = get_instance  # type: ignore[method-assign]

@@ -206,6 +206,7 @@ def _owner(meta: Raw) -> OwnerRef | None:
     if chosen is None:
         return None
     return OwnerRef(kind=str(chosen.get("kind", "")), name=str(chosen.get("name", "")),
+                    api_version=str(chosen.get("apiVersion", "")),
                     uid=str(chosen.get("uid", "")), controller=True)
 
 
