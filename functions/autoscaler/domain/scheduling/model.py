@@ -70,6 +70,8 @@ class _Type:
     capacity: dict[str, int]
     offerings: dict[tuple[str, str], float]  # (zone, capacity type) -> price
     overhead: dict[str, int] = field(default_factory=dict)  # the DaemonSet requests taken out of ``alloc``
+    # (zones, capacity types) -> _sizing_price: asked ~10^5 times per plan for a few dozen distinct keys
+    sizing_prices: dict[tuple[frozenset[str], frozenset[str]], float] = field(default_factory=dict)
 
 
 @dataclass(eq=False, slots=True)
@@ -111,6 +113,14 @@ def _price(t: _Type, zones: Iterable[str], ct: str) -> float:
 
 def _sizing_price(t: _Type, zones: frozenset[str], cts: frozenset[str]) -> float:
     """Price used to size nodes: spot when allowed and offered, else on-demand (what launch will pick)."""
+    key = (zones, cts)
+    price = t.sizing_prices.get(key)
+    if price is None:
+        price = t.sizing_prices[key] = _sizing_price_of(t, zones, cts)
+    return price
+
+
+def _sizing_price_of(t: _Type, zones: frozenset[str], cts: frozenset[str]) -> float:
     if "spot" in cts:
         p = _price(t, zones, "spot")
         if p < _INF:
