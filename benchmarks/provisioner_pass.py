@@ -399,6 +399,16 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     latency = _Latency()
     _install_latency(session, latency, aws_calls)
     phases = _Phases(info["kube"], aws_calls, latency)
+    planned: list[dict[str, Any]] = []  # what each pass launched for: a sample, to tell why a second pass launches
+    launch = Provisioner._launch
+
+    def sampled(self: Any, plan: Any, *args: Any, **kwargs: Any) -> Any:
+        planned.clear()
+        planned.extend({"pods": list(lc.pods[:6]), "podCount": len(lc.pods), "zones": list(lc.zones),
+                        "instanceTypes": list(lc.instance_types[:3])} for lc in plan.launches[:5])
+        return launch(self, plan, *args, **kwargs)
+
+    Provisioner._launch = sampled  # type: ignore[method-assign]
     for method, phase in (("_gather", "gather"), ("_plan", "plan"), ("_launch", "launch"),
                           ("_nominate", "events"), ("_lifecycle", "lifecycle")):
         phases.wrap(Provisioner, method, phase)
@@ -425,6 +435,8 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
         waited = latency.split(w0, w1)[0] + sum(row["pools"] for row in rows.values())
         out[f"{label}Pass"] = _pass_report(answer, rows, wall=w1 - w0, cpu=cpu, latency=waited,
                                            kube=_kube_requests(info["kube"]) - k0)
+        if label == "second" and planned:
+            out["secondPass"]["launchedFor"] = list(planned)
     out["peakMiB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out
 

@@ -14,6 +14,11 @@ from autoscaler.domain.keys import MANAGED_BY_TAG, NODEPOOL_TAG, PROVISIONER_NAM
 from autoscaler.domain.ownership import OwnershipError, cluster_tag, launched_by_karpenter, ownership_problem
 
 LIVE_STATES = ("pending", "running")
+# What the product reads of a listed instance (``instance_from_ec2`` and ``CloudInstance``'s properties):
+# the rest of each Instance (network interfaces, block devices, ...) is dropped as each page is read, so
+# a pass listing 10,000 instances does not hold ~10,000 full DescribeInstances objects.
+KEPT_FIELDS = ("InstanceId", "InstanceType", "Placement", "State", "InstanceLifecycle", "LaunchTime", "Tags",
+               "PrivateDnsName", "PrivateIpAddress", "ImageId", "SubnetId", "VpcId", "SecurityGroups", "Architecture")
 
 
 class Instances:
@@ -46,7 +51,8 @@ class Instances:
         # Pages of 1,000 (EC2's maximum): without MaxResults one response holds every instance.
         for page in self._ec2.pages("describe_instances", Filters=filters, PaginationConfig={"PageSize": 1000}):
             for res in page.get("Reservations", ()):
-                out.extend(instance_from_ec2(i) for i in res.get("Instances", ()))
+                out.extend(instance_from_ec2({k: i[k] for k in KEPT_FIELDS if k in i})
+                           for i in res.get("Instances", ()))
         return sorted(out, key=lambda i: i.instance_id)
 
     def in_flight(self, registered_instance_ids: Collection[str]) -> list[CloudInstance]:
