@@ -302,6 +302,7 @@ class _Phases:
                 row["pools"] += self.latency.split(w0, w1)[1]
                 row["aws"].update(Counter(self.aws_calls) - a0)
                 row["kube"].update(k1 - k0)
+                row["peakMiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the peak so far
 
         setattr(cls, method, timed)
 
@@ -326,7 +327,8 @@ def _pass_report(answer: dict[str, Any], rows: dict[str, dict[str, Any]], *, wal
         phases[name] = {"wall": round(row["wall"], 3), "cpu": round(row["cpu"], 3),
                         "latency": round(row["latency"], 3),
                         "estimate": round(_estimate(row["cpu"], row["latency"]), 2),
-                        "awsCalls": dict(sorted(row["aws"].items())), "kubeRequests": sum(row["kube"].values())}
+                        "awsCalls": dict(sorted(row["aws"].items())), "kubeRequests": sum(row["kube"].values()),
+                        "peakMiBAfter": round(row.get("peakMiB", 0.0), 1)}
     passes = answer.get("passes") or [{}]
     first = passes[0]
     return {"wall": round(wall, 3), "cpu": round(cpu, 3), "latency": round(latency, 3),
