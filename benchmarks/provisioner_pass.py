@@ -6,8 +6,11 @@ Each case (pending pods x existing nodes) runs in a fresh process that measures 
 anti-affinity), the existing nodes (owned, registered and initialised instances, each with running pods)
 and their EC2 instances. The measuring process builds the runtime as a Lambda container would, invokes
 the provisioner handler once (scheduled mode), then again at once (no node has registered yet: that pass
-must launch nothing), and reports per phase (gather, plan, launch, events, lifecycle): wall seconds, CPU
-seconds of this process, AWS calls by operation and Kubernetes API requests.
+must launch nothing; between the two, the pods the first pass placed on existing nodes are bound there,
+as kube-scheduler would have done within a second), and reports per phase (gather, plan, launch, events,
+lifecycle): wall seconds, CPU seconds of this process, AWS calls by operation and Kubernetes API requests.
+moto's slow paths at thousands of instances and claims are patched in its own process
+(``simulator/moto_fast.py``).
 
 Latency is injected where the real services would spend it, as sleeps on the calling thread: a botocore
 ``before-send`` hook per AWS operation (CreateFleet 1.5 s, as EC2 answers instant fleets; other EC2 calls
@@ -28,10 +31,12 @@ Prints ONE JSON object.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import logging
 import multiprocessing as mp
 import os
+import pstats
 import random
 import resource
 import subprocess
@@ -43,6 +48,7 @@ import urllib.request
 import warnings
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +59,12 @@ from benchmarks._offline import stdout_to_stderr  # noqa: E402
 LAMBDA_CPU_SHARE = 0.58  # a 1,024 MB Lambda's CPU relative to one core of this machine
 KUBE_LATENCY = 0.015
 AWS_LATENCY = {"ec2.CreateFleet": 1.5, "ec2": 0.15, "dynamodb": 0.01, "iam": 0.1, "ssm": 0.05}
+# BENCH_PROFILE=1: the first pass's main-thread profile (by own time) goes to stderr; it slows the pass.
+PROFILE = os.environ.get("BENCH_PROFILE") == "1"
 TARGETS = {"estimate50kWith2000Nodes": 45.0, "peakMiB50k": 600.0, "estimate1k": 5.0, "kubeRequests50k": 500}
 PHASES = ("gather", "plan", "launch", "events", "lifecycle")
 EXISTING_TYPE = "m5.2xlarge"
+EXISTING_PREFIX = "ip-"  # the seeded existing nodes' names
 RUNNING_PER_NODE = 12  # 500m each: 6 of the node's ~7.9 allocatable CPU in use
 CPUS = ("100m", "250m", "500m", "1", "1500m")
 MEMS = ("100Mi", "256Mi", "1Gi", "2Gi", "4Gi")
@@ -132,7 +141,16 @@ def serve(conn: Any, pods: int, existing: int) -> None:
     from autoscaler.domain.objects import instance_type_from_ec2  # noqa: PLC0415
     from autoscaler.domain.ownership import launch_tags  # noqa: PLC0415
     from simulator.local import ZONES, LocalCluster, demo_config, moto_catalog  # noqa: PLC0415
+    from simulator.moto_fast import (  # noqa: PLC0415
+        cheap_transaction_backups,
+        find_instances_directly,
+        index_ec2_tags,
+    )
 
+    # moto's slow paths at thousands of instances and claims, patched in moto's process (never the measured one).
+    index_ec2_tags()
+    cheap_transaction_backups()
+    find_instances_directly()
     config = demo_config(_config_path())
     with LocalCluster.start(config) as env:
         store = env.kube.store
@@ -289,12 +307,29 @@ class _Phases:
                 row["pools"] += self.latency.split(w0, w1)[1]
                 row["aws"].update(Counter(self.aws_calls) - a0)
                 row["kube"].update(k1 - k0)
+                row["peakMiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the peak so far
 
         setattr(cls, method, timed)
 
     def take(self) -> dict[str, dict[str, Any]]:
         rows, self.rows = self.rows, {}
         return rows
+
+
+def _bind(kube_url: str, placements: dict[str, str]) -> int:
+    """Bind pods to nodes through the emulator's pods/binding subresource (as kube-scheduler does)."""
+    def bind(item: tuple[str, str]) -> bool:
+        key, node = item
+        namespace, name = key.split("/", 1)
+        body = json.dumps({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                           "target": {"apiVersion": "v1", "kind": "Node", "name": node}}).encode()
+        request = urllib.request.Request(f"{kube_url}/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                                         data=body, method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return 200 <= answer.status < 300
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return sum(pool.map(bind, sorted(placements.items())))
 
 
 def _estimate(cpu: float, latency: float) -> float:
@@ -313,7 +348,8 @@ def _pass_report(answer: dict[str, Any], rows: dict[str, dict[str, Any]], *, wal
         phases[name] = {"wall": round(row["wall"], 3), "cpu": round(row["cpu"], 3),
                         "latency": round(row["latency"], 3),
                         "estimate": round(_estimate(row["cpu"], row["latency"]), 2),
-                        "awsCalls": dict(sorted(row["aws"].items())), "kubeRequests": sum(row["kube"].values())}
+                        "awsCalls": dict(sorted(row["aws"].items())), "kubeRequests": sum(row["kube"].values()),
+                        "peakMiBAfter": round(row.get("peakMiB", 0.0), 1)}
     passes = answer.get("passes") or [{}]
     first = passes[0]
     return {"wall": round(wall, 3), "cpu": round(cpu, 3), "latency": round(latency, 3),
@@ -386,6 +422,20 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     latency = _Latency()
     _install_latency(session, latency, aws_calls)
     phases = _Phases(info["kube"], aws_calls, latency)
+    planned: list[dict[str, Any]] = []  # what each pass launched for: a sample, to tell why a second pass launches
+    launch = Provisioner._launch
+
+    onto_existing: dict[str, str] = {}  # pod key -> existing node, as the first pass planned
+
+    def sampled(self: Any, plan: Any, *args: Any, **kwargs: Any) -> Any:
+        if not onto_existing:
+            onto_existing.update({k: n for k, n in plan.existing.items() if n.startswith(EXISTING_PREFIX)})
+        planned.clear()
+        planned.extend({"pods": list(lc.pods[:6]), "podCount": len(lc.pods), "zones": list(lc.zones),
+                        "instanceTypes": list(lc.instance_types[:3])} for lc in plan.launches[:5])
+        return launch(self, plan, *args, **kwargs)
+
+    Provisioner._launch = sampled  # type: ignore[method-assign]
     for method, phase in (("_gather", "gather"), ("_plan", "plan"), ("_launch", "launch"),
                           ("_nominate", "events"), ("_lifecycle", "lifecycle")):
         phases.wrap(Provisioner, method, phase)
@@ -396,15 +446,29 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     event = {"source": "schedule", "kind": "provisioner", "watch": False}
     out: dict[str, Any] = {"pendingPods": pods, "existingNodes": existing}
     for label in ("first", "second"):
+        if label == "second":
+            # kube-scheduler's part, between the passes: it binds the pods that fit existing nodes within a
+            # second (here no scheduler runs). What the second pass must not launch for is the pods waiting
+            # for the first pass's new nodes, which no node has registered for yet.
+            out["boundToExistingNodes"] = _bind(info["kube"], onto_existing)
         k0 = _kube_requests(info["kube"])
         w0, c0 = time.perf_counter(), time.process_time()
+        profiler = cProfile.Profile() if PROFILE and label == "first" else None
+        if profiler is not None:
+            profiler.enable()
         answer = handler(dict(event), LambdaContext(remaining_ms=900_000, function_name="provisioner"))
+        if profiler is not None:
+            profiler.disable()
+            stats = pstats.Stats(profiler, stream=sys.stderr)
+            stats.sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(60)
         w1, cpu = time.perf_counter(), time.process_time() - c0
         rows = phases.take()
         # The whole pass: every wait of the main thread, plus each phase's longest pool chains.
         waited = latency.split(w0, w1)[0] + sum(row["pools"] for row in rows.values())
         out[f"{label}Pass"] = _pass_report(answer, rows, wall=w1 - w0, cpu=cpu, latency=waited,
                                            kube=_kube_requests(info["kube"]) - k0)
+        if label == "second" and planned:
+            out["secondPass"]["launchedFor"] = list(planned)
     out["peakMiB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out
 

@@ -18,10 +18,7 @@ from constructs import Construct
 from autoscaler.config import ClusterConfig
 from autoscaler.domain.keys import (
     EKS_CLUSTER_TAG,
-    NAME_TAG,
-    NODECLAIM_TAG,
     NODEPOOL_TAG,
-    PODS_TAG_PREFIX,
     PROVISIONER_NAME_TAG,
 )
 from autoscaler.domain.ownership import cluster_tag
@@ -186,13 +183,6 @@ class Identity(Construct):
                 conditions={"StringEquals": {
                     "ec2:CreateAction": ["CreateFleet", "CreateLaunchTemplate", "RunInstances"],
                     f"aws:RequestTag/{cluster_tag(cluster)}": "owned"}}),
-            # After a grouped CreateFleet each instance gets its own node-claim id, Name and pod keys;
-            # only those keys, and only on instances already tagged as this cluster's.
-            iam.PolicyStatement(
-                sid="TagOwnInstancesWithTheirClaim", actions=["ec2:CreateTags"], resources=[self._arn("instance")],
-                conditions={**self._owned_conditions("aws:ResourceTag"),
-                            "ForAllValues:StringLike": {"aws:TagKeys": [NODECLAIM_TAG, NAME_TAG,
-                                                                        f"{PODS_TAG_PREFIX}*"]}}),
             self._terminate_own(),
             iam.PolicyStatement(
                 sid="DeleteOwnLaunchTemplates", actions=["ec2:DeleteLaunchTemplate"],

@@ -274,11 +274,18 @@ def test_pod_events_are_rate_limited_and_the_answer_is_bounded(local: LocalClust
     first = local.invoke_provisioner()["passes"][0]
     # THEN one burst of Events goes out (warnings), the rest is counted, and the answer stays bounded
     failed = [e for e in local.kube.store.objects("events") if e.get("reason") == "FailedScheduling"]
-    assert len(failed) == 100 and first["eventsSuppressed"] == 150
+    on_pods = [e for e in failed if e["involvedObject"]["kind"] == "Pod"]
+    assert len(on_pods) == 100 and first["eventsSuppressed"] == 150
+    # and the pods left out are summed up in one Event on their controller (kubectl describe replicaset)
+    summary = [e for e in failed if e["involvedObject"]["kind"] != "Pod"]
+    assert len(summary) == 1 and summary[0]["type"] == "Warning"
+    owner = summary[0]["involvedObject"]
+    assert owner["kind"] == "ReplicaSet" and owner["name"].startswith("huge") and owner["apiVersion"] == "apps/v1"
+    assert summary[0]["message"].startswith("150 pods of this ReplicaSet had no FailedScheduling Event")
     assert first["unschedulableCount"] == 250 and len(first["unschedulable"]) == 200
     assert "150 pod Event(s) left out by the rate limit" in first["summary"] and len(first["summary"]) < 2000
     # and a pass right after sends no Event twice for the same pod and message
     local.invoke_provisioner()
     again = [e for e in local.kube.store.objects("events") if e.get("reason") == "FailedScheduling"]
     names = [e["involvedObject"]["name"] for e in again]
-    assert len(names) == len(set(names))
+    assert len(names) == len(set(names))  # the controller's summary too: once per 10 minutes

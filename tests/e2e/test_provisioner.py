@@ -18,7 +18,6 @@ from moto.server import ThreadedMotoServer
 
 from autoscaler.domain.keys import MANAGED_BY_TAG, NODECLAIM_TAG, NODEPOOL_TAG
 from autoscaler.domain.models import UNREGISTERED_TAINT
-from autoscaler.domain.ownership import pods_from_tags
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.local import Catalog, LocalCluster, on_demand_prices
 from tests.adapters.aws.helpers import CapacityFault
@@ -51,6 +50,12 @@ def events_for(env: LocalCluster, reason: str) -> list[dict[str, Any]]:
 
 def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCluster) -> None:
     calls = count_create_fleet(local)
+    tagged: list[dict[str, Any]] = []
+    local.session.events.register("before-parameter-build.ec2.CreateTags",
+                                  lambda params, **_: tagged.append(copy.deepcopy(params)))
+    swept: list[dict[str, Any]] = []  # the lifecycle step's listing of launch templates (by filter, not name)
+    local.session.events.register("before-parameter-build.ec2.DescribeLaunchTemplates",
+                                  lambda params, **_: swept.append(params) if "Filters" in params else None)
     sink = RecordingSink()
     local.runtime(sink=sink)
     local.scale("inflate", 5)
@@ -58,6 +63,7 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     # GIVEN 5 pending 1-CPU pods WHEN one scheduled pass runs THEN spot capacity for all 5 launches.
     first = local.invoke_provisioner()["passes"][0]
     assert first["pendingPods"] == 5 and first["unschedulable"] == [] and first["failures"] == []
+    assert swept == []
     assert len(calls) == 1
     assert calls[0]["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "spot"
     instances = local.instances()
@@ -66,21 +72,23 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     tags = instances[0].tags
     assert tags[NODEPOOL_TAG] == "default" and tags[MANAGED_BY_TAG] == "demo"
     assert tags["kubernetes.io/cluster/demo"] == "owned" and tags[NODECLAIM_TAG].startswith("default-")
-    # One identity per instance: its own claim id and Name, and only the pods planned onto it
-    # (wave 1 gave both instances one claim, one Name and all 5 pods).
-    assert len(instances) == 2
-    assert len({i.tags[NODECLAIM_TAG] for i in instances}) == 2 and len({i.tags["Name"] for i in instances}) == 2
-    per_instance = [pods_from_tags(i.tags) for i in instances]
-    assert sorted(k for keys in per_instance for k in keys) == local.pending_pods()
-    assert all(keys and len(keys) < 5 for keys in per_instance)
-    assert {i["claim"] for i in first["launched"]} == {i.tags[NODECLAIM_TAG] for i in instances}
+    # One identity per instance, recorded in the claims table (not by a CreateTags per instance): its
+    # own claim id and only the pods planned onto it; the instances carry the group's claim tag.
+    assert len(instances) == 2 and not tagged
+    claims = {c.instance_id: c for c in local.runtime_claims()}
+    assert set(claims) == {i.instance_id for i in instances}
+    assert len({c.claim_id for c in claims.values()}) == 2
+    assert sorted(k for c in claims.values() for k in c.pods) == local.pending_pods()
+    assert all(c.pods and len(c.pods) < 5 for c in claims.values())
+    assert {i["claim"] for i in first["launched"]} == {c.claim_id for c in claims.values()}
+    assert {i.tags[NODECLAIM_TAG] for i in instances} <= {c.claim_id for c in claims.values()}
     data = user_data(local)
     for expected in ("intent=apps", "karpenter.sh/capacity-type=spot", "karpenter.sh/nodepool=default",
                      "--register-with-taints=karpenter.sh/unregistered:NoExecute", "name: demo"):
         assert expected in data
     nominated = events_for(local, "Nominated")
     assert len(nominated) == 5
-    claim_of = {key: i.tags[NODECLAIM_TAG] for i in instances for key in pods_from_tags(i.tags)}
+    claim_of = {key: c.claim_id for c in claims.values() for key in c.pods}
     for event in nominated:
         pod = f"{event['involvedObject']['namespace']}/{event['involvedObject']['name']}"
         assert f"nodeclaim/{claim_of[pod]} " in event["message"]
@@ -96,6 +104,8 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     # A second pass before the instances register launches nothing: they are capacity for those pods.
     second = local.invoke_provisioner()["passes"][0]
     assert second["launched"] == [] and second["nominated"] == 5 and len(calls) == 1
+    # Unused launch templates are collected by passes that launched nothing, never on a burst's path
+    assert len(swept) == 1
 
     # The kubelet registers the nodes with karpenter.sh/unregistered:NoExecute: the pods cannot bind yet
     # (wave 1's harness bound them through the taint, hiding a second launch here). The registering

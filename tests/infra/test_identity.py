@@ -53,9 +53,6 @@ EXPECTED: dict[str, list[dict[str, Any]]] = {
         {"Sid": "TagOnlyOnCreate", "Action": ["ec2:CreateTags"], "Resource": CREATED, "Condition": {"StringEquals": {
             "ec2:CreateAction": ["CreateFleet", "CreateLaunchTemplate", "RunInstances"],
             "aws:RequestTag/kubernetes.io/cluster/demo": "owned"}}},
-        {"Sid": "TagOwnInstancesWithTheirClaim", "Action": ["ec2:CreateTags"], "Resource": [f"{EC2}instance/*"],
-         "Condition": {**OWNED, "ForAllValues:StringLike": {"aws:TagKeys": [
-             "karpenter.sh/nodeclaim", "Name", "eks-serverless-autoscaler/pods-*"]}}},
         TERMINATE,
         # The node claims (written before every CreateFleet): this cluster's items of its own table only.
         {"Sid": "RecordNodeClaims", "Resource": ["${NodeClaimsTable.Arn}"],

@@ -94,10 +94,12 @@ def reconcile(*, cluster: ClusterPort, cloud: CloudPort, nodes: Sequence[Node], 
               node_pools: Mapping[str, NodePool], now: float,
               registration_timeout: float = REGISTRATION_TIMEOUT_SECONDS,
               template_ttl: float = TEMPLATE_TTL_SECONDS, dry_run: bool = False,
-              release_finalizers: Collection[str] = ()) -> LifecycleResult:
+              release_finalizers: Collection[str] = (), collect_templates: bool = True) -> LifecycleResult:
     """One lifecycle sweep. ``owned`` are this cluster's pending/running instances (by tag), ``nodes``
     every Node object, ``now`` epoch seconds. ``dry_run`` reports what it would do and changes nothing.
-    ``release_finalizers``: removed from the Nodes it deletes (Karpenter's, once its nodes are adopted)."""
+    ``release_finalizers``: removed from the Nodes it deletes (Karpenter's, once its nodes are adopted).
+    ``collect_templates=False`` leaves unused launch templates to a later sweep (a pass that launched:
+    listing them is a call on a burst's critical path, and the templates just used are not due anyway)."""
     result = LifecycleResult()
     by_id = {i.instance_id: i for i in owned}
     registered = {n.instance_id for n in nodes if n.instance_id}
@@ -110,7 +112,8 @@ def reconcile(*, cluster: ClusterPort, cloud: CloudPort, nodes: Sequence[Node], 
                   result=result, dry_run=dry_run)
     _delete_orphans(cluster, cloud, [n for n in nodes if _ours(n, set(by_id)) and n.instance_id not in by_id],
                     result=result, dry_run=dry_run, release_finalizers=release_finalizers)
-    _delete_templates(cloud, now=now, ttl=template_ttl, result=result, dry_run=dry_run)
+    if collect_templates:
+        _delete_templates(cloud, now=now, ttl=template_ttl, result=result, dry_run=dry_run)
     return result
 
 

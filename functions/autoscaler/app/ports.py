@@ -13,6 +13,7 @@ from autoscaler.domain.models import (
     DaemonSet,
     EvictionResult,
     Node,
+    ObjectRef,
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
@@ -205,9 +206,10 @@ class ClusterPort(Protocol):
         """Delete without PDB checks. True if deleted, False if it was already gone."""
         ...
 
-    def record_event(self, target: Pod | Node, *, reason: str, message: str,
+    def record_event(self, target: Pod | Node | ObjectRef, *, reason: str, message: str,
                      event_type: Literal["Normal", "Warning"] = "Normal") -> bool:
-        """Record a core/v1 Event about a pod or node, as ``kubectl describe`` shows it. Best effort:
+        """Record a core/v1 Event about a pod, node or other object (a pod's controller), as
+        ``kubectl describe`` shows it. Best effort:
         returns False instead of raising when the API refuses it."""
         ...
 
@@ -278,11 +280,6 @@ class CloudPort(Protocol):
 
     def describe_instances(self, instance_ids: Iterable[str]) -> list[CloudInstance]:
         """The instances that exist among ``instance_ids``; unknown ids are left out."""
-        ...
-
-    def tag_instance(self, instance_id: str, tags: Mapping[str, str]) -> None:
-        """Set tags on one of this cluster's instances (its own node-claim id, Name and pod keys after a
-        grouped launch). Raises CloudError when EC2 refuses."""
         ...
 
     def terminate(self, instance_ids: Iterable[str]) -> list[str]:

@@ -6,10 +6,9 @@ Kubernetes Event on every pod it nominated, emits the provisioner's metrics and 
 lifecycle sweep. ``watch`` keeps a pending-pod watch open after the first pass and runs another pass
 per batch of new pending pods (1 s idle / 10 s max, Karpenter's batching window).
 
-No double launches: instances carry the keys of the pods they were launched for (``pod_tags``), so a
-later pass puts those pods back onto the in-flight instance before anything else. Right before
-launching, in-flight instances are listed again; if one appeared since the pass gathered its state
-(an overlapping run), the pass plans again with it.
+No double launches: each planned node's claim (its pods, what was asked for and, once EC2 answered,
+its instance) is written to the claims table before CreateFleet, so a later pass counts those pods on
+their in-flight capacity before anything else; one pass at a time holds the cluster's launch lease.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from autoscaler.domain.claims import Claim, claims_for
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchedInstance
 from autoscaler.domain.initialization import as_capacity, is_initialized
-from autoscaler.domain.keys import NAME_TAG, NODECLAIM_TAG
 from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.node_state import Owner, mark_provisioned
 from autoscaler.domain.nodeclass import NodeClass
@@ -54,8 +52,6 @@ BATCH_MAX_SECONDS = 10.0
 # a pass must launch them all in one or two waves. Bursts this size fit EC2's per-API request buckets;
 # a throttle beyond them is absorbed by the clients' adaptive retries (``client_config``).
 LAUNCH_THREADS = 32
-# CreateTags calls at once when the instances of a grouped launch get their own claim id and pods.
-TAG_THREADS = 32
 # A CreateFleet not started this close to the invocation's end is left to the next pass.
 LAUNCH_RESERVE_SECONDS = 8.0
 
@@ -168,7 +164,7 @@ class Provisioner:
         self._nominate(result, pods)
         owned: list[CloudInstance] = []
         if self.settings.lifecycle:
-            result.lifecycle, owned = self._lifecycle(snap)
+            result.lifecycle, owned = self._lifecycle(snap, launched=any(g.launched for g in result.groups))
         self._emit(result, snap, plan_seconds, owned, pods)
         result.seconds = self._mono() - started
         log.debug(result.summary())  # the handler logs it, structured
@@ -259,8 +255,8 @@ class Provisioner:
                 outcomes.append(GroupOutcome(claim_id="-", launch=first, count=len(group), pods=keys,
                                              failure=f"ConfigError: {exc}"))
                 continue
-            # One identity per node: each planned node gets its own claim id; the instances of the one
-            # CreateFleet call are tagged with theirs (and their own pods) as soon as EC2 names them.
+            # One identity per node: each planned node gets its own claim id, recorded (with its pods) in
+            # the claims table; the instances of the one CreateFleet call carry the group's tags.
             ids = [request.claim_id, *(new_claim_id(launch.node_pool) for launch in group[1:])]
             request = replace(request, count=len(group),
                               tags=self._pod_tags(first, request.claim_id) if len(group) == 1 else {})
@@ -305,7 +301,7 @@ class Provisioner:
             return
         outcome.launched, outcome.errors = list(fleet.launched), list(fleet.errors)
         if len(group) > 1:
-            outcome.launched = self._identify(outcome.launched, group, ids)
+            outcome.launched = self._identify(outcome.launched, ids)
         outcome.placed = {key: instance for instance, launch in zip(outcome.launched, group, strict=False)
                           for key in launch.pods}
         self.claims.complete(claims, outcome.launched, uncertain=fleet.uncertain)
@@ -323,28 +319,14 @@ class Provisioner:
                         claim, budget, extra={"claim": claim, "unrecordedPods": missing})
         return tags
 
-    def _identify(self, launched: Sequence[LaunchedInstance], group: Sequence[Launch],
-                  claims: Sequence[str]) -> list[LaunchedInstance]:
-        """Give each instance of a grouped launch its own claim id, Name and pod keys (the planned node it
-        stands for). An instance whose tagging fails keeps the group's tags: it still counts as capacity,
-        only without its pods pinned, and the failure is logged."""
-        def identify(item: tuple[LaunchedInstance, Launch, str]) -> LaunchedInstance:
-            instance, launch, claim = item
-            tags = {NODECLAIM_TAG: claim, NAME_TAG: f"{self.settings.cluster_name}/{claim}",
-                    **self._pod_tags(launch, claim)}
-            try:
-                self.cloud.tag_instance(instance.instance_id, tags)
-            except CloudError as exc:
-                log.warning("could not tag %s with its node claim %s: %s", instance.instance_id, claim, exc)
-                return instance
-            return replace(instance, claim_id=claim)
-
-        todo = list(zip(launched, group, claims, strict=False))
-        if len(todo) <= 1:
-            return [identify(item) for item in todo]
-        # One CreateTags per instance (each has its own tags): a 200-node group tags in a few waves.
-        with ThreadPoolExecutor(max_workers=min(TAG_THREADS, len(todo))) as workers:
-            return list(workers.map(identify, todo))
+    @staticmethod
+    def _identify(launched: Sequence[LaunchedInstance], claims: Sequence[str]) -> list[LaunchedInstance]:
+        """Give each instance of a grouped launch its own node claim (the planned node it stands for), in
+        the pass's memory and, through ``ClaimBook.complete``, in the claims table: that record, not a
+        tag, maps an instance to its claim and pods. No CreateTags per instance (one each had been ~4,000
+        calls on a 20k-pod pass's critical path); the instances keep the group's tags from CreateFleet,
+        by which a pass that lost this record adopts them (``reconcile_claims``)."""
+        return [replace(instance, claim_id=claim) for instance, claim in zip(launched, claims, strict=False)]
 
     # ----- events ------------------------------------------------------------------------------
     def _nominate(self, result: PassResult, pods: Mapping[str, Pod]) -> None:
@@ -370,7 +352,7 @@ class Provisioner:
         result.events_failed, result.events_suppressed = sent.failed, sent.suppressed
 
     # ----- lifecycle ---------------------------------------------------------------------------
-    def _lifecycle(self, snap: PlanInput) -> tuple[LifecycleResult, list[CloudInstance]]:
+    def _lifecycle(self, snap: PlanInput, *, launched: bool = False) -> tuple[LifecycleResult, list[CloudInstance]]:
         owned = list(self._owned)  # listed by this pass's gather; this pass's launches are not due yet
         try:
             nodes = self.cluster.nodes()
@@ -380,7 +362,7 @@ class Provisioner:
         result = reconcile(cluster=self.cluster, cloud=self.cloud, nodes=nodes, owned=owned,
                            node_pools=self.pools_by_name, now=self._now(),
                            registration_timeout=self.settings.registration_timeout, dry_run=self.settings.dry_run,
-                           release_finalizers=self.settings.release_finalizers)
+                           release_finalizers=self.settings.release_finalizers, collect_templates=not launched)
         return result, owned
 
     # ----- metrics -----------------------------------------------------------------------------

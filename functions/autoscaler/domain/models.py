@@ -145,6 +145,18 @@ class OwnerRef:
     name: str
     uid: str = ""
     controller: bool = False
+    api_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """A namespaced object an Event can be about other than a pod or node (a pod's controller)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,9 @@ def test_owned_and_in_flight_by_tags(ec2: Any, network: Network) -> None:
         "general", "general-1", "us-east-1a", "m5.large")
     assert first.provider_id == f"aws:///us-east-1a/{mine}"
     assert first.raw["InstanceId"] == mine  # the snapshot's inFlight shape
+    # only what the product reads is kept of each listed instance (memory at 10,000 instances)
+    assert first.image_id and first.subnet_id and first.security_groups is not None
+    assert "NetworkInterfaces" not in first.raw and "BlockDeviceMappings" not in first.raw
     assert [i.instance_id for i in instances.in_flight({registered})] == [mine]
 
 

@@ -151,9 +151,6 @@ class AwsCloud:
     def describe_instances(self, instance_ids: Iterable[str]) -> list[CloudInstance]:
         return self.instances.describe(instance_ids)
 
-    def tag_instance(self, instance_id: str, tags: Mapping[str, str]) -> None:
-        self.instances.tag(instance_id, tags)
-
     def terminate(self, instance_ids: Iterable[str]) -> list[str]:
         return self.instances.terminate(instance_ids)
 

@@ -4,7 +4,7 @@ ownership tags (or, with ``migration.adoptKarpenterNodes``, that Karpenter did n
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from autoscaler.adapters.aws._calls import Caller
@@ -14,6 +14,11 @@ from autoscaler.domain.keys import MANAGED_BY_TAG, NODEPOOL_TAG, PROVISIONER_NAM
 from autoscaler.domain.ownership import OwnershipError, cluster_tag, launched_by_karpenter, ownership_problem
 
 LIVE_STATES = ("pending", "running")
+# What the product reads of a listed instance (``instance_from_ec2`` and ``CloudInstance``'s properties):
+# the rest of each Instance (network interfaces, block devices, ...) is dropped as each page is read, so
+# a pass listing 10,000 instances does not hold ~10,000 full DescribeInstances objects.
+KEPT_FIELDS = ("InstanceId", "InstanceType", "Placement", "State", "InstanceLifecycle", "LaunchTime", "Tags",
+               "PrivateDnsName", "PrivateIpAddress", "ImageId", "SubnetId", "VpcId", "SecurityGroups", "Architecture")
 
 
 class Instances:
@@ -46,7 +51,8 @@ class Instances:
         # Pages of 1,000 (EC2's maximum): without MaxResults one response holds every instance.
         for page in self._ec2.pages("describe_instances", Filters=filters, PaginationConfig={"PageSize": 1000}):
             for res in page.get("Reservations", ()):
-                out.extend(instance_from_ec2(i) for i in res.get("Instances", ()))
+                out.extend(instance_from_ec2({k: i[k] for k in KEPT_FIELDS if k in i})
+                           for i in res.get("Instances", ()))
         return sorted(out, key=lambda i: i.instance_id)
 
     def in_flight(self, registered_instance_ids: Collection[str]) -> list[CloudInstance]:
@@ -79,11 +85,6 @@ class Instances:
                 return []
             raise
         return [instance_from_ec2(i) for r in resp.get("Reservations", ()) for i in r.get("Instances", ())]
-
-    def tag(self, instance_id: str, tags: Mapping[str, str]) -> None:
-        """CreateTags on one instance (the IAM policy allows only the claim, Name and pod-key tags)."""
-        self._ec2("create_tags", Resources=[instance_id],
-                  Tags=[{"Key": k, "Value": v} for k, v in sorted(tags.items())])
 
     def terminate(self, instance_ids: Iterable[str]) -> list[str]:
         """Terminate instances, all or none: raises OwnershipError naming the first instance that lacks

@@ -27,6 +27,7 @@ from autoscaler.domain.models import (
     DaemonSet,
     EvictionResult,
     Node,
+    ObjectRef,
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
@@ -367,16 +368,20 @@ class KubeCluster:
         except NotFoundError:
             return False
 
-    def record_event(self, target: Pod | Node, *, reason: str, message: str,
+    def record_event(self, target: Pod | Node | ObjectRef, *, reason: str, message: str,
                      event_type: Literal["Normal", "Warning"] = "Normal") -> bool:
+        api_version = "v1"
         if isinstance(target, Pod):
             kind, namespace, name, uid = "Pod", target.namespace, target.name, target.uid
+        elif isinstance(target, ObjectRef):
+            api_version, kind, namespace, name, uid = (target.api_version or "v1", target.kind, target.namespace,
+                                                       target.name, target.uid)
         else:
             # Events about cluster-scoped objects live in "default", as kubectl describe expects.
             kind, namespace, name, uid = "Node", "default", target.name, target.name
         stamp = datetime.fromtimestamp(self._clock.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        involved: Raw = {"apiVersion": "v1", "kind": kind, "name": name, "uid": uid}
-        if kind == "Pod":
+        involved: Raw = {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid}
+        if kind != "Node":
             involved["namespace"] = namespace
         event = {
             "apiVersion": "v1", "kind": "Event",

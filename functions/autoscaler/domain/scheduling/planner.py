@@ -307,11 +307,11 @@ class _Scheduler(_Placement):
                 self.sorted_cache[skey] = ordered
             cands = []
             need_all = any(r.min_values for r in t.pool.pool.requirements)
+            limits, used, allowed = t.pool.pool.limits, n.used, n.allowed
             for p, name, x in ordered:
-                if not _le(n.used, x.alloc) or (n.allowed is not None and name not in n.allowed):
+                if not _le(used, x.alloc) or (allowed is not None and name not in allowed):
                     continue
-                if t.pool.pool.limits and any(x.capacity.get(k, 0) > v for k, v in ty.capacity.items()
-                                              if k in t.pool.pool.limits):
+                if limits and any(x.capacity.get(k, 0) > v for k, v in ty.capacity.items() if k in limits):
                     continue
                 cands.append((p, name, x))
                 if len(cands) >= MAX_INSTANCE_TYPES and not need_all:
