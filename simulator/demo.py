@@ -91,13 +91,17 @@ def _demo() -> int:
             say("Launch failures: " + "; ".join(answer["failures"]))
 
         heading("What it launched (one EC2 CreateFleet call)")
+        claims = env.runtime_claims()
+        by_instance = {c.instance_id: c for c in claims if c.instance_id}
         for inst in env.instances():
+            claim = by_instance.get(inst.instance_id)
             say(f"{inst.instance_id}: {inst.instance_type} {inst.capacity_type} in {inst.zone}, "
-                f"node claim {inst.tags.get(NODECLAIM_TAG)}")
+                f"node claim {claim.claim_id if claim else inst.tags.get(NODECLAIM_TAG)}")
             keep = {k: v for k, v in sorted(inst.tags.items()) if not k.startswith("eks-serverless-autoscaler/pods")}
             say("  tags: " + ", ".join(f"{k}={v}" for k, v in keep.items()))
-            say(f"  launched for: {', '.join(pods_from_tags(inst.tags))}")
-        claims = env.runtime_claims()
+            # The claims table knows each instance's pods (a grouped launch's instances share the group's tags).
+            pods = claim.pods if claim else pods_from_tags(inst.tags)
+            say(f"  launched for: {', '.join(pods)}")
         say("Node claims recorded in DynamoDB before CreateFleet, one per instance: "
             + ", ".join(f"{c.claim_id} -> {c.instance_id or '(launching)'}" for c in claims))
         for flag in _join_flags(env):

@@ -74,3 +74,24 @@ def test_terminate_refuses_instances_without_this_clusters_tags(ec2: Any, networ
 
     assert instances.terminate([mine, "i-00000000000000000"]) == [mine]  # unknown ids are skipped
     assert instances.describe([mine])[0].state in ("shutting-down", "terminated")
+
+
+def test_the_fields_kept_of_a_listed_instance_are_all_the_product_reads() -> None:
+    # Given an instance as DescribeInstances answers it, with every field the product could read
+    from autoscaler.adapters.aws.instances import KEPT_FIELDS
+    from autoscaler.domain.fleet import instance_from_ec2
+
+    full = {"InstanceId": "i-1", "InstanceType": "m5.xlarge", "Placement": {"AvailabilityZone": "us-east-1a"},
+            "State": {"Name": "running"}, "InstanceLifecycle": "spot", "LaunchTime": "2026-01-01T00:00:00Z",
+            "Tags": [{"Key": "karpenter.sh/nodepool", "Value": "default"}], "PrivateDnsName": "ip-10-0-0-1",
+            "PrivateIpAddress": "10.0.0.1", "ImageId": "ami-1", "SubnetId": "subnet-1", "VpcId": "vpc-1",
+            "SecurityGroups": [{"GroupId": "sg-1", "GroupName": "x"}], "Architecture": "x86_64",
+            "CapacityReservationId": "cr-1", "NetworkInterfaces": [{"x": 1}], "BlockDeviceMappings": [{"y": 2}]}
+    # When only the kept fields are read
+    kept = instance_from_ec2({k: full[k] for k in KEPT_FIELDS if k in full})
+    # Then the product sees the same instance (a field dropped by mistake, e.g. the reservation id that
+    # makes an instance "reserved", would change it)
+    whole = instance_from_ec2(full)
+    for attr in ("instance_id", "instance_type", "zone", "state", "capacity_type", "launch_time", "tags",
+                 "image_id", "subnet_id", "security_groups", "reservation_id"):
+        assert getattr(kept, attr) == getattr(whole, attr), attr

@@ -18,7 +18,8 @@ LIVE_STATES = ("pending", "running")
 # the rest of each Instance (network interfaces, block devices, ...) is dropped as each page is read, so
 # a pass listing 10,000 instances does not hold ~10,000 full DescribeInstances objects.
 KEPT_FIELDS = ("InstanceId", "InstanceType", "Placement", "State", "InstanceLifecycle", "LaunchTime", "Tags",
-               "PrivateDnsName", "PrivateIpAddress", "ImageId", "SubnetId", "VpcId", "SecurityGroups", "Architecture")
+               "PrivateDnsName", "PrivateIpAddress", "ImageId", "SubnetId", "VpcId", "SecurityGroups", "Architecture",
+               "CapacityReservationId")
 
 
 class Instances:
