@@ -18,6 +18,7 @@ Pods are taken in queue order: priority, then creation time.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -181,12 +182,23 @@ def _ports_conflict(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
     return a[0] == b[0] or "0.0.0.0" in (a[0], b[0])
 
 
+def _anti_affinity_terms(pod: Obj) -> Sequence[Obj]:
+    return ((((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution") or ())
+
+
 @dataclass
 class NodeInfo:
+    """A node and its pods; ``active`` (not terminating, not finished) and ``anti`` (active pods with
+    required anti-affinity) are indexes of ``pods`` kept as pods are added, so the affinity and spread
+    filters do not re-read every pod of the cluster for every node they test."""
+
     node: Obj
     allocatable: dict[str, Decimal]
     requested: dict[str, Decimal] = field(default_factory=dict)
     pods: list[Obj] = field(default_factory=list)
+    active: list[Obj] = field(default_factory=list)
+    anti: list[Obj] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -196,9 +208,13 @@ class NodeInfo:
     def labels(self) -> Mapping[str, str]:
         return _labels(self.node)
 
-    def add(self, pod: Obj) -> None:
+    def add(self, pod: Obj, requests: Mapping[str, Decimal] | None = None) -> None:
         self.pods.append(pod)
-        for name, value in pod_requests(pod).items():
+        if _active(pod):
+            self.active.append(pod)
+            if _anti_affinity_terms(pod):
+                self.anti.append(pod)
+        for name, value in (pod_requests(pod) if requests is None else requests).items():
             self.requested[name] = self.requested.get(name, Decimal(0)) + value
 
 
@@ -249,6 +265,13 @@ class Snapshot:
             if where in self.nodes and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                 self.nodes[where].add(pod)
         self.volumes = volumes or Volumes()
+        # Bumped on every pod added: a filter's answer for a pod can only change when this does.
+        self.version = 0
+        self._requests: dict[int, tuple[Obj, dict[str, Decimal]]] = {}
+        # Filters that read only the pod's spec and the node (not other pods), by pod signature and node.
+        self._static: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+        # The last answer of ``feasible`` per pod signature, with the version it was computed at.
+        self._answers: dict[str, tuple[int, list[NodeInfo], dict[str, int]]] = {}
 
     # ----- filters: each returns None when the node passes, else kube-scheduler's reason -----
     def node_unschedulable(self, pod: Obj, info: NodeInfo) -> str | None:
@@ -259,8 +282,20 @@ class Snapshot:
             return None
         return "node(s) were unschedulable"
 
+    def requests_of(self, pod: Obj) -> dict[str, Decimal]:
+        """``pod_requests``, parsed once per pod object."""
+        cached = self._requests.get(id(pod))
+        if cached is None or cached[0] is not pod:
+            cached = self._requests[id(pod)] = (pod, pod_requests(pod))
+        return cached[1]
+
+    def add(self, info: NodeInfo, pod: Obj, requests: Mapping[str, Decimal] | None = None) -> None:
+        """Assume ``pod`` on ``info`` (the scheduler's own binding)."""
+        info.add(pod, self.requests_of(pod) if requests is None else requests)
+        self.version += 1
+
     def resources_fit(self, pod: Obj, info: NodeInfo) -> str | None:
-        for name, want in pod_requests(pod).items():
+        for name, want in self.requests_of(pod).items():
             if want <= 0:
                 continue
             free = info.allocatable.get(name, Decimal(0)) - info.requested.get(name, Decimal(0))
@@ -283,7 +318,7 @@ class Snapshot:
         wanted = _host_ports(pod)
         if not wanted:
             return None
-        used = [p for other in info.pods if _active(other) for p in _host_ports(other)]
+        used = [p for other in info.active for p in _host_ports(other)]
         if any(_ports_conflict(w, u) for w in wanted for u in used):
             return "node(s) didn't have free ports for the requested pod ports"
         return None
@@ -324,8 +359,8 @@ class Snapshot:
                     continue
                 domain = other.labels[key]
                 counts.setdefault(domain, 0)
-                counts[domain] += sum(1 for p in other.pods if _active(p)
-                                      and p["metadata"].get("namespace") == pod["metadata"].get("namespace")
+                counts[domain] += sum(1 for p in other.active
+                                      if p["metadata"].get("namespace") == pod["metadata"].get("namespace")
                                       and label_selector_matches(selector, _labels(p)))
             counts.setdefault(info.labels[key], 0)
             fewest = min(counts.values())
@@ -371,12 +406,8 @@ class Snapshot:
             if key in info.labels and self._domain_has_match(term, ns, key, info.labels[key]):
                 return "node(s) didn't match pod anti-affinity rules"
         for other in self.nodes.values():
-            for existing in other.pods:
-                if not _active(existing):
-                    continue
-                terms = ((((existing.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {})
-                         .get("requiredDuringSchedulingIgnoredDuringExecution") or ())
-                for term in terms:
+            for existing in other.anti:
+                for term in _anti_affinity_terms(existing):
                     key = term.get("topologyKey", "")
                     if key in other.labels and info.labels.get(key) == other.labels[key] and \
                             self._term_selects(term, existing["metadata"].get("namespace", "default"), pod):
@@ -395,35 +426,61 @@ class Snapshot:
         return label_selector_matches(term.get("labelSelector"), _labels(pod))
 
     def _domain_has_match(self, term: Obj, ns: str, key: str, domain: str) -> bool:
-        return any(other.labels.get(key) == domain and _active(p) and self._term_selects(term, ns, p)
-                   for other in self.nodes.values() for p in other.pods)
+        return any(self._term_selects(term, ns, p)
+                   for other in self.nodes.values() if other.labels.get(key) == domain for p in other.active)
 
     def _any_match(self, term: Obj, ns: str) -> bool:
-        return any(_active(p) and self._term_selects(term, ns, p) for other in self.nodes.values() for p in other.pods)
+        return any(self._term_selects(term, ns, p) for other in self.nodes.values() for p in other.active)
 
     FILTERS: tuple[str, ...] = ("node_unschedulable", "node_affinity", "taint_toleration", "node_ports",
                                 "resources_fit", "volume_zone", "topology_spread", "inter_pod_affinity")
+    # Filters whose answer depends only on the pod's own spec and the node, never on the pods placed.
+    _PURE = frozenset({"node_unschedulable", "node_affinity", "taint_toleration", "volume_zone"})
 
     def feasible(self, pod: Obj) -> tuple[list[NodeInfo], dict[str, int]]:
-        """The nodes passing every filter, and for the others how many failed for each reason."""
+        """The nodes passing every filter, and for the others how many failed for each reason.
+
+        Every filter is evaluated as kube-scheduler does, in its order, but answers are reused where they
+        cannot differ: pods with the same namespace, labels and spec (a Deployment's replicas) get the same
+        answer from the same snapshot (no filter reads a pod's name), and the pure filters' answers for a
+        (pod signature, node) pair hold for the whole snapshot."""
+        signature = _signature(pod)
+        answer = self._answers.get(signature)
+        if answer is not None and answer[0] == self.version:
+            return list(answer[1]), dict(answer[2])
         ok: list[NodeInfo] = []
         reasons: dict[str, int] = {}
         for info in self.nodes.values():
             why = None
             for name in self.FILTERS:
-                why = getattr(self, name)(pod, info)
+                pure = name in self._PURE
+                why = self._pure(name, signature, pod, info) if pure else getattr(self, name)(pod, info)
                 if why is not None:
                     break
             if why is None:
                 ok.append(info)
             else:
                 reasons[why] = reasons.get(why, 0) + 1
+        self._answers[signature] = (self.version, list(ok), dict(reasons))
         return ok, reasons
 
+    def _pure(self, name: str, signature: str, pod: Obj, info: NodeInfo) -> str | None:
+        key = (signature, info.name)
+        cached = self._static.get(key)
+        if cached is None:
+            first = (self.node_unschedulable(pod, info) or self.node_affinity(pod, info)
+                     or self.taint_toleration(pod, info))
+            cached = self._static[key] = (first, self.volume_zone(pod, info))
+        if name == "volume_zone":
+            return cached[1]
+        # The first three pure filters run back to back: the first failure among them is the answer.
+        return cached[0] if name == "node_unschedulable" else None
+
     @staticmethod
-    def score(pod: Obj, info: NodeInfo, strategy: Strategy) -> float:
-        """NodeResourcesFit's score over cpu and memory (weight 1 each), 0-100."""
-        want = pod_requests(pod)
+    def score(pod: Obj, info: NodeInfo, strategy: Strategy, want: Mapping[str, Decimal] | None = None) -> float:
+        """NodeResourcesFit's score over cpu and memory (weight 1 each), 0-100 (``want``: the pod's
+        requests when already parsed)."""
+        want = pod_requests(pod) if want is None else want
         total = 0.0
         for name in ("cpu", "memory"):
             alloc = float(info.allocatable.get(name, 0))
@@ -433,6 +490,13 @@ class Snapshot:
             share = min(used / alloc, 1.0)
             total += (1.0 - share if strategy == "LeastAllocated" else share) * 100
         return total / 2
+
+
+def _signature(pod: Obj) -> str:
+    """What the filters read of a pod: its namespace, labels and spec (not its name)."""
+    meta = pod.get("metadata") or {}
+    return json.dumps([meta.get("namespace", "default"), meta.get("labels") or {}, pod.get("spec") or {}],
+                      sort_keys=True, default=str)
 
 
 def queue_order(pods: Iterable[Obj]) -> list[Obj]:
@@ -459,8 +523,9 @@ def schedule(pending: Sequence[Obj], snapshot: Snapshot, *, strategy: Strategy =
             why = tuple(f"{n} {r}" for r, n in sorted(reasons.items()))
             out.append(Decision(pod_key(pod), None, (f"0/{total} nodes are available", *why)))
             continue
-        best = min(ok, key=lambda info: (-Snapshot.score(pod, info, strategy), info.name))
-        best.add({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": best.name}})
+        want = snapshot.requests_of(pod)
+        best = min(ok, key=lambda info: (-Snapshot.score(pod, info, strategy, want), info.name))
+        snapshot.add(best, {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": best.name}}, want)
         out.append(Decision(pod_key(pod), best.name))
     return out
 

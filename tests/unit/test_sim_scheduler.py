@@ -255,3 +255,26 @@ def test_runs_against_the_store() -> None:
     before = store.resource_version
     KubeScheduler(store).run()
     assert store.resource_version == before
+
+
+def test_replicas_with_one_spec_see_each_others_bindings() -> None:
+    # Given three replicas of one spec (the answers for one signature are reused within a snapshot) and
+    # two nodes with room for one each, the second node cordoned for nothing but the third replica
+    nodes = [node("n1", cpu="1500m"), node("n2", cpu="1500m")]
+    replicas = [pod(f"r{i}", cpu="1", labels={"app": "web"}) for i in range(3)]
+    # When they are scheduled in one run
+    decisions = schedule(replicas, Snapshot(nodes, []))
+    # Then each binding is seen by the next replica: one per node, the third unschedulable for cpu
+    assert [d.node for d in decisions] == ["n1", "n2", None]
+    assert "2 Insufficient cpu" in decisions[2].message
+
+
+def test_anti_affinity_of_a_replica_placed_in_the_same_run_repels_the_next() -> None:
+    # Given two replicas that refuse to share a host, and two nodes with room for both on each
+    term = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+    spec = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    replicas = [pod(f"db{i}", labels={"app": "db"}, **spec) for i in range(3)]
+    # When they are scheduled in one run
+    decisions = schedule(replicas, Snapshot([node("n1"), node("n2")], []))
+    # Then one per node, and the third finds no node (the index of anti-affinity pods is kept up to date)
+    assert sorted(d.node or "-" for d in decisions) == ["-", "n1", "n2"]
