@@ -56,6 +56,8 @@ def summary(rec: Record) -> dict[str, Any]:
         "launched_types": _count(f"{r.instance.instance_type}" for r in rec.instances if r.instance),
         "launched_capacity_types": _count(r.instance.capacity_type for r in rec.instances if r.instance),
         "invocations": dict(rec.invocations),
+        "provisioner_mode": rec.provisioner_mode,
+        "watch_batches": rec.watch_batches,
         "events_processed": rec.events_processed,
         "placement": rec.placement,
         "zones": rec.zones,
@@ -146,7 +148,9 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
               f"dollars spent ${facts['dollars']:.4f}; spot instances interrupted {facts['interrupted_instances']}, "
               f"messages dead-lettered {facts['dead_letters']}, capacity errors {facts['capacity_errors']}",
               f"  launched: {', '.join(f'{n} x {t}' for t, n in sorted(facts['launched_types'].items())) or 'nothing'}",
-              f"  invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
+              f"  provisioner {facts['provisioner_mode']} mode"
+              + (f" ({facts['watch_batches']} watch batches)" if facts["provisioner_mode"] == "watch" else "")
+              + f"; invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
     for owner, where in sorted(rec.placement.items()):
         spread = ", ".join(f"{pool} {n}" for pool, n in sorted(where.items()) if pool != "total")
         zones = ", ".join(f"{z} {n}" for z, n in sorted(rec.zones.get(owner, {}).items()))

@@ -39,6 +39,7 @@ from simulator.sim.kubelet import Kubelets, KubeletSettings
 from simulator.sim.nodegroups import ManagedNodeGroups, NodeGroup
 from simulator.sim.scenario import Scenario, Step
 from simulator.sim.scheduler import KubeScheduler
+from simulator.sim.watch import WatchTrigger
 
 PLURALS = {"Pod": "pods", "Node": "nodes", "DaemonSet": "daemonsets", "PodDisruptionBudget": "poddisruptionbudgets",
            "PersistentVolume": "persistentvolumes", "PersistentVolumeClaim": "persistentvolumeclaims",
@@ -76,6 +77,8 @@ class Record:
     scenario: Scenario
     until: float
     policy: str = "autoscaler"
+    provisioner_mode: str = "scheduled"  # or "watch" (the scenario's provisioner.mode; see sim/watch.py)
+    watch_batches: int = 0  # batches of unschedulable pods that invoked the provisioner (watch mode)
     timeline: list[tuple[float, str, str]] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     instances: list[InstanceRecord] = field(default_factory=list)
@@ -112,7 +115,11 @@ class Simulation:
         store = self.store = env.kube.store
         store.clock = self.clock.now
         store.graceful_deletion = True
-        self.record = Record(scenario, self.until, policy)
+        self.record = Record(scenario, self.until, policy, provisioner_mode=scenario.provisioner.mode)
+        mode = scenario.provisioner
+        self.watch = WatchTrigger(self.loop, self._watch_batch, idle=mode.batch_idle_seconds,
+                                  max=mode.batch_max_seconds) if mode.mode == "watch" and policy == "autoscaler" \
+            else None
         # Hooks go on the session before the runtime creates its clients (clients copy the session's hooks).
         self.cloud = CloudWorld(self.loop, env.config.region).install(env.session, catalog=env.catalog)
         env.session.events.register("before-call.lambda.Invoke", self._async_invoke)
@@ -158,6 +165,8 @@ class Simulation:
         for event in changes:
             self.kubelets.observe(event)
             self.controllers.observe(event)
+            if self.watch is not None:
+                self.watch.observe(event)
             if event.plural in ("pods", "nodes", "persistentvolumeclaims"):
                 reschedule = True
             pods_changed = pods_changed or event.plural == "pods"
@@ -272,6 +281,13 @@ class Simulation:
         self.loop.after(ASYNC_INVOKE_DELAY, "provisioner", lambda: self._invoke("provisioner", payload),
                         lambda_call=True)
         return _Accepted(), {"StatusCode": 202, "Payload": b""}
+
+    def _watch_batch(self, size: int) -> None:
+        """A batch of unschedulable pods closed: the watcher invokes the provisioner asynchronously (queued
+        behind a running invocation, as Lambda's async queue does with one invocation at a time)."""
+        self.log("watch", f"{size} new unschedulable pod(s): provisioner invoked")
+        self.loop.after(ASYNC_INVOKE_DELAY, "provisioner", lambda: self._invoke("provisioner", {"source": "watch"}),
+                        lambda_call=True)
 
     def _overran(self, name: str, started: float, timeout: float) -> None:
         """Lambda would have killed an invocation that ran (in virtual time) past its timeout."""
@@ -474,6 +490,7 @@ class Simulation:
             zone = zones.get(pod["spec"].get("nodeName", ""), "?")
             by_zone[zone] = by_zone.get(zone, 0) + 1
         rec.events_processed = self.loop.processed
+        rec.watch_batches = self.watch.batches if self.watch is not None else 0
         rec.dead_letters = len(self.queue.dead_letters)
         rec.capacity_errors = self.cloud.capacity_errors
         rec.jobs = {job.name: job.succeeded for job in self.controllers.jobs.values()}
