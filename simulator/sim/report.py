@@ -32,6 +32,7 @@ def summary(rec: Record) -> dict[str, Any]:
         "virtual_seconds": rec.until,
         "wall_seconds": round(rec.wall_seconds, 2),
         "handler_wall_seconds": round(rec.handler_wall_seconds, 2),
+        "handler_wall_by_function": {k: round(v, 2) for k, v in rec.handler_wall_by_function.items()},
         "launches": len(rec.instances),
         "terminations": sum(1 for r in rec.instances if r.terminated_at is not None),
         "duplicate_launches": sum(1 for r in rec.instances if r.duplicate_of),

@@ -90,6 +90,7 @@ class Record:
     invocations: dict[str, int] = field(default_factory=dict)
     wall_seconds: float = 0.0
     handler_wall_seconds: float = 0.0  # wall time spent inside scheduled and async handler invocations
+    handler_wall_by_function: dict[str, float] = field(default_factory=dict)
     events_processed: int = 0
     # Running pods at the end by owner (Deployment or DaemonSet) and NodePool (or node group), with "total".
     placement: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -302,7 +303,10 @@ class Simulation:
         try:
             self._invoke_timed(name, payload)
         finally:
-            self.record.handler_wall_seconds += time.monotonic() - wall
+            took = time.monotonic() - wall
+            self.record.handler_wall_seconds += took
+            by = self.record.handler_wall_by_function
+            by[name] = by.get(name, 0.0) + took
 
     def _invoke_timed(self, name: str, payload: dict[str, Any] | None) -> None:
         self.record.invocations[name] = self.record.invocations.get(name, 0) + 1
