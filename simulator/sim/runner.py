@@ -28,9 +28,11 @@ from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_store import ApiError, WatchEvent
 from simulator.local import Catalog, LocalCluster, _builtin_images
+from simulator.moto_server import MOTO_LOCK
 from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment, Job
+from simulator.sim.describe import FastDescribeInstances
 from simulator.sim.engine import EventLoop, VirtualClock
 from simulator.sim.facts import budget, clock_text, group_of, node_leaving, node_ready, pool_of, taint_keys
 from simulator.sim.hpa import Autoscalers, Hpa
@@ -124,6 +126,8 @@ class Simulation:
         # Hooks go on the session before the runtime creates its clients (clients copy the session's hooks).
         self.cloud = CloudWorld(self.loop, env.config.region).install(env.session, catalog=env.catalog)
         env.session.events.register("before-call.lambda.Invoke", self._async_invoke)
+        self.describe = FastDescribeInstances(env.config.region, MOTO_LOCK, lambda: self.cloud.ec2).install(
+            env.session.events)
         self.runtime = env.runtime(clock=self.clock, sink=RecordingSink(),
                                    environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION})
         self.kubelets = Kubelets(
