@@ -168,8 +168,17 @@ class FastDescribeInstances:
         self._local.bypass = True
         try:
             client = self._client()
+            pages = []
             for start in range(0, len(ids), 500):
-                parsed = client.describe_instances(InstanceIds=ids[start:start + 500])
+                token = None
+                while True:  # moto pages by 100 reservations even when asked for instance ids
+                    page = client.describe_instances(InstanceIds=ids[start:start + 500],
+                                                     **({"NextToken": token} if token else {}))
+                    pages.append(page)
+                    token = page.get("NextToken")
+                    if not token:
+                        break
+            for parsed in pages:
                 with self.lock:
                     backend = ec2_backends[DEFAULT_ACCOUNT_ID][self.region]
                     current = {i.id: i for r in backend.reservations.values() for i in r.instances}

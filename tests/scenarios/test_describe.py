@@ -62,3 +62,19 @@ def test_fast_answer_is_motos_answer(case: str, params: dict[str, Any], moto_ser
         a, b = _answer(ours, InstanceIds=ids[1:4]), _answer(motos, InstanceIds=ids[1:4])  # by ids
         assert a == b
         assert fast.answered >= 3
+
+
+def test_more_than_a_page_of_reservations(moto_server: ThreadedMotoServer) -> None:
+    with LocalCluster.start(moto_server=moto_server) as env:
+        # Given 105 reservations (moto pages by 100 of them, even for instance ids)
+        fast = FastDescribeInstances(env.config.region, MOTO_LOCK,
+                                     lambda: env.session.client("ec2")).install(env.session.events)
+        ours, motos = env.session.client("ec2"), boto3.Session(region_name=env.config.region).client("ec2")
+        image = motos.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        ids = [ours.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large")["Instances"][0]
+               ["InstanceId"] for _ in range(105)]
+        # When every instance is asked for, by filter and by ids, then the answers are moto's, from the stand-in
+        flt = {"Filters": [{"Name": "instance-state-name", "Values": ["running"]}], "MaxResults": 1000}
+        assert _answer(ours, **flt) == _answer(motos, **flt)
+        assert _answer(ours, InstanceIds=ids) == _answer(motos, InstanceIds=ids)
+        assert fast.answered >= 3
