@@ -38,6 +38,7 @@ _SUFFIXES = {
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 HOSTNAME = "kubernetes.io/hostname"
+_ZERO = Decimal(0)
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
@@ -268,8 +269,11 @@ class Snapshot:
         # Bumped on every pod added: a filter's answer for a pod can only change when this does.
         self.version = 0
         self._requests: dict[int, tuple[Obj, dict[str, Decimal]]] = {}
-        # Filters that read only the pod's spec and the node (not other pods), by pod signature and node.
-        self._static: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+        # Filters that read only the pod's spec and the node (not other pods), by pod signature.
+        self._static: dict[str, tuple[list[tuple[NodeInfo, str | None]], dict[str, int]]] = {}
+        # Every active pod with required anti-affinity, with its node (the InterPodAffinity filter checks
+        # them for each incoming pod; usually there are none).
+        self.anti: list[tuple[NodeInfo, Obj]] = [(info, p) for info in self.nodes.values() for p in info.anti]
         # The last answer of ``feasible`` per pod signature, with the version it was computed at.
         self._answers: dict[str, tuple[int, list[NodeInfo], dict[str, int]]] = {}
 
@@ -291,7 +295,10 @@ class Snapshot:
 
     def add(self, info: NodeInfo, pod: Obj, requests: Mapping[str, Decimal] | None = None) -> None:
         """Assume ``pod`` on ``info`` (the scheduler's own binding)."""
+        before = len(info.anti)
         info.add(pod, self.requests_of(pod) if requests is None else requests)
+        if len(info.anti) > before:
+            self.anti.append((info, pod))
         self.version += 1
 
     def resources_fit(self, pod: Obj, info: NodeInfo) -> str | None:
@@ -405,13 +412,12 @@ class Snapshot:
             key = term.get("topologyKey", "")
             if key in info.labels and self._domain_has_match(term, ns, key, info.labels[key]):
                 return "node(s) didn't match pod anti-affinity rules"
-        for other in self.nodes.values():
-            for existing in other.anti:
-                for term in _anti_affinity_terms(existing):
-                    key = term.get("topologyKey", "")
-                    if key in other.labels and info.labels.get(key) == other.labels[key] and \
-                            self._term_selects(term, existing["metadata"].get("namespace", "default"), pod):
-                        return "node(s) didn't satisfy existing pods anti-affinity rules"
+        for other, existing in self.anti:
+            for term in _anti_affinity_terms(existing):
+                key = term.get("topologyKey", "")
+                if key in other.labels and info.labels.get(key) == other.labels[key] and \
+                        self._term_selects(term, existing["metadata"].get("namespace", "default"), pod):
+                    return "node(s) didn't satisfy existing pods anti-affinity rules"
         return None
 
     @staticmethod
@@ -434,29 +440,51 @@ class Snapshot:
 
     FILTERS: tuple[str, ...] = ("node_unschedulable", "node_affinity", "taint_toleration", "node_ports",
                                 "resources_fit", "volume_zone", "topology_spread", "inter_pod_affinity")
-    # Filters whose answer depends only on the pod's own spec and the node, never on the pods placed.
-    _PURE = frozenset({"node_unschedulable", "node_affinity", "taint_toleration", "volume_zone"})
 
     def feasible(self, pod: Obj) -> tuple[list[NodeInfo], dict[str, int]]:
         """The nodes passing every filter, and for the others how many failed for each reason.
 
-        Every filter is evaluated as kube-scheduler does, in its order, but answers are reused where they
-        cannot differ: pods with the same namespace, labels and spec (a Deployment's replicas) get the same
-        answer from the same snapshot (no filter reads a pod's name), and the pure filters' answers for a
-        (pod signature, node) pair hold for the whole snapshot."""
+        Every filter is evaluated as kube-scheduler does, in its order (``FILTERS``), but answers are
+        reused where they cannot differ: pods with the same namespace, labels and spec (a Deployment's
+        replicas) get the same answer from the same snapshot (no filter reads a pod's name); the pure
+        filters' answers for a pod signature hold for the whole snapshot; a filter with nothing to check
+        for this pod (no host ports, no spread constraints, no affinity terms and no existing pod's
+        anti-affinity) passes without being called."""
         signature = _signature(pod)
         answer = self._answers.get(signature)
         if answer is not None and answer[0] == self.version:
             return list(answer[1]), dict(answer[2])
+        candidates, static_reasons = self._candidates(signature, pod)
+        reasons = dict(static_reasons)
+        spec = pod.get("spec") or {}
+        checks = []
+        if _host_ports(pod):
+            checks.append(self.node_ports)
+        want = [(name, v) for name, v in self.requests_of(pod).items() if v > 0]
+        after_fit = []
+        if spec.get("topologySpreadConstraints"):
+            after_fit.append(self.topology_spread)
+        if spec.get("affinity") or self.anti:
+            after_fit.append(self.inter_pod_affinity)
         ok: list[NodeInfo] = []
-        reasons: dict[str, int] = {}
-        for info in self.nodes.values():
+        for info, zone_reason in candidates:
             why = None
-            for name in self.FILTERS:
-                pure = name in self._PURE
-                why = self._pure(name, signature, pod, info) if pure else getattr(self, name)(pod, info)
+            for check in checks:
+                why = check(pod, info)
                 if why is not None:
                     break
+            if why is None:
+                for name, need in want:
+                    if need > info.allocatable.get(name, _ZERO) - info.requested.get(name, _ZERO):
+                        why = f"Insufficient {name}" if name != "pods" else "Too many pods"
+                        break
+            if why is None:
+                why = zone_reason
+            if why is None:
+                for check in after_fit:
+                    why = check(pod, info)
+                    if why is not None:
+                        break
             if why is None:
                 ok.append(info)
             else:
@@ -464,17 +492,23 @@ class Snapshot:
         self._answers[signature] = (self.version, list(ok), dict(reasons))
         return ok, reasons
 
-    def _pure(self, name: str, signature: str, pod: Obj, info: NodeInfo) -> str | None:
-        key = (signature, info.name)
-        cached = self._static.get(key)
+    def _candidates(self, signature: str, pod: Obj) -> tuple[list[tuple[NodeInfo, str | None]], dict[str, int]]:
+        """The pure filters for a pod signature, once per snapshot: the nodes passing NodeUnschedulable,
+        NodeAffinity and TaintToleration (each with its VolumeZone answer, checked after the fit), and
+        the others' reasons counted."""
+        cached = self._static.get(signature)
         if cached is None:
-            first = (self.node_unschedulable(pod, info) or self.node_affinity(pod, info)
-                     or self.taint_toleration(pod, info))
-            cached = self._static[key] = (first, self.volume_zone(pod, info))
-        if name == "volume_zone":
-            return cached[1]
-        # The first three pure filters run back to back: the first failure among them is the answer.
-        return cached[0] if name == "node_unschedulable" else None
+            passing: list[tuple[NodeInfo, str | None]] = []
+            failed: dict[str, int] = {}
+            for info in self.nodes.values():
+                why = (self.node_unschedulable(pod, info) or self.node_affinity(pod, info)
+                       or self.taint_toleration(pod, info))
+                if why is None:
+                    passing.append((info, self.volume_zone(pod, info)))
+                else:
+                    failed[why] = failed.get(why, 0) + 1
+            cached = self._static[signature] = (passing, failed)
+        return cached
 
     @staticmethod
     def score(pod: Obj, info: NodeInfo, strategy: Strategy, want: Mapping[str, Decimal] | None = None) -> float:
