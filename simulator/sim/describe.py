@@ -14,7 +14,6 @@ Every ``after-call`` hook (the simulation's virtual ``LaunchTime``) still runs o
 
 from __future__ import annotations
 
-import copy
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -65,6 +64,7 @@ class FastDescribeInstances:
         self._reservations: dict[str, dict[str, Any]] = {}  # id -> moto's reservation fields but Instances
         self._local = threading.local()
         self.answered = 0  # calls answered here (the rest went to moto)
+        self.learned = 0  # instance answers fetched from moto (new or changed instances)
 
     def install(self, events: Any) -> FastDescribeInstances:
         # before-call sees the serialized request; the API parameters are taken as the call is built.
@@ -159,8 +159,10 @@ class FastDescribeInstances:
                 cached = self._instances.get(inst.id)
                 if cached is None or cached[0] != key:
                     return None  # changed while moto answered: let moto answer this call
-                instances.append(copy.deepcopy(cached[1]))
-            out.append({**copy.deepcopy(header), "Instances": instances})
+                # A fresh top level per answer (the after-call hooks set LaunchTime there); the nested
+                # parts are shared, as nothing downstream writes into them.
+                instances.append(dict(cached[1]))
+            out.append({**header, "Instances": instances})
         return out
 
     def _refresh(self, ids: list[str]) -> None:
@@ -190,5 +192,6 @@ class FastDescribeInstances:
                             if inst is not None:
                                 tags = dict(backend.tags.get(inst.id, {}))
                                 self._instances[inst.id] = (_key(inst, tags), raw)
+                                self.learned += 1
         finally:
             self._local.bypass = False

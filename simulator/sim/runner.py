@@ -94,6 +94,8 @@ class Record:
     handler_wall_seconds: float = 0.0  # wall time spent inside scheduled and async handler invocations
     handler_wall_by_function: dict[str, float] = field(default_factory=dict)
     events_processed: int = 0
+    # DescribeInstances calls answered by the stand-in (sim/describe.py), instance answers it fetched
+    describe_instances: dict[str, int] = field(default_factory=dict)
     # Running pods at the end by owner (Deployment or DaemonSet) and NodePool (or node group), with "total".
     placement: dict[str, dict[str, int]] = field(default_factory=dict)
     zones: dict[str, dict[str, int]] = field(default_factory=dict)  # Running pods at the end by owner and zone
@@ -498,6 +500,7 @@ class Simulation:
             zone = zones.get(pod["spec"].get("nodeName", ""), "?")
             by_zone[zone] = by_zone.get(zone, 0) + 1
         rec.events_processed = self.loop.processed
+        rec.describe_instances = {"answered": self.describe.answered, "learned": self.describe.learned}
         rec.watch_batches = self.watch.batches if self.watch is not None else 0
         rec.dead_letters = len(self.queue.dead_letters)
         rec.capacity_errors = self.cloud.capacity_errors
