@@ -25,7 +25,7 @@ from typing import Any
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "functions"), str(Path(__file__).resolve().parents[1])]
 
 from simulator.local import REPO  # noqa: E402
-from simulator.sim.report import summary  # noqa: E402
+from simulator.sim.report import check, summary  # noqa: E402
 from simulator.sim.runner import run_scenario  # noqa: E402
 from simulator.sim.scenario import Scenario, load_scenario, seconds  # noqa: E402
 
@@ -71,6 +71,7 @@ def run(*, pods: int, until: float | None, path: str | None = None) -> dict[str,
         "podsStarted": facts["pods_started"], "timeToRunningP95": facts["time_to_running_p95"],
         "maxPendingPods": facts["max_pending_pods"], "pendingPodsAtEnd": facts["pending_pods_at_end"],
         "invocations": facts["invocations"], "handlerErrors": facts["handler_errors"],
+        "assertionsFailed": [r["assertion"] for r in check(record, chosen.assertions) if not r["ok"]],
         "target": {"pods": 5000, "nodes": 500, "virtualSeconds": 7200, "wallSecondsUnder": 120},
     }
 
