@@ -17,11 +17,15 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
+# Held while a request is applied to moto's state; in-process readers of that state (the simulation's
+# DescribeInstances stand-in, simulator/sim/describe.py) take it too.
+MOTO_LOCK = threading.Lock()
+
 
 class _Serial:
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
         self._app = app
-        self._lock = threading.Lock()
+        self._lock = MOTO_LOCK
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with self._lock:

@@ -167,8 +167,10 @@ class CloudWorld:
             self.loop.after(0.0, f"observe launch of {len(fresh)}", lambda: self._observe(fresh))
 
     def _observe(self, ids: list[str]) -> None:
-        described = self.ec2.describe_instances(InstanceIds=ids)
-        for reservation in described.get("Reservations") or ():
+        # Every page: EC2 (and moto) page by reservations even when asked for instance ids, and a large
+        # launch spans more than one page.
+        pages = self.ec2.get_paginator("describe_instances").paginate(InstanceIds=ids)
+        for reservation in (r for page in pages for r in page.get("Reservations") or ()):
             for raw in reservation.get("Instances") or ():
                 record = self.instances[raw["InstanceId"]]
                 inst = instance_from_ec2(raw)

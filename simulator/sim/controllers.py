@@ -118,8 +118,9 @@ class Controllers:
 
     def ready_pods(self, deployment: Deployment) -> int:
         """The Deployment's Ready pods that are not terminating (what an HPA's metrics come from)."""
-        return sum(1 for p in self.store.list("pods", namespace=deployment.namespace)
-                   if _counts(p) and _ready(p)
+        # The stored objects, not a serialized list: an HPA of thousands of pods syncs every 15 s.
+        return sum(1 for p in self.store.view("pods")
+                   if p["metadata"].get("namespace", "default") == deployment.namespace and _counts(p) and _ready(p)
                    and any(o.get("uid") == deployment.rs_uid for o in p["metadata"].get("ownerReferences") or ()))
 
     def poke(self) -> None:
@@ -196,14 +197,23 @@ class Controllers:
 
     def _create(self, namespace: str, template: Obj, *, prefix: str, owner: Obj,
                 extra_spec: Obj | None = None) -> None:
-        self._serial += 1
         meta = copy.deepcopy(template.get("metadata") or {})
         spec = copy.deepcopy(template.get("spec") or {})
         spec.update(extra_spec or {})
-        suffix = hashlib.sha256(f"{prefix}{self._serial}".encode()).hexdigest()[:5]
-        pod = {"metadata": {**meta, "name": f"{prefix}{suffix}", "namespace": namespace, "ownerReferences": [owner]},
-               "spec": spec, "status": {"phase": "Pending"}}
-        created = self.store.create("pods", pod)
+        while True:
+            self._serial += 1
+            suffix = hashlib.sha256(f"{prefix}{self._serial}".encode()).hexdigest()[:5]
+            pod = {"metadata": {**meta, "name": f"{prefix}{suffix}", "namespace": namespace,
+                                "ownerReferences": [owner]},
+                   "spec": spec, "status": {"phase": "Pending"}}
+            try:
+                created = self.store.create("pods", pod)
+                break
+            except ApiError as exc:
+                # generateName's 5 characters collide now and then over thousands of pods: the API server
+                # answers AlreadyExists and the controller creates the pod again under another name.
+                if exc.code != 409:
+                    raise
         self.created[created["metadata"]["uid"]] = self.loop.now
 
     def _delete(self, pod: Obj) -> None:

@@ -32,6 +32,7 @@ def summary(rec: Record) -> dict[str, Any]:
         "virtual_seconds": rec.until,
         "wall_seconds": round(rec.wall_seconds, 2),
         "handler_wall_seconds": round(rec.handler_wall_seconds, 2),
+        "handler_wall_by_function": {k: round(v, 2) for k, v in rec.handler_wall_by_function.items()},
         "launches": len(rec.instances),
         "terminations": sum(1 for r in rec.instances if r.terminated_at is not None),
         "duplicate_launches": sum(1 for r in rec.instances if r.duplicate_of),
@@ -60,6 +61,8 @@ def summary(rec: Record) -> dict[str, Any]:
         "launched_types": _count(f"{r.instance.instance_type}" for r in rec.instances if r.instance),
         "launched_capacity_types": _count(r.instance.capacity_type for r in rec.instances if r.instance),
         "invocations": dict(rec.invocations),
+        "provisioner_mode": rec.provisioner_mode,
+        "watch_batches": rec.watch_batches,
         "events_processed": rec.events_processed,
         "placement": rec.placement,
         "zones": rec.zones,
@@ -151,7 +154,9 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
               f"dollars spent ${facts['dollars']:.4f}; spot instances interrupted {facts['interrupted_instances']}, "
               f"messages dead-lettered {facts['dead_letters']}, capacity errors {facts['capacity_errors']}",
               f"  launched: {', '.join(f'{n} x {t}' for t, n in sorted(facts['launched_types'].items())) or 'nothing'}",
-              f"  invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
+              f"  provisioner {facts['provisioner_mode']} mode"
+              + (f" ({facts['watch_batches']} watch batches)" if facts["provisioner_mode"] == "watch" else "")
+              + f"; invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
     if rec.scheduled_changes.get("named"):
         c = rec.scheduled_changes
         lines.append(f"  AWS Health scheduled changes: {c['named']} instance(s) named, {c['movedBeforeStart']} moved "

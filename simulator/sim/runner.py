@@ -29,9 +29,11 @@ from autoscaler.handlers.runtime import DEFAULT_K8S_VERSION
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_store import ApiError, WatchEvent
 from simulator.local import Catalog, LocalCluster, _builtin_images, publish_image
+from simulator.moto_server import MOTO_LOCK
 from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment, Job
+from simulator.sim.describe import FastDescribeInstances
 from simulator.sim.engine import EventLoop, VirtualClock
 from simulator.sim.facts import budget, clock_text, group_of, node_leaving, node_ready, pool_of, taint_keys
 from simulator.sim.hpa import Autoscalers, Hpa
@@ -40,6 +42,7 @@ from simulator.sim.kubelet import Kubelets, KubeletSettings
 from simulator.sim.nodegroups import KarpenterNodeSet, ManagedNodeGroups, NodeGroup
 from simulator.sim.scenario import Scenario, Step
 from simulator.sim.scheduler import KubeScheduler
+from simulator.sim.watch import WatchTrigger
 
 PLURALS = {"Pod": "pods", "Node": "nodes", "DaemonSet": "daemonsets", "PodDisruptionBudget": "poddisruptionbudgets",
            "PersistentVolume": "persistentvolumes", "PersistentVolumeClaim": "persistentvolumeclaims",
@@ -77,6 +80,8 @@ class Record:
     scenario: Scenario
     until: float
     policy: str = "autoscaler"
+    provisioner_mode: str = "scheduled"  # or "watch" (the scenario's provisioner.mode; see sim/watch.py)
+    watch_batches: int = 0  # batches of unschedulable pods that invoked the provisioner (watch mode)
     timeline: list[tuple[float, str, str]] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     instances: list[InstanceRecord] = field(default_factory=list)
@@ -88,7 +93,10 @@ class Record:
     invocations: dict[str, int] = field(default_factory=dict)
     wall_seconds: float = 0.0
     handler_wall_seconds: float = 0.0  # wall time spent inside scheduled and async handler invocations
+    handler_wall_by_function: dict[str, float] = field(default_factory=dict)
     events_processed: int = 0
+    # DescribeInstances calls answered by the stand-in (sim/describe.py), instance answers it fetched
+    describe_instances: dict[str, int] = field(default_factory=dict)
     # Running pods at the end by owner (Deployment or DaemonSet) and NodePool (or node group), with "total".
     placement: dict[str, dict[str, int]] = field(default_factory=dict)
     zones: dict[str, dict[str, int]] = field(default_factory=dict)  # Running pods at the end by owner and zone
@@ -120,10 +128,16 @@ class Simulation:
         store = self.store = env.kube.store
         store.clock = self.clock.now
         store.graceful_deletion = True
-        self.record = Record(scenario, self.until, policy)
+        self.record = Record(scenario, self.until, policy, provisioner_mode=scenario.provisioner.mode)
+        mode = scenario.provisioner
+        self.watch = WatchTrigger(self.loop, self._watch_batch, idle=mode.batch_idle_seconds,
+                                  max=mode.batch_max_seconds) if mode.mode == "watch" and policy == "autoscaler" \
+            else None
         # Hooks go on the session before the runtime creates its clients (clients copy the session's hooks).
         self.cloud = CloudWorld(self.loop, env.config.region).install(env.session, catalog=env.catalog)
         env.session.events.register("before-call.lambda.Invoke", self._async_invoke)
+        self.describe = FastDescribeInstances(env.config.region, MOTO_LOCK, lambda: self.cloud.ec2).install(
+            env.session.events)
         self.runtime = env.runtime(clock=self.clock, sink=RecordingSink(),
                                    environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION})
         self.kubelets = Kubelets(
@@ -170,6 +184,8 @@ class Simulation:
         for event in changes:
             self.kubelets.observe(event)
             self.controllers.observe(event)
+            if self.watch is not None:
+                self.watch.observe(event)
             if event.plural in ("pods", "nodes", "persistentvolumeclaims"):
                 reschedule = True
             pods_changed = pods_changed or event.plural == "pods"
@@ -299,6 +315,13 @@ class Simulation:
                         lambda_call=True)
         return _Accepted(), {"StatusCode": 202, "Payload": b""}
 
+    def _watch_batch(self, size: int) -> None:
+        """A batch of unschedulable pods closed: the watcher invokes the provisioner asynchronously (queued
+        behind a running invocation, as Lambda's async queue does with one invocation at a time)."""
+        self.log("watch", f"{size} new unschedulable pod(s): provisioner invoked")
+        self.loop.after(ASYNC_INVOKE_DELAY, "provisioner", lambda: self._invoke("provisioner", {"source": "watch"}),
+                        lambda_call=True)
+
     def _overran(self, name: str, started: float, timeout: float) -> None:
         """Lambda would have killed an invocation that ran (in virtual time) past its timeout."""
         took = self.loop.now - started
@@ -312,7 +335,10 @@ class Simulation:
         try:
             self._invoke_timed(name, payload)
         finally:
-            self.record.handler_wall_seconds += time.monotonic() - wall
+            took = time.monotonic() - wall
+            self.record.handler_wall_seconds += took
+            by = self.record.handler_wall_by_function
+            by[name] = by.get(name, 0.0) + took
 
     def _invoke_timed(self, name: str, payload: dict[str, Any] | None) -> None:
         self.record.invocations[name] = self.record.invocations.get(name, 0) + 1
@@ -530,6 +556,8 @@ class Simulation:
             zone = zones.get(pod["spec"].get("nodeName", ""), "?")
             by_zone[zone] = by_zone.get(zone, 0) + 1
         rec.events_processed = self.loop.processed
+        rec.describe_instances = {"answered": self.describe.answered, "learned": self.describe.learned}
+        rec.watch_batches = self.watch.batches if self.watch is not None else 0
         rec.dead_letters = len(self.queue.dead_letters)
         rec.capacity_errors = self.cloud.capacity_errors
         rec.jobs = {job.name: job.succeeded for job in self.controllers.jobs.values()}

@@ -6,6 +6,7 @@ assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped one
     cluster: ../../clusters/demo.yaml     # relative to this file; moved to us-east-1 (the bundled prices)
     config: {nodePools: [...]}            # top-level keys replacing the cluster file's
     until: 15m
+    provisioner: {mode: watch}            # or scheduled (the default); batchIdleSeconds 1, batchMaxSeconds 10
     settings: {bootSeconds: 30, readySeconds: 10, podStartSeconds: 3, scoring: LeastAllocated}
     initial:
       deployments: [{name: inflate, replicas: 0, cpu: "1"}]   # or template: {metadata, spec}
@@ -40,6 +41,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from autoscaler.app.provisioner import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
 from autoscaler.config import ClusterConfig, parse_cluster_config
 from autoscaler.domain.durations import duration_seconds
 from simulator.local import PAUSE_IMAGE, REGION, REPO
@@ -332,6 +334,15 @@ class Baseline(_Model):
     delay_after_add_seconds: float = 600.0
 
 
+class ProvisionerMode(_Model):
+    """How the provisioner is invoked: ``scheduled`` (a pass every minute only) or ``watch`` (also a pass per
+    batch of newly unschedulable pods, after Karpenter's batching window; see simulator/sim/watch.py)."""
+
+    mode: Literal["scheduled", "watch"] = "scheduled"
+    batch_idle_seconds: float = BATCH_IDLE_SECONDS
+    batch_max_seconds: float = BATCH_MAX_SECONDS
+
+
 class Scenario(_Model):
     name: str
     description: str = ""
@@ -343,6 +354,7 @@ class Scenario(_Model):
     timeline: list[Step] = Field(default_factory=list)
     assertions: list[Assertion] = Field(default_factory=list)
     baseline: Baseline = Field(default_factory=Baseline)
+    provisioner: ProvisionerMode = Field(default_factory=ProvisionerMode)
     source: str = ""
 
     @field_validator("until", mode="before")

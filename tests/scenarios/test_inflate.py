@@ -10,7 +10,7 @@ from moto.server import ThreadedMotoServer
 from simulator.local import Catalog
 from simulator.sim.report import check, summary
 from simulator.sim.runner import run_scenario
-from simulator.sim.scenario import load_scenario
+from simulator.sim.scenario import ProvisionerMode, load_scenario
 from tests.scenarios.conftest import SCENARIOS
 
 pytestmark = pytest.mark.e2e
@@ -65,3 +65,24 @@ def test_baseline_runs_the_same_scenario_without_our_functions(moto_server: Thre
     assert facts["pods_started"] == 5
     assert facts["pending_pods_at_end"] == 0
     assert any(src == "cluster-autoscaler" for _, src, _ in record.timeline)
+
+
+def test_watch_mode_runs_a_pass_after_the_batching_window(moto_server: ThreadedMotoServer,
+                                                          local_catalog: Catalog) -> None:
+    # Given the inflate scenario with the provisioner in watch mode (pods scaled up at 10 s, between two
+    # scheduled passes)
+    scenario = load_scenario(SCENARIOS / "inflate.yaml")
+    scenario = scenario.model_copy(update={"provisioner": ProvisionerMode(mode="watch")})
+    # When it runs past the pods' start
+    record = run_scenario(scenario, until=150, moto_server=moto_server, catalog=local_catalog)
+    facts = summary(record)
+    # Then one batch invoked the provisioner 1 s (idle) after kube-scheduler marked the pods unschedulable
+    # (1 s after their creation) plus the async invoke's delay, and that pass launched: not the pass at 1:00
+    assert facts["provisioner_mode"] == "watch" and facts["watch_batches"] == 1
+    watch = next(t for t, src, _ in record.timeline if src == "watch")
+    assert 11.0 < watch < 13.0
+    launches = sorted(r.launched_at for r in record.instances)
+    assert launches and launches[0] < 15.0
+    # And nothing launched twice; every pod runs well within the scheduled mode's ~2 minutes
+    assert facts["duplicate_launches"] == 0
+    assert facts["pods_started"] == 5 and facts["time_to_running_max"] <= 60

@@ -198,3 +198,23 @@ def test_hpa_scales_on_cpu_and_waits_before_scaling_in() -> None:
     assert controllers.deployments[("default", "nginx")].replicas == 8
     loop.run_until(400)
     assert controllers.deployments[("default", "nginx")].replicas == 1
+
+
+def test_a_generated_pod_name_already_taken_is_retried_under_another() -> None:
+    # Given a pod already holding the name the Deployment controller generates first
+    import hashlib
+
+    loop = EventLoop(epoch=0.0)
+    store = Store()
+    store.clock = VirtualClock(loop).now
+    controllers = Controllers(loop, store)
+    template = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c"}]}}
+    dep = Deployment("web", "default", 2, template)
+    taken = f"{dep.rs_name}-" + hashlib.sha256(f"{dep.rs_name}-1".encode()).hexdigest()[:5]
+    store.create("pods", {"metadata": {"name": taken, "namespace": "default"}, "spec": {"containers": []}})
+    # When the Deployment is applied and reconciled
+    controllers.apply_deployment(dep)
+    loop.run_until(5)
+    # Then both replicas exist under fresh names, as after the API server's AlreadyExists and a retry
+    owned = [p for p in store.objects("pods") if p["metadata"].get("ownerReferences")]
+    assert len(owned) == 2 and taken not in {p["metadata"]["name"] for p in owned}

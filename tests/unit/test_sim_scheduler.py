@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from simulator.kube_store import Store
-from simulator.sim.scheduler import KubeScheduler, Snapshot, Volumes, pod_requests, quantity, schedule
+from simulator.sim.scheduler import (
+    KubeScheduler,
+    Snapshot,
+    Volumes,
+    feasible_nodes_to_find,
+    pod_requests,
+    quantity,
+    schedule,
+)
 
 Obj = dict[str, Any]
 
@@ -255,3 +263,44 @@ def test_runs_against_the_store() -> None:
     before = store.resource_version
     KubeScheduler(store).run()
     assert store.resource_version == before
+
+
+def test_replicas_with_one_spec_see_each_others_bindings() -> None:
+    # Given three replicas of one spec (the answers for one signature are reused within a snapshot) and
+    # two nodes with room for one each, the second node cordoned for nothing but the third replica
+    nodes = [node("n1", cpu="1500m"), node("n2", cpu="1500m")]
+    replicas = [pod(f"r{i}", cpu="1", labels={"app": "web"}) for i in range(3)]
+    # When they are scheduled in one run
+    decisions = schedule(replicas, Snapshot(nodes, []))
+    # Then each binding is seen by the next replica: one per node, the third unschedulable for cpu
+    assert [d.node for d in decisions] == ["n1", "n2", None]
+    assert "2 Insufficient cpu" in decisions[2].message
+
+
+def test_anti_affinity_of_a_replica_placed_in_the_same_run_repels_the_next() -> None:
+    # Given two replicas that refuse to share a host, and two nodes with room for both on each
+    term = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+    spec = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    replicas = [pod(f"db{i}", labels={"app": "db"}, **spec) for i in range(3)]
+    # When they are scheduled in one run
+    decisions = schedule(replicas, Snapshot([node("n1"), node("n2")], []))
+    # Then one per node, and the third finds no node (the index of anti-affinity pods is kept up to date)
+    assert sorted(d.node or "-" for d in decisions) == ["-", "n1", "n2"]
+
+
+@pytest.mark.parametrize(("nodes", "expected"), [(5, 5), (99, 99), (100, 100), (200, 100), (500, 230),
+                                                 (5000, 500), (10_000, 500)])
+def test_feasible_nodes_to_find_is_kube_schedulers(nodes: int, expected: int) -> None:
+    assert feasible_nodes_to_find(nodes) == expected
+
+
+def test_large_clusters_score_the_nodes_found_from_where_the_last_search_stopped() -> None:
+    # Given 200 empty nodes (kube-scheduler looks for 100 feasible ones) and two pods
+    nodes = [node(f"n{i:03d}") for i in range(200)]
+    snapshot = Snapshot(nodes, [])
+    # When they are scheduled one after the other
+    decisions = schedule([pod("a"), pod("b")], snapshot)
+    # Then the first is placed among the first 100 nodes, the second among the next 100 (every node
+    # scores the same when empty: the name breaks the tie within each search)
+    assert [d.node for d in decisions] == ["n000", "n100"]
+    assert snapshot.start == 0

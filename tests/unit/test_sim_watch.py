@@ -1,0 +1,82 @@
+"""Watch mode in virtual time (simulator/sim/watch.py): newly unschedulable pods batched by Karpenter's
+window (1 s idle, 10 s max) into one provisioner invocation per batch, without AWS or an API server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from simulator.kube_store import WatchEvent
+from simulator.sim.engine import EventLoop
+from simulator.sim.watch import WatchTrigger, provisionable
+
+UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+
+
+def pod(name: str, *, conditions: list[dict[str, Any]] | None = None, node: str | None = None,
+        owner: str = "ReplicaSet", deleting: bool = False, phase: str = "Pending") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}", "ownerReferences": [{"kind": owner, "name": "o"}]}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node} if node else {},
+            "status": {"phase": phase, "conditions": [UNSCHEDULABLE] if conditions is None else conditions}}
+
+
+@pytest.mark.parametrize(("case", "obj", "expected"), [
+    ("unschedulable", pod("a"), True),
+    ("not yet tried by kube-scheduler", pod("a", conditions=[]), False),
+    ("bound", pod("a", node="n1"), False),
+    ("terminating", pod("a", deleting=True), False),
+    ("finished", pod("a", phase="Succeeded"), False),
+    ("DaemonSet pod", pod("a", owner="DaemonSet"), False),
+])
+def test_provisionable_as_karpenter_decides(case: str, obj: dict[str, Any], expected: bool) -> None:
+    assert provisionable(obj) is expected, case
+
+
+def _world(idle: float = 1.0, most: float = 10.0) -> tuple[EventLoop, WatchTrigger, list[tuple[float, int]]]:
+    loop = EventLoop(epoch=0.0)
+    calls: list[tuple[float, int]] = []
+    trigger = WatchTrigger(loop, lambda size: calls.append((loop.now, size)), idle=idle, max=most)
+    return loop, trigger, calls
+
+
+def _arrive(loop: EventLoop, trigger: WatchTrigger, at: float, obj: dict[str, Any]) -> None:
+    loop.at(at, "pod", lambda: trigger.observe(WatchEvent(0, "pods", "MODIFIED", obj)))
+
+
+def test_a_burst_is_one_batch_closed_after_one_idle_second() -> None:
+    # Given three pods going unschedulable within half a second, and the first one updated again later
+    loop, trigger, calls = _world()
+    for i, t in enumerate((5.0, 5.2, 5.5)):
+        _arrive(loop, trigger, t, pod(f"p{i}"))
+    _arrive(loop, trigger, 20.0, pod("p0"))
+    # When virtual time passes
+    loop.run_until(60)
+    # Then one invocation for the three, 1 s after the last arrived; the update starts no batch
+    assert calls == [(6.5, 3)]
+    assert trigger.batches == 1
+
+
+def test_a_steady_trickle_is_cut_at_the_batch_maximum() -> None:
+    # Given a new unschedulable pod every half second for 30 s
+    loop, trigger, calls = _world()
+    for i in range(60):
+        _arrive(loop, trigger, 10.0 + i * 0.5, pod(f"p{i}"))
+    # When virtual time passes
+    loop.run_until(60)
+    # Then each batch closes 10 s (the maximum) after its first pod (10.0 and 20.5), the last one 1 s after
+    # the trickle ends (39.5)
+    assert [t for t, _ in calls] == [20.0, 30.5, 40.5]
+    assert sum(n for _, n in calls) == 60
+
+
+def test_pods_that_are_not_provisionable_start_no_batch() -> None:
+    # Given only a DaemonSet pod, a pod kube-scheduler has not tried yet and a bound pod
+    loop, trigger, calls = _world()
+    for obj in (pod("ds", owner="DaemonSet"), pod("new", conditions=[]), pod("bound", node="n1")):
+        _arrive(loop, trigger, 1.0, obj)
+    loop.run_until(60)
+    # Then the provisioner is not invoked
+    assert calls == []
