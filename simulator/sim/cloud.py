@@ -59,6 +59,10 @@ class InstanceRecord:
     node_name: str | None = None
     duplicate_of: str | None = None  # the live instance this launch duplicated
     interrupted: bool = False  # EC2 sent it a spot interruption warning (or reclaimed it)
+    call: int = 0  # which CreateFleet/RunInstances call launched it (a grouped launch's instances share one)
+    # The pods it was launched for: its pod tags, or its node claim's pods in the claims table (a grouped
+    # launch's instances share the group's tags; each one's own pods are recorded only there).
+    pods: frozenset[str] = frozenset()
 
     @property
     def alive(self) -> bool:
@@ -89,7 +93,10 @@ class CloudWorld:
     leaving: Callable[[InstanceRecord], bool] = lambda record: record.interrupted
     # Whether a pod (``namespace/name``) sits on a node that is going away: launching for it is replacing it.
     displaced: Callable[[str], bool] = lambda pod: False
+    # instance id -> the pods its node claim names (the product's claims table); set by the runner.
+    claimed_pods: Callable[[], dict[str, tuple[str, ...]]] = dict
     _prices: dict[str, float] = field(default_factory=dict)
+    _calls: int = 0
 
     def install(self, session: Any, *, catalog: Catalog | None = None) -> CloudWorld:
         self._prices = on_demand_prices(self.region)
@@ -160,8 +167,9 @@ class CloudWorld:
 
     def _launched(self, ids: list[str]) -> None:
         fresh = [i for i in ids if i not in self.instances]
+        self._calls += 1
         for iid in fresh:
-            self.instances[iid] = InstanceRecord(iid, self.loop.now)
+            self.instances[iid] = InstanceRecord(iid, self.loop.now, call=self._calls)
         if fresh:
             # Described once the launching call has returned (moto is not re-entrant per request).
             self.loop.after(0.0, f"observe launch of {len(fresh)}", lambda: self._observe(fresh))
@@ -170,11 +178,13 @@ class CloudWorld:
         # Every page: EC2 (and moto) page by reservations even when asked for instance ids, and a large
         # launch spans more than one page.
         pages = self.ec2.get_paginator("describe_instances").paginate(InstanceIds=ids)
+        claimed = self.claimed_pods()
         for reservation in (r for page in pages for r in page.get("Reservations") or ()):
             for raw in reservation.get("Instances") or ():
                 record = self.instances[raw["InstanceId"]]
                 inst = instance_from_ec2(raw)
                 record.instance = inst
+                record.pods = frozenset(pods_from_tags(inst.tags)) | frozenset(claimed.get(inst.instance_id, ()))
                 od = self._prices.get(inst.instance_type, 0.0)
                 record.hourly_price = spot_price(inst.instance_type, inst.zone, od) if inst.capacity_type == "spot" \
                     else od
@@ -186,14 +196,16 @@ class CloudWorld:
 
     def _duplicated(self, record: InstanceRecord) -> str | None:
         assert record.instance is not None
-        pods = {p for p in pods_from_tags(record.instance.tags) if not self.displaced(p)}
+        pods = {p for p in record.pods if not self.displaced(p)}
         claim = record.instance.claim_id
         for other in self.instances.values():
             if other is record or not other.alive or other.instance is None or self.leaving(other):
                 continue
-            if claim and other.instance.claim_id == claim:
+            # The instances of one grouped CreateFleet carry the group's claim tag; another call under
+            # the same claim is a second launch for the same node.
+            if claim and other.instance.claim_id == claim and other.call != record.call:
                 return other.instance_id
-            if pods & set(pods_from_tags(other.instance.tags)):
+            if pods & other.pods:
                 return other.instance_id
         return None
 

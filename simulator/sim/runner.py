@@ -135,6 +135,7 @@ class Simulation:
             else None
         # Hooks go on the session before the runtime creates its clients (clients copy the session's hooks).
         self.cloud = CloudWorld(self.loop, env.config.region).install(env.session, catalog=env.catalog)
+        self.cloud.claimed_pods = lambda: {c.instance_id: c.pods for c in self.env.runtime_claims() if c.instance_id}
         env.session.events.register("before-call.lambda.Invoke", self._async_invoke)
         self.describe = FastDescribeInstances(env.config.region, MOTO_LOCK, lambda: self.cloud.ec2).install(
             env.session.events)

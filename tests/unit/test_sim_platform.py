@@ -19,7 +19,10 @@ from simulator.sim.interruption import InterruptionQueue, rule_for
 from tests.events import load_event
 
 
-def _record(iid: str, *, pods: str = "", claim: str = "", at: float = 0.0) -> InstanceRecord:
+def _record(iid: str, *, pods: str = "", claim: str = "", at: float = 0.0, call: int | None = None,
+            claimed: str = "") -> InstanceRecord:
+    """An instance as the simulated EC2 records it: ``pods`` in its tags, ``claimed`` only in the claims
+    table; ``call`` is the CreateFleet call that launched it (its own by default)."""
     tags = [{"Key": "karpenter.sh/nodepool", "Value": "default"}]
     if pods:
         tags.append({"Key": "eks-serverless-autoscaler/pods-1", "Value": pods})
@@ -27,7 +30,8 @@ def _record(iid: str, *, pods: str = "", claim: str = "", at: float = 0.0) -> In
         tags.append({"Key": "karpenter.sh/nodeclaim", "Value": claim})
     return InstanceRecord(iid, at, instance=instance_from_ec2({
         "InstanceId": iid, "InstanceType": "m5.xlarge", "Placement": {"AvailabilityZone": "us-east-1a"},
-        "InstanceLifecycle": "spot", "Tags": tags}))
+        "InstanceLifecycle": "spot", "Tags": tags}), call=call if call is not None else int(iid.split("-")[1]),
+        pods=frozenset(pods.split()) | frozenset(claimed.split()))
 
 
 def test_duplicate_launch_classification() -> None:
@@ -40,6 +44,10 @@ def test_duplicate_launch_classification() -> None:
     assert cloud._duplicated(_record("i-3", claim="c-1")) == "i-1"
     # Other pods: no duplicate
     assert cloud._duplicated(_record("i-4", pods="default/z", claim="c-4")) is None
+    # A sibling of one grouped CreateFleet call (the group's claim tag, its own pods in the claims table):
+    # not a duplicate; a pod its claim names that a live instance was launched for: duplicate
+    assert cloud._duplicated(_record("i-6", claim="c-1", call=1, claimed="default/y")) is None
+    assert cloud._duplicated(_record("i-7", claim="c-7", claimed="default/a")) == "i-1"
     # The first instance is gone or leaving: a replacement, not a duplicate
     first.terminated_at = 10.0
     assert cloud._duplicated(_record("i-5", pods="default/a")) is None
