@@ -17,8 +17,8 @@ ENV_REGION = "AWS_REGION"  # set by Lambda itself
 DEFAULT_BATCH_IDLE = 1.0
 DEFAULT_BATCH_MAX = 10.0
 # The schedule starts one invocation per period; each runs this much longer, so the next is watching
-# before the previous stops (a cold start's imports and the first list fit in it).
-OVERLAP_SECONDS = 10
+# before the previous stops (a cold start's imports, the EKS token and the first list take ~1-1.5 s).
+OVERLAP_SECONDS = 3
 # Stop this long before the Lambda timeout: the last batch's wake-up and the log line still fit.
 END_RESERVE_SECONDS = 3.0
 

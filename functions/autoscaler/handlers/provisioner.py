@@ -1,7 +1,9 @@
-"""Provisioner Lambda: EventBridge Scheduler runs it every minute (``{"source": "schedule", "kind":
-"provisioner"}``); the interruption and disruption functions invoke it asynchronously with a
-replacement request. One call into ``autoscaler.app.provisioner``; watch mode keeps it running
-until shortly before the next scheduled run."""
+"""Provisioner Lambda: EventBridge Scheduler runs it on its schedule (``{"source": "schedule", "kind":
+"provisioner"}``: every 5 minutes as a safety pass with the watcher, every minute otherwise); the watcher
+function wakes it asynchronously per batch of unschedulable pods (``{"source": "watcher", ...}``); the
+interruption and disruption functions invoke it asynchronously with a replacement request. One call into
+``autoscaler.app.provisioner``; with ``reaction: watch`` it keeps running until shortly before the next
+scheduled run."""
 
 from __future__ import annotations
 
@@ -38,6 +40,8 @@ class ProvisionerEvent(BaseModel):
     event_id: str = Field(default="", alias="eventId")
     dry_run: bool | None = Field(default=None, alias="dryRun")
     watch: bool | None = None  # override the configured watch mode (local runs, the demo)
+    reason: str = ""  # the watcher's wake-up: why, and for how many pods
+    pods: int = 0
 
 
 def parse_event(event: Any) -> ProvisionerEvent:
@@ -101,13 +105,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if payload.kind == "replacement":
         replacement = ReplacementRequest(source=payload.source, nodes=tuple(payload.nodes),
                                          unavailable=tuple(payload.unavailable), event_id=payload.event_id)
-    watch_enabled = cfg.watch_mode if payload.watch is None else payload.watch
+    # A wake-up is one pass: the watcher is the watch.
+    watch_enabled = (cfg.mode == "watch" and payload.source != "watcher") if payload.watch is None else payload.watch
     service = provisioner_for(runtime, dry_run=dry_run)
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     deadline = runtime.clock.monotonic() + remaining_ms() / 1000.0 if callable(remaining_ms) else None
     passes: list[dict[str, Any]] = []
     results = run_invocation(service, watch_seconds=watch_seconds(runtime, context, enabled=watch_enabled),
                              replacement=replacement, deadline=deadline,
+                             reason=f"watcher ({payload.reason})" if payload.source == "watcher" else "scheduled",
                              on_pass=lambda result: passes.append(publish_pass(result)))
     assert len(passes) == len(results)
     return {"passes": passes}
