@@ -19,6 +19,7 @@ from autoscaler.app.provisioner import (
     ReplacementRequest,
 )
 from autoscaler.app.watch import run_invocation
+from autoscaler.config import ProvisionerConfig
 from autoscaler.domain.durations import duration_seconds
 from autoscaler.domain.keys import KARPENTER_TERMINATION_FINALIZER
 from autoscaler.handlers.observability import flush_metrics, logger, metrics, tracer
@@ -76,6 +77,19 @@ def provisioner_for(runtime: Runtime, *, dry_run: bool) -> Provisioner:
     return services[dry_run]
 
 
+def wants_watch(cfg: ProvisionerConfig, payload: ProvisionerEvent) -> bool:
+    """Whether this invocation keeps a watch open after its pass: only with ``reaction: watch`` (or the
+    payload's override), never for a watcher's wake-up (the watcher is the watch)."""
+    if payload.watch is not None:
+        return payload.watch
+    return cfg.mode == "watch" and payload.source != "watcher"
+
+
+def pass_reason(payload: ProvisionerEvent) -> str:
+    """The first pass's reason in the decision log."""
+    return f"watcher ({payload.reason or f'{payload.pods} pod(s)'})" if payload.source == "watcher" else "scheduled"
+
+
 def watch_seconds(runtime: Runtime, context: Any, *, enabled: bool) -> float:
     """How long to keep watching: the configured window, cut to the invocation's remaining time."""
     if not enabled:
@@ -105,15 +119,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if payload.kind == "replacement":
         replacement = ReplacementRequest(source=payload.source, nodes=tuple(payload.nodes),
                                          unavailable=tuple(payload.unavailable), event_id=payload.event_id)
-    # A wake-up is one pass: the watcher is the watch.
-    watch_enabled = (cfg.mode == "watch" and payload.source != "watcher") if payload.watch is None else payload.watch
+    watch_enabled = wants_watch(cfg, payload)
     service = provisioner_for(runtime, dry_run=dry_run)
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     deadline = runtime.clock.monotonic() + remaining_ms() / 1000.0 if callable(remaining_ms) else None
     passes: list[dict[str, Any]] = []
     results = run_invocation(service, watch_seconds=watch_seconds(runtime, context, enabled=watch_enabled),
                              replacement=replacement, deadline=deadline,
-                             reason=f"watcher ({payload.reason})" if payload.source == "watcher" else "scheduled",
+                             reason=pass_reason(payload),
                              on_pass=lambda result: passes.append(publish_pass(result)))
     assert len(passes) == len(results)
     return {"passes": passes}
