@@ -34,7 +34,7 @@ HANDLERS = {
 # Solving is CPU-bound and Lambda's CPU share grows with memory; the provisioner's and disruption's are set
 # in the cluster file (``memoryMb``, default 1,024), the interruption function mostly waits on drains.
 INTERRUPTION_MEMORY_MB = 512
-# The watcher waits on a socket all month: the smallest size (it uses ~70 MB; docs/cost.md). One invocation
+# The watcher waits on a socket all month: the smallest size (its imports take ~54 MB; docs/cost.md). One invocation
 # per period, each running OVERLAP_SECONDS longer so the next one is watching before it stops; reserved
 # concurrency 2 lets the two overlap. No X-Ray: a trace per 5-minute wait shows nothing worth $5/million.
 WATCHER_MEMORY_MB = 128
