@@ -179,3 +179,23 @@ def test_a_batch_open_at_the_deadline_is_woken_before_returning(kube_api: KubeAp
     watcher.run(until=time.monotonic() + 1.0)
     # Then the batch was not dropped
     assert [n for _, n in waker.wakes] == [1]
+
+
+def test_a_list_wakes_only_for_pods_marked_unschedulable_recently(kube_api: KubeApiServer) -> None:
+    # Given pods the scheduler marked Unschedulable an hour ago (a previous watcher run woke for them) and
+    # one it marked just now, found by a cold container's first list
+    def marked(name: str, seconds_ago: float) -> dict[str, Any]:
+        p = unschedulable(name)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago))
+        p["status"]["conditions"] = [{**UNSCHEDULABLE, "lastTransitionTime": stamp}]
+        return p
+    for name in ("stuck-1", "stuck-2"):
+        kube_api.store.create("pods", marked(name, 3600))
+    kube_api.store.create("pods", marked("fresh", 5))
+    waker = RecordingWaker()
+    watcher = watcher_for(kube_api, waker)
+    # When it runs
+    watcher.run(until=time.monotonic() + 1.0)
+    # Then it wakes for the fresh pod only, and still knows all three
+    assert [n for _, n in waker.wakes] == [1]
+    assert watcher.provisionable == {"default/stuck-1", "default/stuck-2", "default/fresh"}

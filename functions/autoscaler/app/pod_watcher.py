@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.app.ports import Clock, CloudError, ClusterError, ProvisionerWaker, UnboundPodWatch
-from autoscaler.domain.provisionable import is_provisionable, pod_key
+from autoscaler.domain.provisionable import is_provisionable, pod_key, unschedulable_since
 
 log = logging.getLogger("autoscaler.app.pod_watcher")
 
@@ -30,6 +30,10 @@ class WatcherSettings:
     batch_max: float = 10.0
     backoff_base: float = 1.0
     backoff_max: float = 30.0
+    # A list (a cold container, or after 410 Gone) wakes only for pods marked Unschedulable this recently:
+    # older ones were seen by the watcher run before this one (the runs alternate between two containers,
+    # each with its own memory), and the provisioner's safety pass serves any it missed.
+    list_recent_seconds: float = 900.0
 
 
 @dataclass
@@ -111,9 +115,11 @@ class PendingPodWatcher:
         kind, payload, version = item
         if kind == "list":
             assert isinstance(payload, list)
-            listed = {pod_key(p) for p in payload if is_provisionable(p)}
-            new = len(listed - self.provisionable)
-            self.provisionable, self.resource_version = listed, version
+            listed = {pod_key(p): p for p in payload if is_provisionable(p)}
+            oldest = self.clock.now() - self.settings.list_recent_seconds
+            new = sum(1 for key, pod in listed.items() if key not in self.provisionable
+                      and (unschedulable_since(pod) or oldest) >= oldest)
+            self.provisionable, self.resource_version = set(listed), version
             return new
         assert isinstance(payload, dict)
         report.events += 1

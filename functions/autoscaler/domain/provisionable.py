@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoscaler.domain.keys import MIRROR_POD_ANNOTATION
+from autoscaler.domain.objects import parse_timestamp
 
 UNSCHEDULABLE_REASON = "Unschedulable"
 
@@ -28,6 +29,18 @@ def failed_to_schedule(pod: Mapping[str, Any]) -> bool:
     """The kube-scheduler has seen the pod and found no node for it."""
     return any(c.get("type") == "PodScheduled" and c.get("reason") == UNSCHEDULABLE_REASON
                for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def unschedulable_since(pod: Mapping[str, Any]) -> float | None:
+    """When the scheduler marked the pod Unschedulable (epoch seconds), or None when it does not say
+    (no ``lastTransitionTime``, or one that does not parse)."""
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled" and c.get("reason") == UNSCHEDULABLE_REASON:
+            try:
+                return parse_timestamp(c.get("lastTransitionTime")) or None
+            except ValueError:
+                return None
+    return None
 
 
 def is_provisionable(pod: Mapping[str, Any]) -> bool:
