@@ -7,15 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
+
 ENV_CLUSTER_NAME = "AUTOSCALER_CLUSTER_NAME"
 ENV_PROVISIONER_FUNCTION = "AUTOSCALER_PROVISIONER_FUNCTION"  # the same variable the other functions read
 ENV_BATCH_IDLE = "AUTOSCALER_BATCH_IDLE_SECONDS"
 ENV_BATCH_MAX = "AUTOSCALER_BATCH_MAX_SECONDS"
 ENV_REGION = "AWS_REGION"  # set by Lambda itself
 
-# Karpenter's batching window (``BATCH_IDLE_DURATION`` / ``BATCH_MAX_DURATION``).
-DEFAULT_BATCH_IDLE = 1.0
-DEFAULT_BATCH_MAX = 10.0
+# Karpenter's batching window, unless the stack sets the variables above.
+DEFAULT_BATCH_IDLE = BATCH_IDLE_SECONDS
+DEFAULT_BATCH_MAX = BATCH_MAX_SECONDS
 # The schedule starts one invocation per period; each runs this much longer, so the next is watching
 # before the previous stops (a cold start's imports, the EKS token and the first list take ~1-1.5 s).
 OVERLAP_SECONDS = 3

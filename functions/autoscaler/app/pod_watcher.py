@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.app.ports import Clock, CloudError, ClusterError, ProvisionerWaker, UnboundPodWatch
+from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
 from autoscaler.domain.provisionable import is_provisionable, pod_key, unschedulable_since
 
 log = logging.getLogger("autoscaler.app.pod_watcher")
@@ -26,8 +27,8 @@ log = logging.getLogger("autoscaler.app.pod_watcher")
 
 @dataclass(frozen=True)
 class WatcherSettings:
-    batch_idle: float = 1.0
-    batch_max: float = 10.0
+    batch_idle: float = BATCH_IDLE_SECONDS
+    batch_max: float = BATCH_MAX_SECONDS
     backoff_base: float = 1.0
     backoff_max: float = 30.0
     # A list (a cold container, or after 410 Gone) wakes only for pods marked Unschedulable this recently:
