@@ -83,7 +83,9 @@ class Functions(Construct):
             self.watcher = self._function(
                 "watcher", timeout=WATCHER_TIMEOUT_SECONDS, reserved=2, tracing=False,
                 environment={ws.ENV_CLUSTER_NAME: config.cluster_name,
-                             ws.ENV_PROVISIONER_FUNCTION: self.provisioner.function_name})
+                             ws.ENV_PROVISIONER_FUNCTION: self.provisioner.function_name,
+                             ws.ENV_BATCH_IDLE: f"{config.provisioner.batch_idle_seconds:g}",
+                             ws.ENV_BATCH_MAX: f"{config.provisioner.batch_max_seconds:g}"})
             self._schedule("watcher", self.watcher, WATCHER_SCHEDULE, enabled=True)
         self._schedule("provisioner", self.provisioner, config.provisioner.schedule_expression, enabled=True)
         self._schedule("disruption", self.disruption, config.disruption.schedule, enabled=config.disruption.enabled)

@@ -26,6 +26,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
 from autoscaler.domain.durations import duration_seconds
 from autoscaler.domain.errors import ConfigError, Problem, did_you_mean, with_lines
 from autoscaler.domain.manifest_check import check_node_classes, check_node_pools, node_class_names
@@ -115,6 +116,10 @@ class ProvisionerConfig(_Model):
     # Lambda memory (and so CPU share). Watch mode bills it for the whole watch: 1,024 MB is ~$30/month,
     # 256 MB ~$7.5, at the cost of ~4x slower planning (docs/cost.md).
     memory_mb: int = Field(default=1024, ge=128, le=10240)
+    # The batching window of the watcher and of watch mode (Karpenter's BATCH_IDLE/MAX_DURATION): a shorter
+    # idle window reacts sooner to a trickle of pods, at the price of more, smaller passes (docs/provisioner.md).
+    batch_idle_seconds: float = Field(default=BATCH_IDLE_SECONDS, gt=0, le=60)
+    batch_max_seconds: float = Field(default=BATCH_MAX_SECONDS, gt=0, le=60)
 
     @field_validator("schedule")
     @classmethod
@@ -138,6 +143,9 @@ class ProvisionerConfig(_Model):
 
     @model_validator(mode="after")
     def _one_reaction(self) -> ProvisionerConfig:
+        if self.batch_idle_seconds > self.batch_max_seconds:
+            raise ValueError(f"batchIdleSeconds: {self.batch_idle_seconds:g} is longer than batchMaxSeconds: "
+                             f"{self.batch_max_seconds:g}; the idle window must fit in the batch's maximum")
         if self.reaction is not None and self.watch_mode is not None and \
                 self.reaction != ("watch" if self.watch_mode else "scheduled"):
             raise ValueError(f"watchMode: {str(self.watch_mode).lower()} contradicts reaction: {self.reaction}; "

@@ -82,6 +82,8 @@ def test_reaction_picks_the_schedule_and_watch(given: dict[str, Any], mode: str,
     ({"reaction": "webhook"}, "Input should be 'watcher', 'watch' or 'scheduled'"),
     ({"reaction": "watcher", "watchMode": True}, "watchMode: true contradicts reaction: watcher; watchMode is "
                                                  "replaced by reaction: remove watchMode"),
+    ({"batchIdleSeconds": 15}, "batchIdleSeconds: 15 is longer than batchMaxSeconds: 10; the idle window must fit"),
+    ({"batchMaxSeconds": 0}, "Input should be greater than 0"),
 ])
 def test_reaction_is_validated_strictly(given: dict[str, Any], message: str) -> None:
     # Given a wrong reaction / Then the error says what is wrong and what to write

@@ -70,6 +70,7 @@ def provisioner_for(runtime: Runtime, *, dry_run: bool) -> Provisioner:
             cluster_name=cfg.cluster_name, region=cfg.region, dry_run=dry_run,
             registration_timeout=float(duration_seconds(cfg.provisioner.registration_timeout)),
             release_finalizers=(KARPENTER_TERMINATION_FINALIZER,) if cfg.migration.adopt_karpenter_nodes else (),
+            batch_idle=cfg.provisioner.batch_idle_seconds, batch_max=cfg.provisioner.batch_max_seconds,
         )
         services[dry_run] = Provisioner(cluster=runtime.cluster, cloud=runtime.cloud, node_pools=runtime.node_pools,
                                         node_classes=runtime.node_classes, settings=settings, clock=runtime.clock,
