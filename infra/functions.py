@@ -118,6 +118,9 @@ class Functions(Construct):
                                                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
                                                resources=[log_group.log_group_arn]))
         scheduled = name != "interruption"
+        if not tracing and "POWERTOOLS_SERVICE_NAME" in environment:
+            # Untraced: Powertools' tracer then neither builds segments nor patches the SDK.
+            environment = {**environment, "POWERTOOLS_TRACE_DISABLED": "true"}
         function = lambda_.Function(
             self, title,
             description=f"Serverless EKS autoscaler {name} for cluster {self.config.cluster_name}",

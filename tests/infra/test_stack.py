@@ -89,6 +89,8 @@ def test_functions_runtime_tracing_logs_and_powertools(demo: Synth, name: str) -
     # X-Ray ($5 per million traces) only on the interruption function: the idle bill has no room for a
     # trace per safety pass or disruption pass (docs/cost.md)
     assert props.get("TracingConfig") == ({"Mode": "Active"} if name == "interruption" else None)
+    assert props["Environment"]["Variables"].get("POWERTOOLS_TRACE_DISABLED") == (
+        None if name == "interruption" else "true")
     env = props["Environment"]["Variables"]
     assert env["POWERTOOLS_SERVICE_NAME"] == mc.service_name("demo")
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == mc.NAMESPACE
