@@ -24,7 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 
 from autoscaler import metrics_catalog as mc  # noqa: E402
-from autoscaler.config import ClusterConfig, load_cluster_config, rate_seconds  # noqa: E402
+from autoscaler.config import (  # noqa: E402
+    DEFAULT_PROVISIONER_SCHEDULE,
+    ClusterConfig,
+    load_cluster_config,
+    rate_seconds,
+)
+from autoscaler.watcher_settings import END_RESERVE_SECONDS  # noqa: E402
 
 # --- list prices (us-east-1, USD) -------------------------------------------------------------------------
 HOURS_PER_MONTH = 730
@@ -47,6 +53,8 @@ PLATFORM_LOG_BYTES = 350
 DECISION_LOG_BYTES = 1_200
 EMF_PLAIN_BYTES = 900
 EMF_DIMENSIONED_BYTES = 330
+# The watcher's one summary line per invocation (handlers/watcher.py), with Lambda's JSON wrapping.
+WATCHER_LOG_BYTES = 300
 
 # Metrics an idle pass writes (app/pass_metrics.py writes zero-valued gauges not at all), and those a busy
 # month adds for every hour (counted all month: an upper bound).
@@ -69,8 +77,6 @@ class Inputs:
     busy_sparse_metric_hours: int = 400  # hours/month in which launch/interruption metrics get data
     busy_sparse_metrics: int = 12  # distinct dimensioned series of those (types x zones x reasons)
     capacity_types: int = 2
-    watcher_memory_mb: int = 128
-    watcher_safety_period_minutes: int = 5
 
 
 @dataclass
@@ -160,22 +166,35 @@ def metric_series(stack: Stack, inputs: Inputs, *, busy: bool = False) -> dict[s
     return series
 
 
+def _watcher_function(stack: Stack) -> tuple[dict[str, Any], str]:
+    """The watcher and its schedule as synthesised, or (a template without one) as the stack would build them."""
+    if "watcher" in stack.functions:
+        return stack.functions["watcher"], stack.schedules["watcher"]["expression"]
+    from infra.functions import WATCHER_MEMORY_MB, WATCHER_SCHEDULE, WATCHER_TIMEOUT_SECONDS  # noqa: PLC0415
+
+    return {"memoryMb": WATCHER_MEMORY_MB, "timeout": WATCHER_TIMEOUT_SECONDS, "tracing": None}, WATCHER_SCHEDULE
+
+
 def bill(stack: Stack, inputs: Inputs, *, option: str, busy: bool) -> Bill:
-    """One option's month. Options: ``watch`` (as deployed: watch mode per the cluster file), ``scheduled``
-    (watch mode off), ``watch256`` (watch mode at 256 MB), ``watcher`` (a 128 MB watcher function that
-    invokes the planner only when pods go pending, plus a safety pass every few minutes)."""
+    """One option's month. Options: ``watcher`` (a 128 MB watcher function that invokes the planner only
+    when pods go pending, plus a safety pass on the provisioner's schedule), ``watch`` (the planner keeps
+    its own watch open, 1-minute schedule), ``watch256`` (the same at 256 MB), ``scheduled`` (a pass per
+    minute, nothing else). The template's reaction is costed as deployed; the others as the stack would
+    build them (their default schedules), with the template's memory sizes."""
     b = Bill()
     cfg = stack.config.provisioner
     prov, disr = stack.functions["provisioner"], stack.functions["disruption"]
-    runs = _per_month(stack.schedules["provisioner"]["expression"])
     pass_s = inputs.provisioner_busy_pass_seconds if busy else inputs.provisioner_pass_seconds
     series = metric_series(stack, inputs, busy=busy)
     dimensioned = series["nodesByPool"] + series["hourlyCostByPool"] + series["nodePoolUsage"]
-    watch_s = float(cfg.watch_seconds) if cfg.watch_mode else 0.0
     extra_passes = inputs.busy_watch_passes_per_minute * HOURS_PER_MONTH * 60 if busy else 0.0
+    deployed = cfg.mode == option.removesuffix("256")
+    expression = stack.schedules["provisioner"]["expression"] if deployed else \
+        DEFAULT_PROVISIONER_SCHEDULE[option.removesuffix("256")]
+    runs = _per_month(expression)
     if option in ("watch", "watch256"):
         memory = 256 if option == "watch256" else prov["memoryMb"]
-        seconds = (watch_s or cfg.period_seconds - cfg.watch_margin_seconds) + pass_s
+        seconds = min(float(rate_seconds(expression) or 60), 900.0) - cfg.watch_margin_seconds + pass_s
         b.add("lambda:provisioner", _gb_s(memory, seconds, runs))
         b.add("requests:provisioner", runs * LAMBDA_REQUEST)
         b.add("scheduler:provisioner", runs * SCHEDULER_INVOCATION)
@@ -186,18 +205,21 @@ def bill(stack: Stack, inputs: Inputs, *, option: str, busy: bool) -> Bill:
         b.add("scheduler:provisioner", runs * SCHEDULER_INVOCATION)
         passes, traces = runs, runs
     elif option == "watcher":
-        # The watcher runs all the time (one invocation per scheduled period, a watch open throughout);
-        # the planner runs on wake-ups and on a slower safety schedule.
-        b.add("lambda:watcher", _gb_s(inputs.watcher_memory_mb, float(cfg.period_seconds), runs))
-        b.add("requests:watcher", runs * LAMBDA_REQUEST)
-        b.add("scheduler:watcher", runs * SCHEDULER_INVOCATION)
-        safety = HOURS_PER_MONTH * 60 / inputs.watcher_safety_period_minutes
-        wakeups = extra_passes
-        b.add("lambda:provisioner", _gb_s(prov["memoryMb"], pass_s, safety + wakeups))
-        b.add("requests:provisioner", (safety + wakeups) * LAMBDA_REQUEST)
-        b.add("scheduler:provisioner", safety * SCHEDULER_INVOCATION)
-        passes, traces = safety + wakeups, safety + wakeups
-        b.add("logs:watcher", runs * PLATFORM_LOG_BYTES / 1e9 * LOGS_INGESTED_GB)
+        # One watcher invocation per period, each watching until END_RESERVE_SECONDS before its timeout (the
+        # period plus the overlap); the planner runs on wake-ups and on the safety schedule.
+        watcher, watcher_schedule = _watcher_function(stack)
+        w_runs = _per_month(watcher_schedule)
+        w_seconds = watcher["timeout"] - END_RESERVE_SECONDS
+        b.add("lambda:watcher", _gb_s(watcher["memoryMb"], w_seconds, w_runs))
+        b.add("requests:watcher", w_runs * LAMBDA_REQUEST)
+        b.add("scheduler:watcher", w_runs * SCHEDULER_INVOCATION)
+        b.add("logs:watcher", w_runs * (PLATFORM_LOG_BYTES + WATCHER_LOG_BYTES) / 1e9 * LOGS_INGESTED_GB)
+        if watcher["tracing"] == "Active":
+            b.add("xray:watcher", w_runs * XRAY_TRACE)
+        b.add("lambda:provisioner", _gb_s(prov["memoryMb"], pass_s, runs + extra_passes))
+        b.add("requests:provisioner", (runs + extra_passes) * LAMBDA_REQUEST)
+        b.add("scheduler:provisioner", runs * SCHEDULER_INVOCATION)
+        passes, traces = runs + extra_passes, runs + extra_passes
     else:
         raise ValueError(option)
     b.add("logs:provisioner", passes * _pass_log_bytes(dimensioned) / 1e9 * LOGS_INGESTED_GB)
@@ -238,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     inputs = Inputs(**{k: getattr(args, k) for k in vars(Inputs())})
     stack = read_stack(cluster=args.cluster, template=args.template)
     options: dict[str, Any] = {}
-    for option in ("watch", "scheduled", "watch256", "watcher"):
+    for option in ("watcher", "watch", "scheduled", "watch256"):
         idle, busy = bill(stack, inputs, option=option, busy=False), bill(stack, inputs, option=option, busy=True)
         options[option] = {
             "idle": {"computeUsd": idle.total(*COMPUTE), "totalUsd": idle.total(), "items": idle.items},
@@ -252,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
                    "alarmMonth": ALARM_STANDARD_MONTH, "hoursPerMonth": HOURS_PER_MONTH, "freeTier": False},
         "template": {"functions": stack.functions, "schedules": stack.schedules, "alarms": stack.alarms,
                      "dashboards": stack.dashboards, "eventSourceMappings": stack.event_source_mappings,
-                     "watchSeconds": stack.config.provisioner.watch_seconds,
+                     "reaction": stack.config.provisioner.mode,
                      "customMetrics": metric_series(stack, inputs)},
         "inputs": vars(inputs),
         "options": options,

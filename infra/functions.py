@@ -1,6 +1,9 @@
-"""The three Lambda functions (provisioner, interruption, disruption), their log groups, schedules and the
-SQS event source. Python 3.13 on arm64, X-Ray active tracing, Powertools settings, the cluster's VPC
-when configured."""
+"""The Lambda functions (provisioner, interruption, disruption, and with ``provisioner.reaction: watcher``
+the watcher), their log groups, schedules and the SQS event source. Python 3.13 on arm64, Powertools
+settings, the cluster's VPC when configured. X-Ray active tracing ($5 per million traces) only on the
+interruption function, whose rare invocations cross EC2, SQS and the API server on the way to a drain: the
+idle bill has no room for a trace per safety pass, disruption pass or watcher run (docs/cost.md), and a
+provisioner pass already reports its timings in its decision log and metrics."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from autoscaler import config as cfg
+from autoscaler import watcher_settings as ws
 from autoscaler.metrics_catalog import NAMESPACE, service_name
 from infra.claims_table import ClaimsTable
 from infra.identity import Identity
@@ -25,10 +29,18 @@ HANDLERS = {
     "provisioner": "autoscaler.handlers.provisioner.handler",
     "interruption": "autoscaler.handlers.interruption.handler",
     "disruption": "autoscaler.handlers.disruption.handler",
+    "watcher": "autoscaler.handlers.watcher.handler",
 }
 # Solving is CPU-bound and Lambda's CPU share grows with memory; the provisioner's and disruption's are set
 # in the cluster file (``memoryMb``, default 1,024), the interruption function mostly waits on drains.
 INTERRUPTION_MEMORY_MB = 512
+# The watcher waits on a socket all month: the smallest size (its imports take ~54 MB; docs/cost.md). One invocation
+# per period, each running OVERLAP_SECONDS longer so the next one is watching before it stops; reserved
+# concurrency 2 lets the two overlap. No X-Ray: a trace per 5-minute wait shows nothing worth $5/million.
+WATCHER_MEMORY_MB = 128
+WATCHER_SCHEDULE = "rate(10 minutes)"
+WATCHER_PERIOD_SECONDS = 600
+WATCHER_TIMEOUT_SECONDS = WATCHER_PERIOD_SECONDS + ws.OVERLAP_SECONDS + int(ws.END_RESERVE_SECONDS)
 ENI_ACTIONS = ("ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
                "ec2:DescribeNetworkInterfaces", "ec2:UnassignPrivateIpAddresses")
 # A scheduled run that waited behind the previous one (reserved concurrency 1) is dropped after a minute:
@@ -37,7 +49,8 @@ MAX_EVENT_AGE = cdk.Duration.seconds(60)
 
 
 class Functions(Construct):
-    """``provisioner``, ``interruption``, ``disruption`` (lambda_.Function) and ``log_groups`` are public."""
+    """``provisioner``, ``interruption``, ``disruption``, ``watcher`` (lambda_.Function; the watcher None
+    unless ``provisioner.reaction: watcher``) and ``log_groups`` are public."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: cfg.ClusterConfig, identity: Identity,
                  code: lambda_.Code, queue: sqs.IQueue, claims: ClaimsTable) -> None:
@@ -50,7 +63,7 @@ class Functions(Construct):
                   "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
                   "POWERTOOLS_LOG_LEVEL": "INFO"}
         self.provisioner = self._function(
-            "provisioner", timeout=config.provisioner.timeout_seconds, reserved=1,
+            "provisioner", timeout=config.provisioner.timeout_seconds, reserved=1, tracing=False,
             environment={**common,
                          cfg.ENV_NODE_ROLE_ARN: identity.node_role.role_arn,
                          cfg.ENV_CLAIMS_TABLE: claims.table.table_name,
@@ -63,9 +76,18 @@ class Functions(Construct):
                          cfg.ENV_PROVISIONER_FUNCTION: self.provisioner.function_name})
         # Disruption decisions assume a stable view of the cluster: never two runs at once.
         self.disruption = self._function(
-            "disruption", timeout=config.disruption.timeout_seconds, reserved=1,
+            "disruption", timeout=config.disruption.timeout_seconds, reserved=1, tracing=False,
             environment={**common, cfg.ENV_PROVISIONER_FUNCTION: self.provisioner.function_name})
-        self._schedule("provisioner", self.provisioner, config.provisioner.schedule, enabled=True)
+        self.watcher: lambda_.Function | None = None
+        if config.provisioner.mode == "watcher":
+            self.watcher = self._function(
+                "watcher", timeout=WATCHER_TIMEOUT_SECONDS, reserved=2, tracing=False,
+                environment={ws.ENV_CLUSTER_NAME: config.cluster_name,
+                             ws.ENV_PROVISIONER_FUNCTION: self.provisioner.function_name,
+                             ws.ENV_BATCH_IDLE: f"{config.provisioner.batch_idle_seconds:g}",
+                             ws.ENV_BATCH_MAX: f"{config.provisioner.batch_max_seconds:g}"})
+            self._schedule("watcher", self.watcher, WATCHER_SCHEDULE, enabled=True)
+        self._schedule("provisioner", self.provisioner, config.provisioner.schedule_expression, enabled=True)
         self._schedule("disruption", self.disruption, config.disruption.schedule, enabled=config.disruption.enabled)
         self.interruption.add_event_source(sources.SqsEventSource(
             queue,
@@ -76,10 +98,14 @@ class Functions(Construct):
 
     @property
     def all(self) -> dict[str, lambda_.Function]:
-        return {"provisioner": self.provisioner, "interruption": self.interruption, "disruption": self.disruption}
+        functions = {"provisioner": self.provisioner, "interruption": self.interruption,
+                     "disruption": self.disruption}
+        if self.watcher is not None:
+            functions["watcher"] = self.watcher
+        return functions
 
-    def _function(self, name: str, *, timeout: int, reserved: int | None,
-                  environment: dict[str, str]) -> lambda_.Function:
+    def _function(self, name: str, *, timeout: int, reserved: int | None, environment: dict[str, str],
+                  tracing: bool = True) -> lambda_.Function:
         title = name.capitalize()
         role = self.identity.function_roles[name]
         log_group = logs.LogGroup(self, f"{title}Logs", removal_policy=cdk.RemovalPolicy.DESTROY)
@@ -92,6 +118,9 @@ class Functions(Construct):
                                                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
                                                resources=[log_group.log_group_arn]))
         scheduled = name != "interruption"
+        if not tracing and "POWERTOOLS_SERVICE_NAME" in environment:
+            # Untraced: Powertools' tracer then neither builds segments nor patches the SDK.
+            environment = {**environment, "POWERTOOLS_TRACE_DISABLED": "true"}
         function = lambda_.Function(
             self, title,
             description=f"Serverless EKS autoscaler {name} for cluster {self.config.cluster_name}",
@@ -104,7 +133,7 @@ class Functions(Construct):
             reserved_concurrent_executions=reserved,
             role=role,
             log_group=log_group,
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=lambda_.Tracing.ACTIVE if tracing else lambda_.Tracing.DISABLED,
             environment=environment,
             retry_attempts=0 if scheduled else None,
             max_event_age=MAX_EVENT_AGE if scheduled else None,
@@ -119,7 +148,7 @@ class Functions(Construct):
             return self.config.provisioner.memory_mb
         if name == "disruption":
             return self.config.disruption.memory_mb
-        return INTERRUPTION_MEMORY_MB
+        return WATCHER_MEMORY_MB if name == "watcher" else INTERRUPTION_MEMORY_MB
 
     @staticmethod
     def _depend_on_policy_only(function: lambda_.Function, role: iam.Role) -> None:

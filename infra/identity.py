@@ -25,7 +25,12 @@ from autoscaler.domain.ownership import cluster_tag
 
 KUBERNETES_GROUP = "eks-serverless-autoscaler"
 RBAC_MANIFEST = Path(__file__).resolve().parent / "rbac" / "autoscaler-clusterrole.yaml"
+# The watcher only lists and watches pods: its own group and ClusterRole.
+WATCHER_GROUP = "eks-serverless-autoscaler-watcher"
+WATCHER_RBAC_MANIFEST = RBAC_MANIFEST.with_name("watcher-clusterrole.yaml")
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+# With rbac.clusterAdmin (no RBAC manifest applied) the watcher gets read-only access instead.
+VIEW_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 
 # Tags on every instance and launch template the autoscaler creates (DESIGN.md "Resource tags"); the
 # policies below key on them, so an instance without them can be neither launched nor terminated.
@@ -59,7 +64,7 @@ NODE_MANAGED_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy",
 
 
 class Identity(Construct):
-    """Roles for the three functions and the nodes, plus access entries.
+    """Roles for the three (with the watcher: four) functions and the nodes, plus access entries.
 
     The per-function grants that need a function or log group (logs, invoke) are added by
     :meth:`allow_invoke_provisioner` and the functions construct once those exist.
@@ -76,6 +81,11 @@ class Identity(Construct):
         self.provisioner_role = self._function_role("Provisioner")
         self.interruption_role = self._function_role("Interruption")
         self.disruption_role = self._function_role("Disruption")
+        # The watcher exists only with ``provisioner.reaction: watcher``; it calls eks:DescribeCluster and
+        # invokes the provisioner (granted in allow_invoke_provisioner), nothing else.
+        self.watcher_role = self._function_role("Watcher") if config.provisioner.mode == "watcher" else None
+        if self.watcher_role is not None:
+            self.watcher_role.add_to_policy(self._describe_cluster())
         self._grant_provisioner()
         self._grant_interruption()
         self._grant_disruption()
@@ -222,15 +232,22 @@ class Identity(Construct):
             self.disruption_role.add_to_policy(statement)
 
     def allow_invoke_provisioner(self, provisioner_arn: str) -> None:
-        """Interruption and disruption ask the provisioner for replacement capacity at once."""
-        for role in (self.interruption_role, self.disruption_role):
+        """Interruption and disruption ask the provisioner for replacement capacity at once; the watcher
+        wakes it."""
+        roles = [self.interruption_role, self.disruption_role]
+        if self.watcher_role is not None:
+            roles.append(self.watcher_role)
+        for role in roles:
             role.add_to_policy(iam.PolicyStatement(sid="InvokeProvisioner", actions=["lambda:InvokeFunction"],
                                                    resources=[provisioner_arn]))
 
     @property
     def function_roles(self) -> dict[str, iam.Role]:
-        return {"provisioner": self.provisioner_role, "interruption": self.interruption_role,
-                "disruption": self.disruption_role}
+        roles = {"provisioner": self.provisioner_role, "interruption": self.interruption_role,
+                 "disruption": self.disruption_role}
+        if self.watcher_role is not None:
+            roles["watcher"] = self.watcher_role
+        return roles
 
     # --- EKS access --------------------------------------------------------------------------------
 
@@ -244,12 +261,23 @@ class Identity(Construct):
             admin = [eks.CfnAccessEntry.AccessPolicyProperty(
                 policy_arn=CLUSTER_ADMIN_POLICY, access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster"))]
         for name, role in self.function_roles.items():
+            if name == "watcher":
+                continue
             eks.CfnAccessEntry(self, f"{name.capitalize()}AccessEntry", cluster_name=cluster,
                                principal_arn=role.role_arn, type="STANDARD",
                                kubernetes_groups=[KUBERNETES_GROUP], access_policies=admin)
+        if self.watcher_role is not None:
+            view = None
+            if admin is not None:
+                view = [eks.CfnAccessEntry.AccessPolicyProperty(
+                    policy_arn=VIEW_POLICY, access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster"))]
+            eks.CfnAccessEntry(self, "WatcherAccessEntry", cluster_name=cluster,
+                               principal_arn=self.watcher_role.role_arn, type="STANDARD",
+                               kubernetes_groups=[WATCHER_GROUP], access_policies=view)
 
     def rbac_command(self) -> str:
         """The one command an operator runs after deploying (printed as a stack output)."""
         region = self.stack.region
         return (f"aws eks update-kubeconfig --region {region} --name {self.config.cluster_name} && "
-                f"kubectl apply -f {RBAC_MANIFEST.relative_to(RBAC_MANIFEST.parents[2])}")
+                f"kubectl apply -f {RBAC_MANIFEST.relative_to(RBAC_MANIFEST.parents[2])}"
+                f" -f {WATCHER_RBAC_MANIFEST.relative_to(RBAC_MANIFEST.parents[2])}")

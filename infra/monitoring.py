@@ -25,6 +25,9 @@ NEAR_TIMEOUT = 0.9
 QUEUE_AGE_SECONDS = 120
 # Functions invoked asynchronously (Scheduler, replacement requests): their events can be dropped.
 ASYNC_FUNCTIONS = ("provisioner", "disruption")
+# The watcher runs to (nearly) its timeout by design: no near-timeout alarm. One invocation ends every
+# 10 minutes, so a 20-minute period always holds one's Errors datapoint unless it did not run.
+WATCHER_HEARTBEAT_MINUTES = 20
 _INSIGHTS_STAT = {"Sum": "SUM", "Maximum": "MAX", "Average": "AVG", "p90": "MAX"}
 
 
@@ -120,9 +123,10 @@ class Monitoring(Construct):
                 threshold=1, periods=3),
             "ProvisionerHeartbeat": self._alarm(
                 "ProvisionerHeartbeat",
-                self.metric(mc.PASSES_SUCCEEDED).with_(period=cdk.Duration.minutes(HEARTBEAT_MINUTES)),
-                description=f"No provisioner pass ran to the end in {HEARTBEAT_MINUTES} minutes: pending pods "
-                            "get no nodes. Check the schedule, the function's errors and throttles, and its logs.",
+                self.metric(mc.PASSES_SUCCEEDED).with_(period=cdk.Duration.minutes(self.heartbeat_minutes)),
+                description=f"No provisioner pass ran to the end in {self.heartbeat_minutes} minutes: pending "
+                            "pods get no nodes. Check the schedule, the function's errors and throttles, and its "
+                            "logs.",
                 threshold=1, periods=1, below=True, missing_breaches=True),
             "InterruptionQueueAge": self._alarm(
                 "InterruptionQueueAge",
@@ -133,6 +137,17 @@ class Monitoring(Construct):
         }
         for name, function in self.functions.items():
             title = f"{name.capitalize()}Errors"
+            if name == "watcher":
+                # One alarm is both its errors and its heartbeat ($0.10 a month each): every invocation
+                # reports Errors (0 when fine), so no data in a period means it did not run at all.
+                alarms[title] = self._alarm(
+                    title, function.metric_errors(period=cdk.Duration.minutes(WATCHER_HEARTBEAT_MINUTES),
+                                                  statistic="Sum"),
+                    description=f"The watcher function failed (it never reached the Kubernetes API for a whole run) "
+                                f"or did not run in {WATCHER_HEARTBEAT_MINUTES} minutes: new pending pods wait for "
+                                "the provisioner's safety pass. See its log group, schedule and throttles.",
+                    threshold=1, periods=1, missing_breaches=True)
+                continue
             alarms[title] = self._alarm(
                 title, function.metric_errors(period=cdk.Duration.minutes(5), statistic="Sum"),
                 description=f"The {name} function is failing; see its log group.",
@@ -152,6 +167,11 @@ class Monitoring(Construct):
                                 "its reserved concurrency, or failing): runs were skipped.",
                     threshold=1, periods=1)
         return alarms
+
+    @property
+    def heartbeat_minutes(self) -> int:
+        """Two safety passes' worth with the watcher (one a period, jitter aside), else HEARTBEAT_MINUTES."""
+        return max(HEARTBEAT_MINUTES, 2 * self.config.provisioner.period_seconds // 60)
 
     @staticmethod
     def timeout_seconds(function: lambda_.Function) -> int:

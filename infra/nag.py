@@ -41,8 +41,8 @@ def apply_suppressions(stack: cdk.Stack, *, node_role_created: bool) -> None:
               "instances carry their own claim tags, from which a lost table is rebuilt by the next pass. "
               "A point-in-time backup would restore only stale launches.")
     NagSuppressions.add_resource_suppressions(
-        [stack.node.find_child("Functions").node.find_child(name) for name in
-         ("Provisioner", "Interruption", "Disruption")],
+        [function for name in ("Provisioner", "Interruption", "Disruption", "Watcher")
+         if (function := stack.node.find_child("Functions").node.try_find_child(name)) is not None],
         [NagPackSuppression(id="AwsSolutions-L1",
                             reason="Pinned to Python 3.13, the newest runtime every dependency ships arm64 "
                                    "wheels for; moving to a newer runtime is a tested change, not automatic.")],

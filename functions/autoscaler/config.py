@@ -26,6 +26,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
 from autoscaler.domain.durations import duration_seconds
 from autoscaler.domain.errors import ConfigError, Problem, did_you_mean, with_lines
 from autoscaler.domain.manifest_check import check_node_classes, check_node_pools, node_class_names
@@ -90,12 +91,24 @@ class InterruptionConfig(_Model):
     delete_finished_pods: bool = False
 
 
-class ProvisionerConfig(_Model):
-    """The provisioner's schedule and watch mode."""
+Reaction = Literal["watcher", "watch", "scheduled"]
+# How often the provisioner runs on its own, per reaction: with the watcher it is only a safety pass.
+DEFAULT_PROVISIONER_SCHEDULE: dict[str, str] = {"watcher": "rate(10 minutes)", "watch": "rate(1 minute)",
+                                                "scheduled": "rate(1 minute)"}
 
-    watch_mode: bool = True
+
+class ProvisionerConfig(_Model):
+    """The provisioner's reaction path, schedule and memory."""
+
+    # How pending pods reach the planner (docs/provisioner.md): a 128 MB watcher function wakes it per batch
+    # (seconds, ~$5/month idle); the planner keeps its own watch open between runs (seconds, ~$30 at
+    # 1,024 MB); or only the schedule (up to a period of delay, cheapest).
+    reaction: Reaction | None = None
+    # Replaced by ``reaction`` (true: watch, false: scheduled); still read so older files keep working.
+    watch_mode: bool | None = None
     dry_run: bool = False
-    schedule: str = "rate(1 minute)"
+    # Default per reaction (DEFAULT_PROVISIONER_SCHEDULE).
+    schedule: str | None = None
     registration_timeout: str = "15m"
     # Stop watching this long before the next scheduled run so runs do not pile up behind the
     # reserved concurrency of 1.
@@ -103,10 +116,16 @@ class ProvisionerConfig(_Model):
     # Lambda memory (and so CPU share). Watch mode bills it for the whole watch: 1,024 MB is ~$30/month,
     # 256 MB ~$7.5, at the cost of ~4x slower planning (docs/cost.md).
     memory_mb: int = Field(default=1024, ge=128, le=10240)
+    # The batching window of the watcher and of watch mode (Karpenter's BATCH_IDLE/MAX_DURATION): a shorter
+    # idle window reacts sooner to a trickle of pods, at the price of more, smaller passes (docs/provisioner.md).
+    batch_idle_seconds: float = Field(default=BATCH_IDLE_SECONDS, gt=0, le=60)
+    batch_max_seconds: float = Field(default=BATCH_MAX_SECONDS, gt=0, le=60)
 
     @field_validator("schedule")
     @classmethod
-    def _rate_only(cls, value: str) -> str:
+    def _rate_only(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
         if value.strip().startswith("rate("):
             problem = rate_problem(value)
             if problem:
@@ -122,23 +141,47 @@ class ProvisionerConfig(_Model):
         duration_seconds(value)
         return value
 
+    @model_validator(mode="after")
+    def _one_reaction(self) -> ProvisionerConfig:
+        if self.batch_idle_seconds > self.batch_max_seconds:
+            raise ValueError(f"batchIdleSeconds: {self.batch_idle_seconds:g} is longer than batchMaxSeconds: "
+                             f"{self.batch_max_seconds:g}; the idle window must fit in the batch's maximum")
+        if self.reaction is not None and self.watch_mode is not None and \
+                self.reaction != ("watch" if self.watch_mode else "scheduled"):
+            raise ValueError(f"watchMode: {str(self.watch_mode).lower()} contradicts reaction: {self.reaction}; "
+                             "watchMode is replaced by reaction: remove watchMode")
+        return self
+
+    @property
+    def mode(self) -> Reaction:
+        """The reaction path in effect: ``reaction``, else the legacy ``watchMode``, else the watcher."""
+        if self.reaction is not None:
+            return self.reaction
+        if self.watch_mode is not None:
+            return "watch" if self.watch_mode else "scheduled"
+        return "watcher"
+
+    @property
+    def schedule_expression(self) -> str:
+        return self.schedule or DEFAULT_PROVISIONER_SCHEDULE[self.mode]
+
     @property
     def period_seconds(self) -> int:
-        seconds = rate_seconds(self.schedule)
+        seconds = rate_seconds(self.schedule_expression)
         assert seconds is not None  # guaranteed by the validator
         return seconds
 
     @property
     def watch_seconds(self) -> int:
-        """How long one run keeps its watch open; 0 when watch mode is off."""
-        if not self.watch_mode:
+        """How long one run keeps its own watch open; 0 unless the reaction is ``watch``."""
+        if self.mode != "watch":
             return 0
         return min(self.period_seconds, 900) - self.watch_margin_seconds
 
     @property
     def timeout_seconds(self) -> int:
         """Lambda timeout: the watch window plus room for one final plan and CreateFleet call."""
-        return min(self.watch_seconds + 30, 900) if self.watch_mode else 60
+        return min(self.watch_seconds + 30, 900) if self.mode == "watch" else 60
 
 
 class DisruptionConfig(_Model):

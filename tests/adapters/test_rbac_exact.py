@@ -13,12 +13,13 @@ from pathlib import Path
 import yaml
 
 from autoscaler.adapters.kube.cluster import KubeCluster
-from autoscaler.app.ports import ClusterPort
+from autoscaler.app.ports import ClusterPort, UnboundPodWatch
 from autoscaler.domain.models import Taint
 from simulator.kube_api import KubeApiServer, client_for
 from tests.kube_objects import node, pod
 
 MANIFEST = Path(__file__).resolve().parents[2] / "infra" / "rbac" / "autoscaler-clusterrole.yaml"
+WATCHER_MANIFEST = MANIFEST.with_name("watcher-clusterrole.yaml")
 _PATH = re.compile(r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/[^/]+)?/(?P<resource>[^/]+)"
                    r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?$")
 _VERBS = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
@@ -32,8 +33,8 @@ def _rbac(method: str, path: str, *, watched: bool) -> tuple[str, str, str]:
     return (m["group"] or "", resource, verb)
 
 
-def _granted() -> set[tuple[str, str, str]]:
-    role = next(d for d in yaml.safe_load_all(MANIFEST.read_text()) if d["kind"] == "ClusterRole")
+def _granted(manifest: Path = MANIFEST) -> set[tuple[str, str, str]]:
+    role = next(d for d in yaml.safe_load_all(manifest.read_text()) if d["kind"] == "ClusterRole")
     return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
             for v in rule["verbs"]}
 
@@ -72,3 +73,18 @@ def test_cluster_role_grants_exactly_what_the_adapter_uses(kube_api: KubeApiServ
     used |= {_rbac("GET", p, watched=True) for p in kube_api.store.watches}
     assert used == _granted(), (f"missing from the ClusterRole: {sorted(used - _granted())}; "
                                 f"granted but unused: {sorted(_granted() - used)}")
+
+
+def test_watcher_cluster_role_grants_exactly_what_the_watcher_uses(kube_api: KubeApiServer) -> None:
+    # Given the watcher's two calls (its port, UnboundPodWatch) against the emulator
+    cluster = KubeCluster(client_for(kube_api.url))
+    kube_api.store.create("pods", pod("waiting"))
+    port: UnboundPodWatch = cluster
+    _, version = port.list_unbound_pods_raw()
+    list(port.watch_unbound_pods_raw(resource_version=version, timeout_seconds=1))
+    # Then the RBAC verbs they need are exactly the watcher's ClusterRole
+    served = Counter(kube_api.store.requests)
+    served.subtract(Counter(("GET", p) for p in kube_api.store.watches))
+    used = {_rbac(m, p, watched=False) for (m, p), n in served.items() if n > 0}
+    used |= {_rbac("GET", p, watched=True) for p in kube_api.store.watches}
+    assert used == _granted(WATCHER_MANIFEST) == {("", "pods", "list"), ("", "pods", "watch")}

@@ -19,16 +19,31 @@ def template(demo: Synth, tmp_path: Path) -> Path:
 
 
 def test_the_bill_follows_the_template(template: Path) -> None:
-    # Given the demo stack's template (watch mode, 1,024 MB, two 1-minute schedules, 14 alarms)
+    # Given the demo stack's template (reaction: watcher, provisioner at 1,024 MB, 16 alarms)
     stack = read_stack(cluster=ROOT / "clusters" / "demo.yaml", template=template)
-    assert stack.functions["provisioner"]["memoryMb"] == 1024 and stack.alarms == 14
+    assert stack.functions["provisioner"]["memoryMb"] == 1024 and stack.alarms == 15
     # When the idle month is costed
     watch = bill(stack, Inputs(), option="watch", busy=False)
     scheduled = bill(stack, Inputs(), option="scheduled", busy=False)
     # Then watch mode is ~51 s of 1,024 MB every minute, and dashboard and alarms are list prices
     assert watch.items["lambda:provisioner"] == pytest.approx(43_800 * 51 * 0.0000133334, rel=1e-3)
-    assert watch.items["dashboard"] == 3.0 and watch.items["alarms"] == 1.4
+    assert watch.items["dashboard"] == 3.0 and watch.items["alarms"] == 1.5
     assert scheduled.total(*COMPUTE) < 5.0 < watch.total(*COMPUTE)
+
+
+def test_the_watcher_meets_the_idle_targets_as_synthesised(template: Path) -> None:
+    # Given the demo template: a 128 MB watcher every 10 minutes running 603 s, the provisioner's 10-minute
+    # safety pass, disruption every 10 minutes at 512 MB, X-Ray on neither
+    stack = read_stack(cluster=ROOT / "clusters" / "demo.yaml", template=template)
+    assert stack.functions["watcher"] == {**stack.functions["watcher"], "memoryMb": 128, "timeout": 606,
+                                          "tracing": None}
+    assert stack.schedules["watcher"] == {"expression": "rate(10 minutes)", "enabled": True}
+    # When the idle month is costed
+    idle = bill(stack, Inputs(), option="watcher", busy=False)
+    # Then the watcher is 603 s of 128 MB per 10 minutes, and compute and the whole bill meet the targets
+    assert idle.items["lambda:watcher"] == pytest.approx(4_380 * 603 * 0.125 * 0.0000133334, rel=1e-3)
+    assert not [item for item in idle.items if item.startswith("xray:")]
+    assert idle.total(*COMPUTE) <= 5.0 and idle.total() <= 12.0
 
 
 def test_memory_in_the_template_changes_the_bill(template: Path, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.identity import KUBERNETES_GROUP, RBAC_MANIFEST
+from infra.identity import KUBERNETES_GROUP, RBAC_MANIFEST, WATCHER_GROUP, WATCHER_RBAC_MANIFEST
 from tests.infra.conftest import Synth, as_list, render
 
 EC2 = "arn:${AWS::Partition}:ec2:us-west-2:${AWS::AccountId}:"
@@ -65,7 +65,7 @@ EXPECTED: dict[str, list[dict[str, Any]]] = {
         # No iam:*InstanceProfile: launches use the profile the stack creates (tests/infra/test_migration.py).
         {"Sid": "ReadPublicAmiParameters", "Action": ["ssm:GetParameter"],
          "Resource": ["arn:${AWS::Partition}:ssm:us-west-2::parameter/aws/service/*"]},
-        _logs("Provisioner"), XRAY,
+        _logs("Provisioner"),
     ],
     "IdentityInterruptionRole": [
         {"Sid": "DescribeEc2", "Action": ["ec2:DescribeInstances"], "Resource": ["*"], "Condition": REGION},
@@ -84,13 +84,17 @@ EXPECTED: dict[str, list[dict[str, Any]]] = {
             "ec2:DescribeInstanceTypeOfferings",
             "ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeSecurityGroups",
             "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"]},
-        PRICES, DESCRIBE_CLUSTER, TERMINATE, INVOKE, _logs("Disruption"), XRAY,
+        PRICES, DESCRIBE_CLUSTER, TERMINATE, INVOKE, _logs("Disruption"),
         {"Sid": "ReadPublicAmiParameters", "Action": ["ssm:GetParameter"],
          "Resource": ["arn:${AWS::Partition}:ssm:us-west-2::parameter/aws/service/*"]},
     ],
+    # The watcher: the cluster's endpoint, and invoking the provisioner; no X-Ray (tracing off).
+    "IdentityWatcherRole": [DESCRIBE_CLUSTER, INVOKE, _logs("Watcher")],
     "SchedulerRoleForTargete7ef0c": [
         {"Action": ["lambda:InvokeFunction"],
          "Resource": ["${FunctionsProvisioner.Arn}", "${FunctionsProvisioner.Arn}:*"]}],
+    "SchedulerRoleForTarget7a4431": [
+        {"Action": ["lambda:InvokeFunction"], "Resource": ["${FunctionsWatcher.Arn}", "${FunctionsWatcher.Arn}:*"]}],
     "SchedulerRoleForTargetb7cac6": [
         {"Action": ["lambda:InvokeFunction"],
          "Resource": ["${FunctionsDisruption.Arn}", "${FunctionsDisruption.Arn}:*"]}],
@@ -163,14 +167,25 @@ def test_vpc_functions_may_manage_their_network_interfaces(full: Synth) -> None:
     assert all(s["Condition"] == {"StringEquals": {"aws:RequestedRegion": "eu-west-1"}} for s in statements)
 
 
-def test_access_entries_for_nodes_and_the_three_function_roles(demo: Synth) -> None:
+def test_access_entries_for_nodes_the_three_function_roles_and_the_watcher(demo: Synth) -> None:
     entries = {k: render(v["Properties"]) for k, v in demo.of_type("AWS::EKS::AccessEntry").items()}
     assert sorted(entries.values(), key=lambda e: e["PrincipalArn"]) == [
         {"ClusterName": "demo", "KubernetesGroups": [KUBERNETES_GROUP],
          "PrincipalArn": f"${{Identity{n}Role.Arn}}", "Type": "STANDARD"} for n in ("Disruption", "Interruption")
     ] + [{"ClusterName": "demo", "PrincipalArn": "${IdentityNodeRole.Arn}", "Type": "EC2_LINUX"},
          {"ClusterName": "demo", "KubernetesGroups": [KUBERNETES_GROUP],
-          "PrincipalArn": "${IdentityProvisionerRole.Arn}", "Type": "STANDARD"}]
+          "PrincipalArn": "${IdentityProvisionerRole.Arn}", "Type": "STANDARD"},
+         # The watcher is in its own group, which may only list and watch pods.
+         {"ClusterName": "demo", "KubernetesGroups": [WATCHER_GROUP],
+          "PrincipalArn": "${IdentityWatcherRole.Arn}", "Type": "STANDARD"}]
+
+
+def test_watcher_rbac_manifest_grants_only_list_and_watch_of_pods() -> None:
+    role, binding = list(yaml.safe_load_all(WATCHER_RBAC_MANIFEST.read_text()))
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                    "name": WATCHER_GROUP}]
 
 
 def test_cluster_admin_is_opt_in_and_an_existing_node_role_gets_no_entry(full: Synth) -> None:
@@ -208,4 +223,5 @@ def test_rbac_manifest_binds_the_functions_group_to_its_role() -> None:
 def test_stack_prints_the_one_rbac_command(demo: Synth) -> None:
     command = demo.template.to_json()["Outputs"]["ApplyRbacCommand"]["Value"]
     assert command == ("aws eks update-kubeconfig --region us-west-2 --name demo && "
-                       "kubectl apply -f infra/rbac/autoscaler-clusterrole.yaml")
+                       "kubectl apply -f infra/rbac/autoscaler-clusterrole.yaml "
+                       "-f infra/rbac/watcher-clusterrole.yaml")

@@ -86,7 +86,11 @@ def test_functions_runtime_tracing_logs_and_powertools(demo: Synth, name: str) -
     props = _function(demo, name)
     assert props["Handler"] == HANDLERS[name] == f"autoscaler.handlers.{name}.handler"
     assert props["Runtime"] == "python3.13" and props["Architectures"] == ["arm64"]
-    assert props["TracingConfig"] == {"Mode": "Active"}
+    # X-Ray ($5 per million traces) only on the interruption function: the idle bill has no room for a
+    # trace per safety pass or disruption pass (docs/cost.md)
+    assert props.get("TracingConfig") == ({"Mode": "Active"} if name == "interruption" else None)
+    assert props["Environment"]["Variables"].get("POWERTOOLS_TRACE_DISABLED") == (
+        None if name == "interruption" else "true")
     env = props["Environment"]["Variables"]
     assert env["POWERTOOLS_SERVICE_NAME"] == mc.service_name("demo")
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == mc.NAMESPACE
@@ -94,16 +98,18 @@ def test_functions_runtime_tracing_logs_and_powertools(demo: Synth, name: str) -
     assert demo.resources[next(k for k in demo.resources if k.startswith(log_group))]["Properties"][
         "RetentionInDays"] == 30
     assert "VpcConfig" not in props
-    assert props["MemorySize"] == {"provisioner": 1024, "interruption": 512, "disruption": 1024}[name]
+    assert props["MemorySize"] == {"provisioner": 1024, "interruption": 512, "disruption": 512}[name]
 
 
-def test_provisioner_runs_alone_every_minute_and_watches_until_shortly_before_the_next_run(demo: Synth) -> None:
+def test_provisioner_runs_alone_and_its_schedule_is_the_watchers_safety_pass(demo: Synth) -> None:
+    # Given the demo (reaction: watcher) / Then the provisioner runs one pass per invocation, alone, and
+    # on its own only every 10 minutes: the watcher wakes it for new pending pods
     props = _function(demo, "provisioner")
     assert props["ReservedConcurrentExecutions"] == 1
-    assert demo.config.provisioner.watch_seconds == 50
-    assert props["Timeout"] == 80 and props["Timeout"] > demo.config.provisioner.watch_seconds
+    assert demo.config.provisioner.mode == "watcher" and demo.config.provisioner.watch_seconds == 0
+    assert props["Timeout"] == 60
     _, schedule = demo.one("AWS::Scheduler::Schedule", "FunctionsProvisionerSchedule")
-    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(10 minutes)"
     assert schedule["Properties"]["State"] == "ENABLED"
     assert render(schedule["Properties"]["Target"]["Arn"]) == "${FunctionsProvisioner.Arn}"
     assert schedule["Properties"]["Target"]["RetryPolicy"] == {"MaximumEventAgeInSeconds": 60,
@@ -128,18 +134,50 @@ def test_interruption_consumes_the_queue_with_partial_batch_responses(demo: Synt
 def test_disruption_is_scheduled_and_runs_alone(demo: Synth) -> None:
     assert _function(demo, "disruption")["ReservedConcurrentExecutions"] == 1
     _, schedule = demo.one("AWS::Scheduler::Schedule", "FunctionsDisruptionSchedule")
-    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(10 minutes)"
     assert render(schedule["Properties"]["Target"]["Arn"]) == "${FunctionsDisruption.Arn}"
 
 
+def test_watcher_is_small_untraced_and_overlaps_its_next_run(demo: Synth) -> None:
+    # Given the demo (reaction: watcher) / Then a 128 MB function without X-Ray starts every 10 minutes and
+    # runs 3 s past the next start (plus the 3 s it keeps for its last wake-up); two may run at once
+    props = _function(demo, "watcher")
+    assert props["Handler"] == HANDLERS["watcher"] == "autoscaler.handlers.watcher.handler"
+    assert props["MemorySize"] == 128 and props["Architectures"] == ["arm64"]
+    assert "TracingConfig" not in props
+    assert props["Timeout"] == 606 and props["ReservedConcurrentExecutions"] == 2
+    assert props["Environment"]["Variables"] == {"AUTOSCALER_CLUSTER_NAME": "demo",
+                                                 "AUTOSCALER_PROVISIONER_FUNCTION": "${FunctionsProvisioner}",
+                                                 "AUTOSCALER_BATCH_IDLE_SECONDS": "1",
+                                                 "AUTOSCALER_BATCH_MAX_SECONDS": "10"}
+    _, schedule = demo.one("AWS::Scheduler::Schedule", "FunctionsWatcherSchedule")
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(10 minutes)"
+    assert schedule["Properties"]["State"] == "ENABLED"
+    assert render(schedule["Properties"]["Target"]["Arn"]) == "${FunctionsWatcher.Arn}"
+    assert json.loads(schedule["Properties"]["Target"]["Input"]) == {"source": "schedule", "kind": "watcher"}
+
+
+def test_watcher_errors_alarm_is_also_its_heartbeat(demo: Synth) -> None:
+    # Given the watcher's one alarm / Then a failed run (never reached the API server) or no run at all in
+    # 20 minutes (no Errors datapoint: missing data breaches) alarms
+    alarm = _alarm(demo, "MonitoringWatcherErrorsAlarm")
+    assert (alarm["MetricName"], alarm["Namespace"], alarm["Statistic"]) == ("Errors", "AWS/Lambda", "Sum")
+    assert alarm["Period"] == 1200 and alarm["Threshold"] == 1 and alarm["EvaluationPeriods"] == 1
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["TreatMissingData"] == "breaching"
+    # and it runs to its timeout by design: no near-timeout alarm
+    assert not [k for k in demo.of_type("AWS::CloudWatch::Alarm") if k.startswith("MonitoringWatcherDuration")]
+
+
 def test_full_config_puts_functions_in_the_vpc_and_applies_its_settings(full: Synth) -> None:
-    for name in HANDLERS:
+    assert "watcher" not in full.stack.functions.all  # type: ignore[attr-defined]  # watchMode: false
+    for name in full.stack.functions.all:  # type: ignore[attr-defined]
         assert _function(full, name)["VpcConfig"] == {
             "SubnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
             "SecurityGroupIds": ["sg-0123456789abcdef0"]}
     assert _function(full, "provisioner")["Timeout"] == 60  # watch mode off
     # memoryMb from the cluster file; the defaults are 1,024 MB (and 512 MB for interruption)
-    assert {n: _function(full, n)["MemorySize"] for n in HANDLERS} == {
+    assert {n: _function(full, n)["MemorySize"] for n in full.stack.functions.all} == {  # type: ignore[attr-defined]
         "provisioner": 256, "interruption": 512, "disruption": 512}
     _, schedule = full.one("AWS::Scheduler::Schedule", "FunctionsDisruptionSchedule")
     assert schedule["Properties"]["State"] == "DISABLED"
@@ -234,10 +272,10 @@ def test_lambda_and_queue_health_widgets(demo: Synth) -> None:
     body = _dashboard(demo)
     duration = _widget(body, "Lambda duration (max) against timeout (ms)")
     # One line per function, each against a horizontal line at its timeout
-    assert [m[1] for m in duration["metrics"]] == ["Duration"] * 3
+    assert [m[1] for m in duration["metrics"]] == ["Duration"] * 4
     timeouts = {a["label"]: a["value"] for a in duration["annotations"]["horizontal"]}
-    assert timeouts == {"provisioner timeout": 80_000, "interruption timeout": 120_000,
-                        "disruption timeout": 300_000}
+    assert timeouts == {"provisioner timeout": 60_000, "interruption timeout": 120_000,
+                        "disruption timeout": 300_000, "watcher timeout": 606_000}
     dropped = _widget(body, "Lambda async events dropped")
     assert [m[:2] for m in dropped["metrics"]] == [["AWS/Lambda", "AsyncEventsDropped"]] * 2
     age = _widget(body, "Interruption queue: oldest message (s)")
@@ -253,7 +291,7 @@ def test_grouped_queries_use_each_metrics_full_dimension_set(demo: Synth) -> Non
 
 def test_alarms_read_catalogue_metrics(demo: Synth) -> None:
     alarms = {k: v["Properties"] for k, v in demo.of_type("AWS::CloudWatch::Alarm").items()}
-    assert len(alarms) == 14
+    assert len(alarms) == 15  # with the watcher's errors-and-heartbeat alarm
     custom = [m["MetricStat"]["Metric"] for a in alarms.values() for m in a.get("Metrics", [])]
     assert {m["MetricName"] for m in custom} == {"UnschedulablePods", "PricesStale", "NodesOfRemovedNodePool",
                                                  "PassesSucceeded"} <= set(mc.CATALOGUE)
@@ -261,7 +299,7 @@ def test_alarms_read_catalogue_metrics(demo: Synth) -> None:
     unschedulable = next(a for k, a in alarms.items() if k.startswith("MonitoringPodsUnschedulable"))
     assert unschedulable["EvaluationPeriods"] * unschedulable["Metrics"][0]["MetricStat"]["Period"] == 600
     errors = [a for k, a in alarms.items() if "ErrorsAlarm" in k]
-    assert len(errors) == 3 and all(a["MetricName"] == "Errors" for a in errors)
+    assert len(errors) == 4 and all(a["MetricName"] == "Errors" for a in errors)
 
 
 def _alarm(synth: Synth, prefix: str) -> dict[str, Any]:
@@ -270,17 +308,21 @@ def _alarm(synth: Synth, prefix: str) -> dict[str, Any]:
     return props
 
 
-def test_heartbeat_alarm_fires_when_no_pass_succeeds_for_five_minutes_and_on_missing_data(demo: Synth) -> None:
-    # Given the provisioner's heartbeat alarm, Then: fewer than 1 successful pass in a 5-minute period,
-    # with no data at all (the function never ran) counted as breaching
+def test_heartbeat_alarm_fires_when_no_pass_succeeds_for_two_safety_periods_and_on_missing_data(
+        demo: Synth, full: Synth) -> None:
+    # Given the provisioner's heartbeat alarm, Then: fewer than 1 successful pass in two safety-pass periods
+    # (20 minutes with the watcher's 10-minute safety pass; 5 minutes with a 1-minute schedule), with no
+    # data at all (the function never ran) counted as breaching
     heartbeat = _alarm(demo, "MonitoringProvisionerHeartbeatAlarm")
     stat = heartbeat["Metrics"][0]["MetricStat"]
-    assert stat["Metric"]["MetricName"] == "PassesSucceeded" and stat["Stat"] == "Sum" and stat["Period"] == 300
+    assert stat["Metric"]["MetricName"] == "PassesSucceeded" and stat["Stat"] == "Sum" and stat["Period"] == 1200
+    full_stat = _alarm(full, "MonitoringProvisionerHeartbeatAlarm")["Metrics"][0]["MetricStat"]
+    assert full_stat["Period"] == 300
     assert heartbeat["ComparisonOperator"] == "LessThanThreshold" and heartbeat["Threshold"] == 1
     assert heartbeat["TreatMissingData"] == "breaching" and heartbeat["EvaluationPeriods"] == 1
 
 
-@pytest.mark.parametrize(("name", "timeout"), [("Provisioner", 80), ("Interruption", 120), ("Disruption", 300)])
+@pytest.mark.parametrize(("name", "timeout"), [("Provisioner", 60), ("Interruption", 120), ("Disruption", 300)])
 def test_duration_near_timeout_alarm_per_function(demo: Synth, name: str, timeout: int) -> None:
     alarm = _alarm(demo, f"Monitoring{name}DurationNearTimeoutAlarm")
     assert alarm["MetricName"] == "Duration" and alarm["Namespace"] == "AWS/Lambda"

@@ -92,8 +92,8 @@ def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     (DEMO.read_text().replace('values: ["spot"]', 'values: ["spot"]\n            - key: node.kubernetes.io/'
                               'instance-type\n              operator: In\n              values: ["m5.superlarge"]'),
      0, "'m5.superlarge' is not an instance type in the bundled catalogue"),
-    (DEMO.read_text().replace("rate(1 minute)\n  registrationTimeout", "rate(1 minutes)\n  registrationTimeout"),
-     1, ":68: provisioner.schedule: 'rate(1 minutes)': EventBridge wants a singular unit"),
+    (DEMO.read_text().replace("rate(10 minutes)\n  registrationTimeout", "rate(1 minutes)\n  registrationTimeout"),
+     1, ":69: provisioner.schedule: 'rate(1 minutes)': EventBridge wants a singular unit"),
     ("pods: [{metadata: {name: p}, spec: {containers: [{resources: {requests: {cpu: '-1'}}}]}}]\n", 1,
      "snapshot pods[0]: Pod p.containers[0].resources: resource 'cpu': '-1' is negative"),
     ("hello: world\n", 1, "cannot tell what this file is"),

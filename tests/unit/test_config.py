@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from autoscaler import config as cfg
-from autoscaler.config import ConfigError, load_cluster_config, parse_cluster_config
+from autoscaler.config import ConfigError, ProvisionerConfig, load_cluster_config, parse_cluster_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "clusters" / "demo.yaml"
@@ -53,11 +55,40 @@ def test_defaults() -> None:
         "cordon_only": False, "dry_run": False, "pod_termination_grace_period": None,
         "node_termination_grace_period": None, "exclude_node_labels": {}, "delete_local_data": True,
         "delete_finished_pods": False}
-    assert config.provisioner.watch_mode and not config.provisioner.dry_run
+    # The demo reacts through the watcher; the provisioner's own schedule is the 10-minute safety pass.
+    assert config.provisioner.mode == "watcher" and not config.provisioner.dry_run
     assert (config.provisioner.period_seconds, config.provisioner.watch_seconds,
-            config.provisioner.timeout_seconds) == (60, 50, 80)
+            config.provisioner.timeout_seconds) == (600, 0, 60)
     assert config.vpc is None and config.node_role.create and not config.rbac.cluster_admin
     assert config.log_retention_days == 30
+
+
+@pytest.mark.parametrize(("given", "mode", "schedule", "watch_seconds"), [
+    ({}, "watcher", "rate(10 minutes)", 0),
+    ({"reaction": "watch"}, "watch", "rate(1 minute)", 50),
+    ({"reaction": "scheduled"}, "scheduled", "rate(1 minute)", 0),
+    ({"watchMode": True}, "watch", "rate(1 minute)", 50),  # the key reaction replaced still works
+    ({"watchMode": False}, "scheduled", "rate(1 minute)", 0),
+    ({"reaction": "watcher", "schedule": "rate(10 minutes)"}, "watcher", "rate(10 minutes)", 0),
+])
+def test_reaction_picks_the_schedule_and_watch(given: dict[str, Any], mode: str, schedule: str,
+                                               watch_seconds: int) -> None:
+    # Given a provisioner section / Then the reaction in effect, its default schedule and the watch window
+    cfg = ProvisionerConfig.model_validate(given)
+    assert (cfg.mode, cfg.schedule_expression, cfg.watch_seconds) == (mode, schedule, watch_seconds)
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"reaction": "webhook"}, "Input should be 'watcher', 'watch' or 'scheduled'"),
+    ({"reaction": "watcher", "watchMode": True}, "watchMode: true contradicts reaction: watcher; watchMode is "
+                                                 "replaced by reaction: remove watchMode"),
+    ({"batchIdleSeconds": 15}, "batchIdleSeconds: 15 is longer than batchMaxSeconds: 10; the idle window must fit"),
+    ({"batchMaxSeconds": 0}, "Input should be greater than 0"),
+])
+def test_reaction_is_validated_strictly(given: dict[str, Any], message: str) -> None:
+    # Given a wrong reaction / Then the error says what is wrong and what to write
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        ProvisionerConfig.model_validate(given)
 
 
 def _set(data: dict[str, Any], path: str, value: Any) -> None:

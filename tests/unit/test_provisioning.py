@@ -104,3 +104,26 @@ def _rt(*, watch: bool = True) -> Any:
 def test_watch_window(remaining_ms: int, enabled: bool, expected: float) -> None:
     context = SimpleNamespace(get_remaining_time_in_millis=lambda: remaining_ms)
     assert watch_seconds(_rt(), context, enabled=enabled) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("reaction", "event", "watch", "reason"), [
+    # Given a watcher's wake-up: one pass, no watch, whatever the reaction
+    ("watcher", {"source": "watcher", "kind": "provisioner", "reason": "3 pod(s) became unschedulable", "pods": 3},
+     False, "watcher (3 pod(s) became unschedulable)"),
+    ("watch", {"source": "watcher", "pods": 2}, False, "watcher (2 pod(s))"),
+    # a scheduled run watches only with reaction: watch
+    ("watcher", {"source": "schedule", "kind": "provisioner"}, False, "scheduled"),
+    ("watch", {"source": "schedule", "kind": "provisioner"}, True, "scheduled"),
+    ("scheduled", {"source": "schedule"}, False, "scheduled"),
+    # the payload's override wins (local runs, the demo)
+    ("watcher", {"source": "schedule", "watch": True}, True, "scheduled"),
+])
+def test_wake_ups_run_one_pass_and_only_reaction_watch_keeps_a_watch(
+        reaction: str, event: dict[str, Any], watch: bool, reason: str) -> None:
+    from autoscaler.config import ProvisionerConfig
+    from autoscaler.handlers.provisioner import pass_reason, wants_watch
+
+    # When the payload is parsed / Then the invocation's watch and its first pass's reason follow
+    payload = parse_event(event)
+    assert wants_watch(ProvisionerConfig.model_validate({"reaction": reaction}), payload) is watch
+    assert pass_reason(payload) == reason

@@ -7,7 +7,7 @@ Each method's docstring states its contract.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from autoscaler.domain.models import (
     DaemonSet,
@@ -359,4 +359,25 @@ class ReplacementRequester(Protocol):
         """Queue one replacement request and return at once (no waiting for the provisioner). True if the
         request was sent, False when no provisioner is configured. Raises when the request could not be
         queued, so the caller can retry."""
+        ...
+
+
+class UnboundPodWatch(Protocol):
+    """The watcher's view of the cluster: unbound, unfinished pods as raw JSON (``KubeCluster``)."""
+
+    def list_unbound_pods_raw(self) -> tuple[list[dict[str, Any]], str]:
+        """Every such pod and the list's resourceVersion. Raises ClusterError."""
+        ...
+
+    def watch_unbound_pods_raw(self, *, resource_version: str, timeout_seconds: float) -> Iterator[dict[str, Any]]:
+        """One watch stream of ``{"type", "object"}`` events from ``resource_version``. Raises ClusterError
+        (status 410: the version is too old, list again; status 0: the stream broke off)."""
+        ...
+
+
+class ProvisionerWaker(Protocol):
+    """Wakes the provisioner function (an asynchronous invoke: the watcher never waits for a pass)."""
+
+    def wake(self, *, reason: str, pods: int) -> None:
+        """Queue one provisioner pass. Raises CloudError when it could not be queued."""
         ...

@@ -27,6 +27,7 @@ from autoscaler.app.pass_metrics import emit_pass_metrics
 from autoscaler.app.pass_report import GroupOutcome, PassResult, group_launches
 from autoscaler.app.pod_events import PodEvent, PodEvents
 from autoscaler.app.ports import ClaimStore, Clock, CloudError, CloudPort, ClusterError, ClusterPort
+from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
 from autoscaler.domain.claims import Claim, claims_for
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchedInstance
@@ -45,9 +46,6 @@ from autoscaler.metrics_catalog import MetricsSink
 LEASE_SECONDS = 90.0
 log = logging.getLogger(__name__)
 
-# Karpenter's batching window: plan once no new pending pod arrived for IDLE seconds, or MAX after the first.
-BATCH_IDLE_SECONDS = 1.0
-BATCH_MAX_SECONDS = 10.0
 # CreateFleet calls in flight at once: a 50k-pod burst has dozens of node groups at ~1.5 s each on EC2, and
 # a pass must launch them all in one or two waves. Bursts this size fit EC2's per-API request buckets;
 # a throttle beyond them is absorbed by the clients' adaptive retries (``client_config``).

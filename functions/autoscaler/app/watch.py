@@ -121,9 +121,10 @@ def _pod_ids(plan: Plan) -> set[str]:
 def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
                    replacement: ReplacementRequest | None = None,
                    mark_unavailable: Callable[[str, str, str], None] | None = None,
-                   deadline: float | None = None, on_pass: PassHook | None = None) -> list[PassResult]:
-    """One Lambda invocation: a replacement pass or a scheduled pass, then watch mode when
-    ``watch_seconds`` > 0. ``deadline``: when the invocation ends (the clock's monotonic time);
+                   deadline: float | None = None, on_pass: PassHook | None = None,
+                   reason: str = "scheduled") -> list[PassResult]:
+    """One Lambda invocation: a replacement pass or a scheduled (or woken: ``reason``) pass, then watch
+    mode when ``watch_seconds`` > 0. ``deadline``: when the invocation ends (the clock's monotonic time);
     ``on_pass``: called with each pass's result as soon as that pass ends."""
     watcher = open_watch(provisioner, seconds=watch_seconds) if watch_seconds > 0 else None
     try:
@@ -135,7 +136,7 @@ def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
                 reason=f"replacement ({replacement.source} {replacement.event_id})".strip(),
                 leaving_nodes=replacement.nodes, deadline=deadline)
         else:
-            first = provisioner.run_pass(reason="scheduled", deadline=deadline)
+            first = provisioner.run_pass(reason=reason, deadline=deadline)
     except BaseException:
         if watcher is not None:
             watcher.close()

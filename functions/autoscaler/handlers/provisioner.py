@@ -1,7 +1,9 @@
-"""Provisioner Lambda: EventBridge Scheduler runs it every minute (``{"source": "schedule", "kind":
-"provisioner"}``); the interruption and disruption functions invoke it asynchronously with a
-replacement request. One call into ``autoscaler.app.provisioner``; watch mode keeps it running
-until shortly before the next scheduled run."""
+"""Provisioner Lambda: EventBridge Scheduler runs it on its schedule (``{"source": "schedule", "kind":
+"provisioner"}``: every 5 minutes as a safety pass with the watcher, every minute otherwise); the watcher
+function wakes it asynchronously per batch of unschedulable pods (``{"source": "watcher", ...}``); the
+interruption and disruption functions invoke it asynchronously with a replacement request. One call into
+``autoscaler.app.provisioner``; with ``reaction: watch`` it keeps running until shortly before the next
+scheduled run."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from autoscaler.app.provisioner import (
     ReplacementRequest,
 )
 from autoscaler.app.watch import run_invocation
+from autoscaler.config import ProvisionerConfig
 from autoscaler.domain.durations import duration_seconds
 from autoscaler.domain.keys import KARPENTER_TERMINATION_FINALIZER
 from autoscaler.handlers.observability import flush_metrics, logger, metrics, tracer
@@ -38,6 +41,8 @@ class ProvisionerEvent(BaseModel):
     event_id: str = Field(default="", alias="eventId")
     dry_run: bool | None = Field(default=None, alias="dryRun")
     watch: bool | None = None  # override the configured watch mode (local runs, the demo)
+    reason: str = ""  # the watcher's wake-up: why, and for how many pods
+    pods: int = 0
 
 
 def parse_event(event: Any) -> ProvisionerEvent:
@@ -65,11 +70,25 @@ def provisioner_for(runtime: Runtime, *, dry_run: bool) -> Provisioner:
             cluster_name=cfg.cluster_name, region=cfg.region, dry_run=dry_run,
             registration_timeout=float(duration_seconds(cfg.provisioner.registration_timeout)),
             release_finalizers=(KARPENTER_TERMINATION_FINALIZER,) if cfg.migration.adopt_karpenter_nodes else (),
+            batch_idle=cfg.provisioner.batch_idle_seconds, batch_max=cfg.provisioner.batch_max_seconds,
         )
         services[dry_run] = Provisioner(cluster=runtime.cluster, cloud=runtime.cloud, node_pools=runtime.node_pools,
                                         node_classes=runtime.node_classes, settings=settings, clock=runtime.clock,
                                         sink=runtime.sink, claims=runtime.claims)
     return services[dry_run]
+
+
+def wants_watch(cfg: ProvisionerConfig, payload: ProvisionerEvent) -> bool:
+    """Whether this invocation keeps a watch open after its pass: only with ``reaction: watch`` (or the
+    payload's override), never for a watcher's wake-up (the watcher is the watch)."""
+    if payload.watch is not None:
+        return payload.watch
+    return cfg.mode == "watch" and payload.source != "watcher"
+
+
+def pass_reason(payload: ProvisionerEvent) -> str:
+    """The first pass's reason in the decision log."""
+    return f"watcher ({payload.reason or f'{payload.pods} pod(s)'})" if payload.source == "watcher" else "scheduled"
 
 
 def watch_seconds(runtime: Runtime, context: Any, *, enabled: bool) -> float:
@@ -101,13 +120,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if payload.kind == "replacement":
         replacement = ReplacementRequest(source=payload.source, nodes=tuple(payload.nodes),
                                          unavailable=tuple(payload.unavailable), event_id=payload.event_id)
-    watch_enabled = cfg.watch_mode if payload.watch is None else payload.watch
+    watch_enabled = wants_watch(cfg, payload)
     service = provisioner_for(runtime, dry_run=dry_run)
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     deadline = runtime.clock.monotonic() + remaining_ms() / 1000.0 if callable(remaining_ms) else None
     passes: list[dict[str, Any]] = []
     results = run_invocation(service, watch_seconds=watch_seconds(runtime, context, enabled=watch_enabled),
                              replacement=replacement, deadline=deadline,
+                             reason=pass_reason(payload),
                              on_pass=lambda result: passes.append(publish_pass(result)))
     assert len(passes) == len(results)
     return {"passes": passes}

@@ -12,7 +12,6 @@ AWS clients honour ``AWS_ENDPOINT_URL`` (botocore does), which is how tests poin
 
 from __future__ import annotations
 
-import base64
 import os
 import threading
 from collections.abc import Mapping
@@ -27,7 +26,7 @@ from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.adapters.aws.replacement import LambdaReplacementRequester
 from autoscaler.adapters.aws.userdata import ClusterInfo
 from autoscaler.adapters.clock import SystemClock
-from autoscaler.adapters.kube.auth import api_client_for_eks, api_client_for_endpoint
+from autoscaler.adapters.kube.auth import ENV_KUBE_CA, ENV_KUBE_ENDPOINT, ENV_KUBE_TOKEN, api_client_from_environ
 from autoscaler.adapters.kube.cluster import KubeCluster
 from autoscaler.app.claims import MemoryClaimStore
 from autoscaler.app.ports import ClaimStore, Clock
@@ -37,9 +36,7 @@ from autoscaler.domain.nodepool import NodePool, parse_node_pools
 from autoscaler.handlers.observability import PowertoolsSink
 from autoscaler.metrics_catalog import MetricsSink
 
-ENV_KUBE_ENDPOINT = "AUTOSCALER_KUBE_ENDPOINT"
-ENV_KUBE_TOKEN = "AUTOSCALER_KUBE_TOKEN"
-ENV_KUBE_CA = "AUTOSCALER_KUBE_CA"
+__all__ = ["ENV_KUBE_CA", "ENV_KUBE_ENDPOINT", "ENV_KUBE_TOKEN"]  # defined in adapters/kube/auth.py
 DEFAULT_K8S_VERSION = "1.31"
 
 
@@ -90,15 +87,8 @@ def build_runtime(*, config: ClusterConfig | None = None, environ: Mapping[str, 
     node_pools = parse_node_pools(config.node_pools)
     node_classes = parse_node_classes(config.node_classes, default_role=config.node_role_name)
     info = _cluster_info(config, session, env)
-    endpoint = env.get(ENV_KUBE_ENDPOINT)
-    if endpoint:
-        ca = env.get(ENV_KUBE_CA)
-        api = api_client_for_endpoint(endpoint, token=env.get(ENV_KUBE_TOKEN),
-                                      ca_pem=base64.b64decode(ca) if ca else None,
-                                      verify_tls=endpoint.startswith("https://") and bool(ca))
-    else:
-        api = api_client_for_eks(config.cluster_name, eks=session.client("eks", region_name=config.region),
-                                 sts=session.client("sts", region_name=config.region), clock=clock)
+    api = api_client_from_environ(env, cluster_name=config.cluster_name, session=session, region=config.region,
+                                  clock=clock)
     deployment = load_deployment_env(env)
     # Without a table (local runs, `autoscaler` on a laptop) claims live in this process only.
     claims: ClaimStore = (DynamoClaimStore(session.client("dynamodb", region_name=config.region,

@@ -1,6 +1,6 @@
-"""Replacement requests to the provisioner function: an asynchronous ``lambda:Invoke``
-(``InvocationType="Event"``), so the caller never waits for a provisioning pass. Implements
-``autoscaler.app.ports.ReplacementRequester``."""
+"""Asynchronous invokes of the provisioner function (``lambda:Invoke`` with ``InvocationType="Event"``),
+so the caller never waits for a provisioning pass: replacement requests (interruption, disruption;
+``autoscaler.app.ports.ReplacementRequester``) and the watcher's wake-ups (``ProvisionerWaker``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from autoscaler.adapters.aws._calls import Caller
 
 if TYPE_CHECKING:
-    from autoscaler.app.ports import ReplacementRequester
+    from autoscaler.app.ports import ProvisionerWaker, ReplacementRequester
 
 
 def replacement_payload(*, source: str, nodes: Sequence[str], unavailable: Sequence[tuple[str, str, str]],
@@ -45,6 +45,28 @@ class LambdaReplacementRequester:
         return True
 
 
+def wake_payload(*, reason: str, pods: int) -> dict[str, Any]:
+    """What the provisioner receives from the watcher (docs/provisioner.md): a plain pass, no watch."""
+    return {"source": "watcher", "kind": "provisioner", "reason": reason, "pods": pods}
+
+
+class LambdaProvisionerWaker:
+    """The watcher's wake-up: one asynchronous invoke per batch. A duplicate (two overlapping watcher
+    invocations seeing the same pod) costs one extra plan, never extra capacity: passes take the launch
+    lease and node claims make CreateFleet idempotent."""
+
+    def __init__(self, lambda_client: Any, *, function_name: str) -> None:
+        self._lambda = Caller(lambda_client)
+        self.function_name = function_name
+
+    def wake(self, *, reason: str, pods: int) -> None:
+        self._lambda("invoke", FunctionName=self.function_name, InvocationType="Event",
+                     Payload=json.dumps(wake_payload(reason=reason, pods=pods)).encode())
+
+
 if TYPE_CHECKING:
     def _implements_port(r: LambdaReplacementRequester) -> ReplacementRequester:
         return r
+
+    def _implements_waker(w: LambdaProvisionerWaker) -> ProvisionerWaker:
+        return w

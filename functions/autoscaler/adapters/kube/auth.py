@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
     from mypy_boto3_eks import EKSClient
     from mypy_boto3_sts import STSClient
 
+# An explicit endpoint (the local simulation, tests, tunnels) instead of the EKS cluster's own.
+ENV_KUBE_ENDPOINT = "AUTOSCALER_KUBE_ENDPOINT"
+ENV_KUBE_TOKEN = "AUTOSCALER_KUBE_TOKEN"
+ENV_KUBE_CA = "AUTOSCALER_KUBE_CA"
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
 PRESIGN_SECONDS = 60  # what aws-iam-authenticator signs with; EKS itself honours the token 15 min
@@ -152,6 +157,20 @@ def api_client_for_endpoint(endpoint: str, *, token: str | None = None, ca_pem: 
         config.api_key_prefix = {"authorization": "Bearer"}
         config.api_key = {"authorization": token}
     return ApiClient(configuration=config)
+
+
+def api_client_from_environ(environ: Mapping[str, str], *, cluster_name: str, session: Any, region: str,
+                            clock: Clock) -> ApiClient:
+    """``AUTOSCALER_KUBE_ENDPOINT`` (with optional ``AUTOSCALER_KUBE_TOKEN`` and base64
+    ``AUTOSCALER_KUBE_CA``) when set, else the EKS cluster ``cluster_name`` (``session``: a boto3 Session)."""
+    endpoint = environ.get(ENV_KUBE_ENDPOINT)
+    if endpoint:
+        ca = environ.get(ENV_KUBE_CA)
+        return api_client_for_endpoint(endpoint, token=environ.get(ENV_KUBE_TOKEN),
+                                       ca_pem=base64.b64decode(ca) if ca else None,
+                                       verify_tls=endpoint.startswith("https://") and bool(ca))
+    return api_client_for_eks(cluster_name, eks=session.client("eks", region_name=region),
+                              sts=session.client("sts", region_name=region), clock=clock)
 
 
 def api_client_from_kubeconfig(*, config_file: str | None = None, context: str | None = None) -> ApiClient:

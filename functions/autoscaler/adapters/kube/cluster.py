@@ -408,6 +408,32 @@ class KubeCluster:
                           query=[("limit", "1"), ("fieldSelector", PENDING_FIELD_SELECTOR)])
         return str((page.get("metadata") or {}).get("resourceVersion") or "")
 
+    def list_unbound_pods_raw(self) -> tuple[list[Raw], str]:
+        """Every unbound, unfinished pod as raw JSON, and the list's resourceVersion (the watcher's list)."""
+        with _gc_paused():
+            return self._list_all("/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR)
+
+    def watch_unbound_pods_raw(self, *, resource_version: str, timeout_seconds: float) -> Iterator[Raw]:
+        """One watch stream of unbound, unfinished pods from ``resource_version``: ``{"type", "object"}``
+        events (a pod that gets bound arrives as DELETED: it left the selection). Raises ClusterError:
+        status 410 when the version is too old (as a status or an ERROR event), status 0 when the stream
+        broke off (retryable)."""
+        query = [("watch", "1"), ("fieldSelector", PENDING_FIELD_SELECTOR), ("resourceVersion", resource_version),
+                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(max(1, int(timeout_seconds))))]
+        resp = self._send("GET", "/api/v1/pods", query=query, timeout=(10.0, timeout_seconds + 10.0))
+        self._raise_for("GET", "/api/v1/pods?watch=1", resp)
+        try:
+            for event in _watch_events(resp.response):
+                if event.get("type") == "ERROR":
+                    obj = event.get("object") or {}
+                    raise ClusterError(f"watch pods: {obj.get('message')}", status=int(obj.get("code") or 0),
+                                       reason=str(obj.get("reason") or ""))
+                yield event
+        except (urllib3.exceptions.HTTPError, ValueError, OSError) as exc:
+            # The stream broke off mid-event (connection reset, truncated chunk): the caller resumes.
+            raise ClusterError(f"watch pods: the stream broke off: {exc}") from exc
+        resp.response.release_conn()
+
     def watch_pending_pods(self, *, timeout_seconds: float,
                            resource_version: str | None = None) -> Iterator[Pod]:
         """Watch pods becoming pending until the timeout. A stream that ends or drops resumes from the
@@ -423,40 +449,21 @@ class KubeCluster:
                 self._sleep(min(self._backoff(failures - 1), max(0.0, end - self._clock.monotonic())))
                 if end - self._clock.monotonic() <= 0:
                     return
-            query = [("watch", "1"), ("fieldSelector", PENDING_FIELD_SELECTOR), ("resourceVersion", rv),
-                     ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(max(1, int(left))))]
-            expired = False
             try:
-                resp = self._send("GET", "/api/v1/pods", query=query, timeout=(10.0, left + 10.0))
-                self._raise_for("GET", "/api/v1/pods?watch=1", resp)
-                for event in _watch_events(resp.response):
+                for event in self.watch_unbound_pods_raw(resource_version=rv, timeout_seconds=left):
                     kind, obj = event.get("type"), event.get("object") or {}
-                    if kind == "ERROR":
-                        if obj.get("code") == 410:
-                            expired = True
-                            break
-                        raise ClusterError(f"watch pods: {obj.get('message')}", status=int(obj.get("code") or 0))
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                     failures = 0
                     if kind in ("ADDED", "MODIFIED"):
                         pod = pod_from_dict(obj)
                         if pod.is_pending:
                             yield pod
-                resp.response.release_conn()
             except ClusterError as exc:
-                if exc.status == 410:
-                    expired = True
-                elif not exc.retryable:
-                    raise
-                else:
+                if exc.status != 410:
+                    if not exc.retryable:
+                        raise
                     failures += 1
                     continue
-            except (urllib3.exceptions.HTTPError, ValueError, OSError):
-                # The stream broke off mid-event (connection reset, truncated chunk): resume from the
-                # last version delivered, after a backoff.
-                failures += 1
-                continue
-            if expired:
                 pods, rv = self._relist_pending()
                 yield from pods
 
