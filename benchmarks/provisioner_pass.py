@@ -58,6 +58,7 @@ from benchmarks._offline import stdout_to_stderr  # noqa: E402
 
 LAMBDA_CPU_SHARE = 0.58  # a 1,024 MB Lambda's CPU relative to one core of this machine
 KUBE_LATENCY = 0.015
+INSTANCE_PROFILE = "bench-nodes"  # as infra/identity.py creates one per cluster
 AWS_LATENCY = {"ec2.CreateFleet": 1.5, "ec2": 0.15, "dynamodb": 0.01, "iam": 0.1, "ssm": 0.05}
 # BENCH_PROFILE=1: the first pass's main-thread profile (by own time) goes to stderr; it slows the pass.
 PROFILE = os.environ.get("BENCH_PROFILE") == "1"
@@ -153,6 +154,11 @@ def serve(conn: Any, pods: int, existing: int) -> None:
     find_instances_directly()
     config = demo_config(_config_path())
     with LocalCluster.start(config) as env:
+        # The instance profile the stack creates for the node role and passes to the functions
+        # (AUTOSCALER_INSTANCE_PROFILE): a deployed provisioner makes no IAM call to launch.
+        iam = env.session.client("iam", region_name=config.region)
+        iam.create_instance_profile(InstanceProfileName=INSTANCE_PROFILE)
+        iam.add_role_to_instance_profile(InstanceProfileName=INSTANCE_PROFILE, RoleName=config.node_role_name)
         store = env.kube.store
         rng = random.Random(42)
         for i in range(pods):
@@ -393,7 +399,7 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     from autoscaler.adapters.aws import cloud  # noqa: PLC0415
     from autoscaler.adapters.clock import SystemClock  # noqa: PLC0415
     from autoscaler.app.provisioner import Provisioner  # noqa: PLC0415
-    from autoscaler.config import ENV_CLAIMS_TABLE  # noqa: PLC0415
+    from autoscaler.config import ENV_CLAIMS_TABLE, ENV_INSTANCE_PROFILE  # noqa: PLC0415
     from autoscaler.handlers import runtime as runtime_module  # noqa: PLC0415
     from autoscaler.handlers.provisioner import handler  # noqa: PLC0415
     from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, build_runtime, set_runtime  # noqa: PLC0415
@@ -439,7 +445,8 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     for method, phase in (("_gather", "gather"), ("_plan", "plan"), ("_launch", "launch"),
                           ("_nominate", "events"), ("_lifecycle", "lifecycle")):
         phases.wrap(Provisioner, method, phase)
-    rt = build_runtime(config=config, environ={ENV_KUBE_ENDPOINT: info["kube"], ENV_CLAIMS_TABLE: CLAIMS_TABLE},
+    rt = build_runtime(config=config, environ={ENV_KUBE_ENDPOINT: info["kube"], ENV_CLAIMS_TABLE: CLAIMS_TABLE,
+                                               ENV_INSTANCE_PROFILE: INSTANCE_PROFILE},
                        session=session, clock=SystemClock(), sink=RecordingSink())
     rt.cloud.catalog.load(*moto_catalog(config.region))
     set_runtime(rt)
