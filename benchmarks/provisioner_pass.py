@@ -387,31 +387,16 @@ def run_case(pods: int, existing: int) -> dict[str, Any]:
         server.join(timeout=60)
 
 
-def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
-    logging.disable(logging.CRITICAL)
-    warnings.simplefilter("ignore")
-    os.environ.update({"AWS_ENDPOINT_URL": info["endpoint"], "AWS_ACCESS_KEY_ID": "testing",
-                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-                       "POWERTOOLS_METRICS_NAMESPACE": "bench", "POWERTOOLS_SERVICE_NAME": "provisioner"})
+def bench_session(region: str) -> tuple[Any, _Latency, Counter[str]]:
+    """The measured process's boto3 session: patient clients, the bundled prices, EC2's client-token
+    idempotency and the injected latency (what it waited, per thread, and the calls by operation)."""
     import boto3  # noqa: PLC0415
     from botocore.config import Config  # noqa: PLC0415
 
     from autoscaler.adapters.aws import cloud  # noqa: PLC0415
-    from autoscaler.adapters.clock import SystemClock  # noqa: PLC0415
-    from autoscaler.app.provisioner import Provisioner  # noqa: PLC0415
-    from autoscaler.config import ENV_CLAIMS_TABLE, ENV_INSTANCE_PROFILE  # noqa: PLC0415
     from autoscaler.handlers import runtime as runtime_module  # noqa: PLC0415
-    from autoscaler.handlers.provisioner import handler  # noqa: PLC0415
-    from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, build_runtime, set_runtime  # noqa: PLC0415
-    from autoscaler.metrics_catalog import RecordingSink  # noqa: PLC0415
     from simulator.ec2_tokens import ClientTokens  # noqa: PLC0415
-    from simulator.local import (  # noqa: PLC0415
-        CLAIMS_TABLE,
-        LambdaContext,
-        demo_config,
-        install_price_data,
-        moto_catalog,
-    )
+    from simulator.local import install_price_data  # noqa: PLC0415
 
     # moto answers a page of 1,000 instances in seconds (EC2 in well under one): give it the time, or the
     # benchmark would measure moto's read timeouts instead of the pass.
@@ -420,13 +405,44 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     patient = lambda **kw: configured(**kw).merge(Config(read_timeout=300))  # noqa: E731
     cloud.client_config = patient  # type: ignore[assignment]
     runtime_module.client_config = patient  # type: ignore[attr-defined]
-    config = demo_config(_config_path())
-    session = boto3.Session(region_name=config.region)
-    install_price_data(session, region=config.region)
+    session = boto3.Session(region_name=region)
+    install_price_data(session, region=region)
     ClientTokens().install(session.events)
     aws_calls: Counter[str] = Counter()
     latency = _Latency()
     _install_latency(session, latency, aws_calls)
+    return session, latency, aws_calls
+
+
+def bench_environ(info: dict[str, Any]) -> dict[str, str]:
+    """The function's environment as the stack sets it (the emulator and claims table of the child)."""
+    from autoscaler.config import ENV_CLAIMS_TABLE, ENV_INSTANCE_PROFILE  # noqa: PLC0415
+    from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT  # noqa: PLC0415
+    from simulator.local import CLAIMS_TABLE  # noqa: PLC0415
+
+    return {ENV_KUBE_ENDPOINT: info["kube"], ENV_CLAIMS_TABLE: CLAIMS_TABLE, ENV_INSTANCE_PROFILE: INSTANCE_PROFILE}
+
+
+def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
+    logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
+    os.environ.update({"AWS_ENDPOINT_URL": info["endpoint"], "AWS_ACCESS_KEY_ID": "testing",
+                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                       "POWERTOOLS_METRICS_NAMESPACE": "bench", "POWERTOOLS_SERVICE_NAME": "provisioner"})
+
+    from autoscaler.adapters.clock import SystemClock  # noqa: PLC0415
+    from autoscaler.app.provisioner import Provisioner  # noqa: PLC0415
+    from autoscaler.handlers.provisioner import handler  # noqa: PLC0415
+    from autoscaler.handlers.runtime import build_runtime, set_runtime  # noqa: PLC0415
+    from autoscaler.metrics_catalog import RecordingSink  # noqa: PLC0415
+    from simulator.local import (  # noqa: PLC0415
+        LambdaContext,
+        demo_config,
+        moto_catalog,
+    )
+
+    config = demo_config(_config_path())
+    session, latency, aws_calls = bench_session(config.region)
     phases = _Phases(info["kube"], aws_calls, latency)
     planned: list[dict[str, Any]] = []  # what each pass launched for: a sample, to tell why a second pass launches
     launch = Provisioner._launch
@@ -445,8 +461,7 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     for method, phase in (("_gather", "gather"), ("_plan", "plan"), ("_launch", "launch"),
                           ("_nominate", "events"), ("_lifecycle", "lifecycle")):
         phases.wrap(Provisioner, method, phase)
-    rt = build_runtime(config=config, environ={ENV_KUBE_ENDPOINT: info["kube"], ENV_CLAIMS_TABLE: CLAIMS_TABLE,
-                                               ENV_INSTANCE_PROFILE: INSTANCE_PROFILE},
+    rt = build_runtime(config=config, environ=bench_environ(info),
                        session=session, clock=SystemClock(), sink=RecordingSink())
     rt.cloud.catalog.load(*moto_catalog(config.region))
     set_runtime(rt)

@@ -49,9 +49,9 @@ from benchmarks.provisioner_pass import (  # noqa: E402
     KUBE_LATENCY,
     LAMBDA_CPU_SHARE,
     _config_path,
-    _install_latency,
     _kube_requests,
-    _Latency,
+    bench_environ,
+    bench_session,
     serve,
 )
 
@@ -119,33 +119,31 @@ def _measure(info: dict[str, Any], *, nodes: int, pods: int, spread: float, seed
                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
                        "POWERTOOLS_METRICS_NAMESPACE": "bench", "POWERTOOLS_SERVICE_NAME": "provisioner",
                        "POWERTOOLS_TRACE_DISABLED": "1"})
-    import boto3  # noqa: PLC0415
-    from botocore.config import Config  # noqa: PLC0415
-
-    from autoscaler.adapters.aws import cloud  # noqa: PLC0415
     from autoscaler.adapters.clock import SystemClock  # noqa: PLC0415
     from autoscaler.adapters.kube.cluster import KubeCluster  # noqa: PLC0415
     from autoscaler.app.pod_watcher import PendingPodWatcher  # noqa: PLC0415
-    from autoscaler.config import ENV_CLAIMS_TABLE  # noqa: PLC0415
-    from autoscaler.domain.keys import PODS_TAG_PREFIX  # noqa: PLC0415
-    from autoscaler.handlers import runtime as runtime_module  # noqa: PLC0415
+    from autoscaler.app.provisioner import Provisioner  # noqa: PLC0415
     from autoscaler.handlers.provisioner import handler  # noqa: PLC0415
-    from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, build_runtime, set_runtime  # noqa: PLC0415
+    from autoscaler.handlers.runtime import build_runtime, set_runtime  # noqa: PLC0415
     from autoscaler.metrics_catalog import RecordingSink  # noqa: PLC0415
-    from simulator.ec2_tokens import ClientTokens  # noqa: PLC0415
     from simulator.kube_api import client_for  # noqa: PLC0415
-    from simulator.local import CLAIMS_TABLE, LambdaContext, demo_config, install_price_data, moto_catalog  # noqa: PLC0415
+    from simulator.local import LambdaContext, demo_config, moto_catalog  # noqa: PLC0415
 
-    configured = cloud.client_config
-    patient = lambda **kw: configured(**kw).merge(Config(read_timeout=300))  # noqa: E731
-    cloud.client_config = patient  # type: ignore[assignment]
-    runtime_module.client_config = patient  # type: ignore[attr-defined]
     config = demo_config(_config_path())
-    session = boto3.Session(region_name=config.region)
-    install_price_data(session, region=config.region)
-    ClientTokens().install(session.events)
-    latency, aws_calls = _Latency(), Counter[str]()
-    _install_latency(session, latency, aws_calls)
+    session, latency, aws_calls = bench_session(config.region)
+    # Which pods a CreateFleet call launches for: its group's, known on the launching thread (the instances of
+    # a grouped launch carry no pod tags; their pods are recorded in the claims table).
+    launching = threading.local()
+    launch_group = Provisioner._launch_group
+
+    def tracked(self: Any, outcome: Any, request: Any, group: list[Any], *args: Any, **kwargs: Any) -> Any:
+        launching.pods = [k for launch in group for k in launch.pods]
+        try:
+            return launch_group(self, outcome, request, group, *args, **kwargs)
+        finally:
+            launching.pods = []
+
+    Provisioner._launch_group = tracked  # type: ignore[method-assign]
     fleet: dict[str, tuple[float, float, float]] = {}  # pod -> (wall, cpu, latency so far) at the call
 
     pass_start: list[tuple[float, float]] = [(0.0, 0.0)]
@@ -163,14 +161,11 @@ def _measure(info: dict[str, Any], *, nodes: int, pods: int, spread: float, seed
             before_fleet[number] = {"aws": dict(sorted(aws.items())), "kubeRequests": dict(sorted(kube.items())),
                                     "cpuSeconds": round(cpu - pass_start[-1][1], 3),
                                     "latencySeconds": round(waited, 3)}
-        body = params.get("body") or {}
-        for key, value in body.items():
-            if key.endswith(".Key") and str(value).startswith(PODS_TAG_PREFIX):
-                for pod in str(body[key[:-4] + ".Value"]).split():
-                    fleet.setdefault(pod, (now, cpu, waited))
+        for pod in getattr(launching, "pods", None) or ():
+            fleet.setdefault(pod, (now, cpu, waited))
 
     session.events.register("before-call.ec2.CreateFleet", on_create_fleet)
-    rt = build_runtime(config=config, environ={ENV_KUBE_ENDPOINT: info["kube"], ENV_CLAIMS_TABLE: CLAIMS_TABLE},
+    rt = build_runtime(config=config, environ=bench_environ(info),
                        session=session, clock=SystemClock(), sink=RecordingSink())
     rt.cloud.catalog.load(*moto_catalog(config.region))
     set_runtime(rt)
