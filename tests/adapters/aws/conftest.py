@@ -9,7 +9,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.adapters.aws.helpers import REGION, Network, make_network
+from autoscaler.adapters.aws.cloud import AwsCloud
+from autoscaler.adapters.clock import ManualClock
+from tests.adapters.aws.helpers import CLUSTER, REGION, Network, make_network, seed_eks_amis
 from tests.moto_env import moto_environment
 
 
@@ -49,3 +51,14 @@ def iam(aws: None) -> Any:
 @pytest.fixture
 def network(ec2: Any) -> Network:
     return make_network(ec2)
+
+
+@pytest.fixture
+def cloud(ec2: Any, ssm: Any, iam: Any, network: Network, moto_catalog: Any) -> AwsCloud:
+    """The AWS adapter on moto with the EKS images published and the catalog primed (a test module may
+    define its own ``cloud``)."""
+    seed_eks_amis(ec2)
+    built = AwsCloud(ec2=ec2, ssm=ssm, iam=iam, pricing=boto3.client("pricing", region_name=REGION),
+                     region=REGION, cluster=CLUSTER, clock=ManualClock(), catalog_ttl=3600)
+    built.catalog.load(*moto_catalog)
+    return built

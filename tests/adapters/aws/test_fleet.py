@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import boto3
 import pytest
 
 from autoscaler.adapters.aws.cloud import AwsCloud
@@ -21,25 +20,14 @@ from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
 from autoscaler.domain.spec_hash import node_class_hash
 from tests.adapters.aws.helpers import (
     CLUSTER,
-    REGION,
     CapacityFault,
     Network,
     builtin_images,
     instances_by_id,
     node_class,
     put_public_parameter,
-    seed_eks_amis,
     tags_of,
 )
-
-
-@pytest.fixture
-def cloud(ec2: Any, ssm: Any, iam: Any, network: Network, moto_catalog: Any) -> AwsCloud:
-    seed_eks_amis(ec2)
-    built = AwsCloud(ec2=ec2, ssm=ssm, iam=iam, pricing=boto3.client("pricing", region_name=REGION),
-                     region=REGION, cluster=CLUSTER, clock=ManualClock(), catalog_ttl=3600)
-    built.catalog.load(*moto_catalog)
-    return built
 
 
 def _request(**kw: Any) -> FleetRequest:

@@ -8,17 +8,15 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import boto3
 import pytest
 
 from autoscaler.adapters.aws.cloud import AwsCloud
-from autoscaler.adapters.clock import ManualClock
 from autoscaler.app.launcher import new_claim_id
 from autoscaler.domain.fleet import FleetRequest, in_flight_node
 from autoscaler.domain.keys import CAPACITY_RESERVATION_ID_LABEL, CAPACITY_TYPE_LABEL
 from autoscaler.domain.nodeclass import NodeClass
 from simulator.ec2_reservations import CapacityReservationStub
-from tests.adapters.aws.helpers import CLUSTER, REGION, CapacityFault, Network, node_class, seed_eks_amis
+from tests.adapters.aws.helpers import CLUSTER, CapacityFault, node_class
 
 ZONE = "us-east-1a"
 
@@ -27,15 +25,6 @@ ZONE = "us-east-1a"
 def stub(ec2: Any) -> CapacityReservationStub:
     built = CapacityReservationStub()
     built.install(ec2.meta.events, lambda: ec2)
-    return built
-
-
-@pytest.fixture
-def cloud(ec2: Any, ssm: Any, iam: Any, network: Network, moto_catalog: Any) -> AwsCloud:
-    seed_eks_amis(ec2)
-    built = AwsCloud(ec2=ec2, ssm=ssm, iam=iam, pricing=boto3.client("pricing", region_name=REGION),
-                     region=REGION, cluster=CLUSTER, clock=ManualClock(), catalog_ttl=3600)
-    built.catalog.load(*moto_catalog)
     return built
 
 
