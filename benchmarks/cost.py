@@ -195,30 +195,19 @@ def bill(stack: Stack, inputs: Inputs, *, option: str, busy: bool) -> Bill:
     if option in ("watch", "watch256"):
         memory = 256 if option == "watch256" else prov["memoryMb"]
         seconds = min(float(rate_seconds(expression) or 60), 900.0) - cfg.watch_margin_seconds + pass_s
-        b.add("lambda:provisioner", _gb_s(memory, seconds, runs))
-        b.add("requests:provisioner", runs * LAMBDA_REQUEST)
-        b.add("scheduler:provisioner", runs * SCHEDULER_INVOCATION)
+        _invoked(b, "provisioner", memory_mb=memory, seconds=seconds, invocations=runs, scheduled=runs)
         passes, traces = runs + extra_passes, runs
     elif option == "scheduled":
-        b.add("lambda:provisioner", _gb_s(prov["memoryMb"], pass_s, runs))
-        b.add("requests:provisioner", runs * LAMBDA_REQUEST)
-        b.add("scheduler:provisioner", runs * SCHEDULER_INVOCATION)
+        _invoked(b, "provisioner", memory_mb=prov["memoryMb"], seconds=pass_s, invocations=runs, scheduled=runs)
         passes, traces = runs, runs
     elif option == "watcher":
         # One watcher invocation per period, each watching until END_RESERVE_SECONDS before its timeout (the
         # period plus the overlap); the planner runs on wake-ups and on the safety schedule.
         watcher, watcher_schedule = _watcher_function(stack)
-        w_runs = _per_month(watcher_schedule)
-        w_seconds = watcher["timeout"] - END_RESERVE_SECONDS
-        b.add("lambda:watcher", _gb_s(watcher["memoryMb"], w_seconds, w_runs))
-        b.add("requests:watcher", w_runs * LAMBDA_REQUEST)
-        b.add("scheduler:watcher", w_runs * SCHEDULER_INVOCATION)
-        b.add("logs:watcher", w_runs * (PLATFORM_LOG_BYTES + WATCHER_LOG_BYTES) / 1e9 * LOGS_INGESTED_GB)
-        if watcher["tracing"] == "Active":
-            b.add("xray:watcher", w_runs * XRAY_TRACE)
-        b.add("lambda:provisioner", _gb_s(prov["memoryMb"], pass_s, runs + extra_passes))
-        b.add("requests:provisioner", (runs + extra_passes) * LAMBDA_REQUEST)
-        b.add("scheduler:provisioner", runs * SCHEDULER_INVOCATION)
+        _scheduled_function(b, "watcher", watcher, seconds=watcher["timeout"] - END_RESERVE_SECONDS,
+                            runs=_per_month(watcher_schedule), log_bytes=PLATFORM_LOG_BYTES + WATCHER_LOG_BYTES)
+        _invoked(b, "provisioner", memory_mb=prov["memoryMb"], seconds=pass_s, invocations=runs + extra_passes,
+                 scheduled=runs)
         passes, traces = runs + extra_passes, runs + extra_passes
     else:
         raise ValueError(option)
@@ -226,14 +215,10 @@ def bill(stack: Stack, inputs: Inputs, *, option: str, busy: bool) -> Bill:
     if prov["tracing"] == "Active":
         b.add("xray:provisioner", traces * XRAY_TRACE)
     if stack.schedules.get("disruption", {}).get("enabled"):
-        d_runs = _per_month(stack.schedules["disruption"]["expression"])
-        d_s = inputs.disruption_busy_run_seconds if busy else inputs.disruption_run_seconds
-        b.add("lambda:disruption", _gb_s(disr["memoryMb"], d_s, d_runs))
-        b.add("requests:disruption", d_runs * LAMBDA_REQUEST)
-        b.add("scheduler:disruption", d_runs * SCHEDULER_INVOCATION)
-        b.add("logs:disruption", d_runs * (PLATFORM_LOG_BYTES + EMF_PLAIN_BYTES) / 1e9 * LOGS_INGESTED_GB)
-        if disr["tracing"] == "Active":
-            b.add("xray:disruption", d_runs * XRAY_TRACE)
+        _scheduled_function(b, "disruption", disr,
+                            seconds=inputs.disruption_busy_run_seconds if busy else inputs.disruption_run_seconds,
+                            runs=_per_month(stack.schedules["disruption"]["expression"]),
+                            log_bytes=PLATFORM_LOG_BYTES + EMF_PLAIN_BYTES)
     polls = stack.event_source_mappings * SQS_POLLERS * HOURS_PER_MONTH * 3600 / SQS_WAIT_SECONDS
     b.add("sqs:polling", polls * SQS_REQUEST)
     if busy:
@@ -248,6 +233,23 @@ def bill(stack: Stack, inputs: Inputs, *, option: str, busy: bool) -> Bill:
     b.add("dashboard", stack.dashboards * DASHBOARD_MONTH)
     b.add("alarms", stack.alarms * ALARM_STANDARD_MONTH)
     return b
+
+
+def _invoked(b: Bill, name: str, *, memory_mb: int, seconds: float, invocations: float, scheduled: float) -> None:
+    """A function's duration and requests over ``invocations`` a month, ``scheduled`` of them by the Scheduler."""
+    b.add(f"lambda:{name}", _gb_s(memory_mb, seconds, invocations))
+    b.add(f"requests:{name}", invocations * LAMBDA_REQUEST)
+    b.add(f"scheduler:{name}", scheduled * SCHEDULER_INVOCATION)
+
+
+def _scheduled_function(b: Bill, name: str, fn: dict[str, Any], *, seconds: float, runs: float,
+                        log_bytes: float) -> None:
+    """A function run only by its schedule: duration, requests, Scheduler, ``log_bytes`` per run, and a
+    trace per run when its tracing is Active."""
+    _invoked(b, name, memory_mb=fn["memoryMb"], seconds=seconds, invocations=runs, scheduled=runs)
+    b.add(f"logs:{name}", runs * log_bytes / 1e9 * LOGS_INGESTED_GB)
+    if fn["tracing"] == "Active":
+        b.add(f"xray:{name}", runs * XRAY_TRACE)
 
 
 def main(argv: list[str] | None = None) -> int:
