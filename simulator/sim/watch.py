@@ -8,9 +8,10 @@ and the pass runs then. This module models that trigger generically, on the simu
 hands each closed batch to an invocation callback (the runner queues the real provisioner handler as an
 async Lambda invoke: one invocation at a time, later ones wait in the queue).
 
-A pod counts when Karpenter's provisioner would act on it (``pod.IsProvisionable``): not bound, not
-terminating, not finished, kube-scheduler has marked it ``PodScheduled=False, reason=Unschedulable``, and
-not owned by a DaemonSet (the DaemonSet controller places those; they never need capacity of their own).
+A pod counts when Karpenter's provisioner would act on it (``pod.IsProvisionable``), by the same test the
+watcher function applies (``autoscaler.domain.provisionable``): not bound or nominated, not terminating,
+not finished, kube-scheduler has marked it ``PodScheduled=False, reason=Unschedulable``, and neither a
+mirror pod nor owned by a DaemonSet (the DaemonSet controller places those).
 Each pod starts a batch once: its later status updates do not re-trigger a pass (the scheduled pass
 every minute still sees it).
 """
@@ -19,23 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
+from autoscaler.domain.provisionable import is_provisionable as provisionable
 from simulator.kube_store import WatchEvent
 from simulator.sim.engine import EventLoop
 
 Invoke = Callable[[int], None]  # called with the batch's pod count when a batch closes
-
-
-def provisionable(pod: dict[str, Any]) -> bool:
-    """Karpenter's ``pod.IsProvisionable`` on raw JSON."""
-    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-    if spec.get("nodeName") or meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
-        return False
-    if any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or ()):
-        return False
-    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
-               for c in status.get("conditions") or ())
 
 
 @dataclass
@@ -44,8 +35,8 @@ class WatchTrigger:
 
     loop: EventLoop
     invoke: Invoke
-    idle: float = 1.0
-    max: float = 10.0
+    idle: float = BATCH_IDLE_SECONDS
+    max: float = BATCH_MAX_SECONDS
     batches: int = 0
     _seen: set[str] = field(default_factory=set)
     _start: float | None = None

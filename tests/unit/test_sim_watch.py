@@ -16,7 +16,9 @@ UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedul
 
 def pod(name: str, *, conditions: list[dict[str, Any]] | None = None, node: str | None = None,
         owner: str = "ReplicaSet", deleting: bool = False, phase: str = "Pending") -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}", "ownerReferences": [{"kind": owner, "name": "o"}]}
+    # Owner references as controllers write them (``controller: true``).
+    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}",
+                            "ownerReferences": [{"kind": owner, "name": "o", "controller": True}]}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return {"metadata": meta, "spec": {"nodeName": node} if node else {},

@@ -25,22 +25,28 @@ def pod_key(pod: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
 
 
+def _unschedulable_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``PodScheduled`` condition with reason ``Unschedulable`` (Karpenter's ``FailedToSchedule`` looks
+    at type and reason only), or None."""
+    return next((c for c in (pod.get("status") or {}).get("conditions") or ()
+                 if c.get("type") == "PodScheduled" and c.get("reason") == UNSCHEDULABLE_REASON), None)
+
+
 def failed_to_schedule(pod: Mapping[str, Any]) -> bool:
     """The kube-scheduler has seen the pod and found no node for it."""
-    return any(c.get("type") == "PodScheduled" and c.get("reason") == UNSCHEDULABLE_REASON
-               for c in (pod.get("status") or {}).get("conditions") or ())
+    return _unschedulable_condition(pod) is not None
 
 
 def unschedulable_since(pod: Mapping[str, Any]) -> float | None:
     """When the scheduler marked the pod Unschedulable (epoch seconds), or None when it does not say
     (no ``lastTransitionTime``, or one that does not parse)."""
-    for c in (pod.get("status") or {}).get("conditions") or ():
-        if c.get("type") == "PodScheduled" and c.get("reason") == UNSCHEDULABLE_REASON:
-            try:
-                return parse_timestamp(c.get("lastTransitionTime")) or None
-            except ValueError:
-                return None
-    return None
+    condition = _unschedulable_condition(pod)
+    if condition is None:
+        return None
+    try:
+        return parse_timestamp(condition.get("lastTransitionTime")) or None
+    except ValueError:
+        return None
 
 
 def is_provisionable(pod: Mapping[str, Any]) -> bool:
