@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from autoscaler.domain.keys import (
@@ -21,6 +20,7 @@ from autoscaler.domain.keys import (
 )
 from autoscaler.domain.models import CapacityType, InstanceType, Taint
 from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
+from autoscaler.domain.objects import ec2_timestamp
 from autoscaler.domain.ownership import pods_from_tags
 from autoscaler.domain.plan import InFlightNode
 
@@ -207,13 +207,7 @@ def instance_from_ec2(raw: Mapping[str, Any]) -> CloudInstance:
     zone = (raw.get("Placement") or {}).get("AvailabilityZone")
     if not zone:
         raise ValueError("Placement.AvailabilityZone is required")
-    launch = raw.get("LaunchTime")
-    if isinstance(launch, datetime):
-        launched = launch.timestamp()
-    elif launch:
-        launched = datetime.fromisoformat(str(launch).replace("Z", "+00:00")).timestamp()
-    else:
-        launched = 0.0
+    launched = ec2_timestamp(raw.get("LaunchTime")) or 0.0
     return CloudInstance(
         instance_id=str(raw["InstanceId"]),
         instance_type=str(raw["InstanceType"]),

@@ -72,6 +72,14 @@ def parse_timestamp(value: str | None) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
+def ec2_timestamp(value: Any) -> float | None:
+    """An EC2 API time (``LaunchTime``, ``EndDate``: boto3's datetime, or the ISO 8601 text the CLI and
+    snapshots carry) to epoch seconds; missing -> None."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return parse_timestamp(str(value)) if value else None
+
+
 def parse_requirement(raw: Raw, *, where: str) -> Requirement:
     op = raw.get("operator")
     if op not in _OPERATORS:

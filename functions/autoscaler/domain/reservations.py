@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal
 
 from autoscaler.domain.keys import CAPACITY_RESERVATION_ID_LABEL, CAPACITY_RESERVATION_TYPE_LABEL
+from autoscaler.domain.objects import ec2_timestamp
 
 ReservationType = Literal["default", "capacity-block"]
 # Karpenter's capacityReservationExpirationPeriod.
@@ -54,14 +54,6 @@ class CapacityReservation:
                 CAPACITY_RESERVATION_TYPE_LABEL: self.reservation_type}
 
 
-def _epoch(value: Any) -> float | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        return value.timestamp()
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-
-
 def reservation_from_ec2(raw: Mapping[str, Any]) -> CapacityReservation:
     """A DescribeCapacityReservations ``CapacityReservation`` (boto3's datetimes or the CLI's strings).
     Raises ValueError naming a missing field or an unknown reservation type."""
@@ -75,7 +67,7 @@ def reservation_from_ec2(raw: Mapping[str, Any]) -> CapacityReservation:
         reservation_id=str(raw["CapacityReservationId"]), instance_type=str(raw["InstanceType"]),
         zone=str(raw["AvailabilityZone"]), available=int(raw.get("AvailableInstanceCount") or 0),
         owner_id=str(raw.get("OwnerId") or ""), reservation_type="capacity-block" if kind == "capacity-block"
-        else "default", end_time=_epoch(raw.get("EndDate")),
+        else "default", end_time=ec2_timestamp(raw.get("EndDate")),
         match_criteria=str(raw.get("InstanceMatchCriteria") or "open"),
     )
 
