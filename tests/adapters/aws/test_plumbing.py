@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
+from botocore.utils import parse_timestamp
 
-from autoscaler.adapters.aws._calls import Caller, client_config
+from autoscaler.adapters.aws._calls import Caller, client_config, fast_timestamp
 from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.app.ports import CloudError
 from tests.adapters.aws.helpers import CLUSTER, REGION
@@ -43,3 +45,25 @@ def test_from_session_makes_no_call_until_used(aws: None) -> None:
     assert cloud.calls == {}
     assert cloud.fleet._ec2.client.meta.config.retries["mode"] == "adaptive"
     assert cloud.prices._pricing.client.meta.region_name == "us-east-1"
+
+
+@pytest.mark.parametrize("value", [
+    "2026-11-23T23:57:50.000Z", "2026-11-23T23:57:50Z", "2026-11-23T23:57:50.123456+02:00",
+    "2026-11-23T23:57:50", "2026-11-23", 1700000000, 1700000000.5, "1700000000",
+    "Thu, 23 Nov 2026 23:57:50 GMT",
+])
+def test_fast_timestamps_read_every_shape_as_botocore_does(value: Any) -> None:
+    # Given a timestamp as an AWS protocol sends it / Then the fast parser's time is botocore's
+    assert fast_timestamp(value) == parse_timestamp(value)
+
+
+def test_clients_from_a_session_parse_timestamps_without_dateutil(ec2: Any, network: Any) -> None:
+    # Given an instance in moto and the adapter's clients built from a session
+    ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, SubnetId=next(iter(network.subnets.values())))
+    cloud = AwsCloud.from_session(boto3.Session(region_name=REGION), region=REGION, cluster=CLUSTER)
+    # When DescribeInstances answers / Then its LaunchTime came through the standard library's parser (its
+    # zone is datetime's UTC, where dateutil's would be tzutc()) and is the right time
+    [reservation] = cloud.fleet._ec2.client.describe_instances()["Reservations"]
+    launched = reservation["Instances"][0]["LaunchTime"]
+    assert launched.tzinfo is UTC
+    assert abs(launched - datetime.now(UTC)) < timedelta(minutes=5)

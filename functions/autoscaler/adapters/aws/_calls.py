@@ -7,10 +7,12 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.utils import parse_timestamp
 
 from autoscaler.app.ports import Clock, CloudError
 
@@ -65,6 +67,24 @@ def client_config(*, max_attempts: int = 5, read_timeout: float = 10.0) -> Confi
         # Launch groups and their tagging run up to 32 calls at once on one client: keep their connections.
         max_pool_connections=32,
     )
+
+
+def fast_timestamp(value: str) -> datetime:
+    """botocore's response timestamps, ISO 8601 as EC2, DynamoDB and SSM send them, parsed by the standard
+    library; anything else by botocore's own parser. botocore's default goes through dateutil: 0.2 ms a
+    value, which was half the CPU of a DescribeInstances of 2,000 instances (three timestamps each)."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError):  # epoch numbers (JSON protocols), RFC 822 dates
+        parsed = None
+    # A time without a zone keeps botocore's reading of it (it assumes UTC).
+    return parsed if parsed is not None and parsed.tzinfo is not None else parse_timestamp(value)
+
+
+def use_fast_timestamps(session: Any) -> None:
+    """Install ``fast_timestamp`` on a boto3 (or botocore) Session: for the clients created after this."""
+    core = getattr(session, "_session", session)  # boto3.Session keeps its botocore session there
+    core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=fast_timestamp)
 
 
 def cloud_error(operation: str, exc: ClientError | BotoCoreError) -> CloudError:

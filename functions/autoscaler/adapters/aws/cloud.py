@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from autoscaler.adapters.aws._calls import client_config
+from autoscaler.adapters.aws._calls import client_config, use_fast_timestamps
 from autoscaler.adapters.aws.ami import AmiResolver
 from autoscaler.adapters.aws.catalog import InstanceCatalog
 from autoscaler.adapters.aws.fleet import FleetLauncher, PreparedLaunch
@@ -66,8 +66,9 @@ class AwsCloud:
         cls, session: Any, *, region: str, cluster: ClusterInfo, clock: Clock | None = None, max_attempts: int = 5,
         adopt_karpenter: bool = False, instance_profile: str | None = None,
     ) -> AwsCloud:
-        """Clients from a boto3 Session with bounded adaptive retries."""
+        """Clients from a boto3 Session with bounded adaptive retries (and fast timestamp parsing)."""
         cfg = client_config(max_attempts=max_attempts)
+        use_fast_timestamps(session)
         return cls(
             ec2=session.client("ec2", region_name=region, config=cfg),
             ssm=session.client("ssm", region_name=region, config=cfg),
