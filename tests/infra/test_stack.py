@@ -148,7 +148,7 @@ def test_watcher_is_small_untraced_and_overlaps_its_next_run(demo: Synth) -> Non
     assert props["Timeout"] == 606 and props["ReservedConcurrentExecutions"] == 2
     assert props["Environment"]["Variables"] == {"AUTOSCALER_CLUSTER_NAME": "demo",
                                                  "AUTOSCALER_PROVISIONER_FUNCTION": "${FunctionsProvisioner}",
-                                                 "AUTOSCALER_BATCH_IDLE_SECONDS": "1",
+                                                 "AUTOSCALER_BATCH_IDLE_SECONDS": "0.5",
                                                  "AUTOSCALER_BATCH_MAX_SECONDS": "10"}
     _, schedule = demo.one("AWS::Scheduler::Schedule", "FunctionsWatcherSchedule")
     assert schedule["Properties"]["ScheduleExpression"] == "rate(10 minutes)"
