@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from autoscaler import source_file
+from autoscaler import rapid_yaml
 from autoscaler.adapters.snapshot_file import load_snapshot
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "inflate-spot.yaml"
@@ -64,11 +64,11 @@ def main() -> None:
         yaml_path.write_text(yaml.dump(data, Dumper=dumper, default_flow_style=False, sort_keys=False))
         json_path.write_text(json.dumps(data))
         yaml_seconds, json_seconds = _time(yaml_path, args.repeat), _time(json_path, args.repeat)
-        rapid, source_file.ryml = source_file.ryml, None  # the libyaml event path, as without rapidyaml
+        rapid, rapid_yaml.ryml = rapid_yaml.ryml, None  # the libyaml event path, as without rapidyaml
         try:
             events_seconds = _time(yaml_path, args.repeat)
         finally:
-            source_file.ryml = rapid
+            rapid_yaml.ryml = rapid
         sample = yaml_path.read_text()[:1_000_000]
         sample = sample[:sample.rfind("\n- ")]  # a whole number of list items
         started = time.perf_counter()

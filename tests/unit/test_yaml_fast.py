@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler import source_file
+from autoscaler import rapid_yaml, source_file
 from autoscaler.cli import main
 from autoscaler.source_file import _FastBuilder, _load_rapid, _Unusual, load_fast
 
@@ -173,3 +174,106 @@ def test_the_json_and_event_paths_agree_on_a_real_snapshot() -> None:
     # When each path reads it, then they all give the same data
     assert _same(load_fast(json.dumps(data)), data)
     assert _same(_FastBuilder().load(SNAPSHOT), data)
+
+
+@pytest.fixture
+def in_pieces(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Any document is split (into pieces of ~60 characters) and converted on two cores; the list holds the
+    number of pieces of each document read that way."""
+    monkeypatch.setattr(rapid_yaml, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", 60)
+    calls: list[int] = []
+    convert = rapid_yaml._convert_in_two
+
+    def counted(pieces: list[str], *, resolve: Any) -> list[Any]:
+        values = convert(pieces, resolve=resolve)
+        calls.append(len(pieces))
+        return values
+
+    monkeypatch.setattr(rapid_yaml, "_convert_in_two", counted)
+    return calls
+
+
+_WRITTEN = _as_written(EXAMPLES / "inflate-spot.yaml")
+_ITEM = "- name: p{i}\n  labels: {{app: web}}\n  requests:\n    cpu: '1'\n    memory: 1Gi\n"
+_LONG = yaml.safe_dump({"a": ["word " * 30, {"b": "x " * 50, "c": 'say "hi" ' * 12}]}, width=60)
+
+
+@pytest.mark.parametrize(("text", "split"), [
+    # what `autoscaler snapshot` writes: top-level keys, long column-0 lists
+    (_WRITTEN, True),
+    # comments and blank lines between items at column 0; two lists; a scalar between them
+    ("region: x\npods:\n" + "".join(_ITEM.format(i=i) + ("# note\n\n" if i % 3 else "") for i in range(12))
+     + "n: 1\nnodes:\n" + "".join(_ITEM.format(i=i) for i in range(8)), True),
+    # long text PyYAML writes over indented lines, quoted and plain
+    (_LONG * 1 + "pods:\n" + "".join(f"- '{'y ' * 40}{i}'\n" for i in range(10)) + _LONG.replace("a:", "z:"), True),
+    # a document that is a list
+    ("".join(_ITEM.format(i=i) for i in range(10)), True),
+    # a quoted scalar running onto a column-0 line that looks like an item: valid, and not cut there
+    ("k:\n" + "- 'a\n- b'\n- c\n" * 10, False),
+    # the same inside an indented list: safe_load refuses it, so must the fast path
+    ("k:\n" + "  - 'a\n- b'\n" * 5 + "- c\n" * 5, False),
+    # flow collections over several lines, one of them with a column-0 line
+    ("k: [a,\nb]\nm:\n" + "- {x: 1,\n  y: 2}\n" * 10, False),
+    # a column-0 key starting with '-', and a list right after a key
+    ("a:\n" + "- 1\n" * 30 + "-x: 2\nb:\n- 3\n", False),
+    # items of a list that is not the last key's (safe_load refuses)
+    ("a: 1\n" * 1 + "b: [1]\n" + "- 2\n" * 30, False),
+])
+def test_a_document_read_in_pieces_reads_as_safe_load_reads_it(in_pieces: list[int], text: str,
+                                                                split: bool) -> None:
+    # Given a document cut at column-0 lines into pieces converted by two processes
+    # When the fast loader reads it, then the result (or the refusal) is safe_load's
+    try:
+        expected = yaml.safe_load(text)
+    except yaml.YAMLError:
+        with pytest.raises(yaml.YAMLError):
+            load_fast(text)
+        return
+    assert _same(load_fast(text), expected), text
+    # and a plainly shaped document was read in pieces, on two cores
+    assert bool(in_pieces and in_pieces[0] > 1) is split
+
+
+def test_a_key_repeated_in_another_piece_is_a_duplicate(in_pieces: list[int]) -> None:
+    # Given a top-level key given again far below, in another piece
+    text = "region: a\npods:\n" + "".join(_ITEM.format(i=i) for i in range(20)) + "region: b\n"
+    # When read in pieces, then the duplicate is reported with both lines
+    with pytest.raises(source_file.DuplicateKeysError) as caught:
+        load_fast(text)
+    assert [p.line for p in caught.value.problems] == [text.count("\n")]
+    assert in_pieces
+
+
+def test_a_piece_the_helper_declines_sends_the_document_to_libyaml(in_pieces: list[int]) -> None:
+    # Given a YAML 1.1 boolean deep in a long list, which the helper process converts
+    text = "pods:\n" + "".join(_ITEM.format(i=i) for i in range(30)) + "- flag: yes\n"
+    # When read in pieces, then the rapid path declines it and the result is still safe_load's
+    assert len(rapid_yaml.split(text)) > 1
+    assert _same(load_fast(text), yaml.safe_load(text))
+    assert not in_pieces
+
+
+def test_a_helper_that_dies_sends_the_document_to_libyaml(in_pieces: list[int],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a helper process that ends before converting anything (killed, out of memory)
+    def dies(*_: Any, **__: Any) -> None:
+        os._exit(0)
+
+    monkeypatch.setattr(rapid_yaml, "_helper", dies)
+    text = "pods:\n" + "".join(_ITEM.format(i=i) for i in range(30))
+    # When read in pieces, then the document is still read, as safe_load reads it
+    assert _same(load_fast(text), yaml.safe_load(text))
+
+
+@settings(max_examples=60, deadline=None)
+@given(lists=st.lists(st.lists(_DOCS, max_size=6), min_size=1, max_size=3), flow=st.booleans())
+def test_random_documents_read_in_pieces_as_safe_load_reads_them(lists: list[list[Any]], flow: bool) -> None:
+    # Given any document of top-level lists PyYAML writes, cut into pieces
+    text = yaml.safe_dump({f"k{i}": items for i, items in enumerate(lists)}, default_flow_style=flow,
+                          allow_unicode=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rapid_yaml, "PARALLEL_MIN_BYTES", 0)
+        patch.setattr(rapid_yaml, "PIECE_BYTES", 30)
+        # When read by the fast loader, then it equals safe_load's reading
+        assert _same(load_fast(text), yaml.safe_load(text)), text
