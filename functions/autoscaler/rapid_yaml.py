@@ -16,6 +16,7 @@ import signal
 import struct
 import sys
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -275,16 +276,17 @@ def _two_cores() -> bool:
     return sys.platform == "linux" and cores > 1
 
 
-def load(text: str, *, resolve: Resolve) -> Any:
+def load(text: str, *, resolve: Resolve, on_list: Callable[[list[Any]], object] | None = None) -> Any:
     """The document's data through rapidyaml, equal to ``yaml.safe_load``'s, or Unusual (DuplicateKey when a
-    key is given twice). A large document is converted on two cores."""
+    key is given twice). A large document is converted on two cores; meanwhile ``on_list`` is given each
+    run of items of a top-level list as soon as it is built (the caller's head start on checking them)."""
     if ryml is None:
         raise Unusual
     pieces = split(text)
     if len(pieces) == 1 or not _two_cores():
         many = len(pieces) > 1
         return _join(pieces, [_loads(to_json(piece, resolve=resolve, piece=many)) for piece in pieces])
-    return _join(pieces, _convert_in_two(pieces, resolve=resolve))
+    return _join(pieces, _convert_in_two(pieces, resolve=resolve, on_list=on_list))
 
 
 _RECORD = struct.Struct("<iiqq")  # piece, status (0 done, 1 declined), offset and length of its JSON
@@ -318,12 +320,14 @@ def _read_record(results: int) -> tuple[int, int, int, int] | None:
     return number, status, offset, length
 
 
-def _convert_in_two(pieces: list[str], *, resolve: Resolve) -> list[Any]:
-    """Each piece's value. A forked helper converts pieces to JSON while this process converts others and
-    builds every piece's values (``json.loads``), taking the helper's results first as they come: both
-    cores stay busy until the last piece. Any piece declined declines the document."""
+def _convert_in_two(pieces: list[str], *, resolve: Resolve,
+                    on_list: Callable[[list[Any]], object] | None) -> list[Any]:
+    """Each piece's value. A forked helper converts pieces to JSON; this process builds their values
+    (``json.loads``) as they come, hands runs of list items to ``on_list``, and converts pieces itself
+    only when it has nothing else to do: both cores stay busy. Any piece declined declines the document."""
     values: list[Any] = [None] * len(pieces)
     done = [False] * len(pieces)
+    waiting: deque[list[Any]] = deque()  # built runs of items, not yet given to on_list
     queue, queue_in = os.pipe()
     os.write(queue_in, bytes(range(len(pieces))))  # far below a pipe's buffer
     os.close(queue_in)
@@ -338,31 +342,35 @@ def _convert_in_two(pieces: list[str], *, resolve: Resolve) -> list[Any]:
                 os._exit(0)
         os.close(results_in)
 
+        def built(number: int, value: Any) -> None:
+            values[number], done[number] = value, True
+            if on_list is not None and pieces[number].startswith("-") and isinstance(value, list):
+                waiting.append(value)
+
         def take() -> bool:
-            """Builds the values of the helper's next piece; False once it has ended."""
+            """Builds the values of the helper's next piece (waiting for it); False once it has ended."""
             record = _read_record(results)
             if record is None:
                 return False
             number, status, offset, length = record
             if status:
                 raise Unusual
-            values[number] = _loads(os.pread(out.fileno(), length, offset))
-            done[number] = True
+            built(number, _loads(os.pread(out.fileno(), length, offset)))
             return True
 
         try:
             helping = True
-            while True:
-                while helping and select.select([results], [], [], 0)[0]:
-                    helping = take()
-                number = os.read(queue, 1)
-                if not number:
-                    break
-                values[number[0]] = _loads(to_json(pieces[number[0]], resolve=resolve, piece=True))
-                done[number[0]] = True
             while not all(done):
-                if not (helping and take()):  # the helper ended early (killed, out of memory)
+                if helping and select.select([results], [], [], 0)[0]:
+                    helping = take()
+                elif waiting and on_list is not None:
+                    on_list(waiting.popleft())
+                elif number := os.read(queue, 1):
+                    built(number[0], _loads(to_json(pieces[number[0]], resolve=resolve, piece=True)))
+                elif not (helping and take()):  # the helper ended early (killed, out of memory)
                     raise Unusual
+            while waiting and on_list is not None:
+                on_list(waiting.popleft())
             return values
         finally:
             if not all(done):

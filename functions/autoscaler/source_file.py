@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path as FilePath
 from typing import Any
@@ -340,22 +341,39 @@ def duplicate_keys(text: str) -> list[Problem]:
     return problems
 
 
-def _load_rapid(text: str) -> Any:
+def _load_rapid(text: str, *, on_list: Callable[[list[Any]], object] | None = None) -> Any:
     """The data through rapidyaml when it reads the file exactly as ``yaml.safe_load`` would, else _Unusual."""
     builder = _FastBuilder()
 
     def resolve(token: str) -> Any:
         return builder.scalar(yaml.ScalarEvent(None, None, (True, False), token, style=""))
 
-    return rapid_yaml.load(text, resolve=resolve)
+    return rapid_yaml.load(text, resolve=resolve, on_list=on_list)
 
 
-def load_fast(text: str) -> Any:
+def load_fast(text: str, *, on_list: Callable[[list[Any]], object] | None = None) -> Any:
     """The data of a large document without line tracking: json when it is JSON, else rapidyaml when it reads
-    the file as PyYAML would, else the event builder. A key given twice raises DuplicateKeysError."""
-    # The values built are acyclic: the cycle collector's passes over millions of new containers are wasted.
+    the file as PyYAML would, else the event builder. A key given twice raises DuplicateKeysError.
+    ``on_list`` may be given runs of a top-level list's items early, while the rest is still being read
+    (``rapid_yaml.load``); the data returned is the same either way."""
+    with paused_gc():
+        return _load_fast(text, on_list=on_list)
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cycle collector paused: its passes over the millions of containers a large document makes (and
+    the objects checked from them) find nothing, since none of them form cycles."""
     collecting = gc.isenabled()
     gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _load_fast(text: str, *, on_list: Callable[[list[Any]], object] | None) -> Any:
     try:
         if text.lstrip().startswith(("{", "[")):
             try:
@@ -363,7 +381,7 @@ def load_fast(text: str) -> Any:
             except json.JSONDecodeError:
                 pass  # flow-style YAML
         try:
-            return _load_rapid(text)
+            return _load_rapid(text, on_list=on_list)
         except _Unusual:
             pass
         try:
@@ -375,6 +393,3 @@ def load_fast(text: str) -> Any:
             return yaml.load(text, Loader=_LOADER)
     except _DuplicateKey:
         raise DuplicateKeysError(duplicate_keys(text)) from None
-    finally:
-        if collecting:
-            gc.enable()

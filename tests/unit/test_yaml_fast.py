@@ -16,7 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler import rapid_yaml, source_file
+from autoscaler.adapters import snapshot_file
 from autoscaler.cli import main
+from autoscaler.domain.errors import ConfigError
 from autoscaler.source_file import _FastBuilder, _load_rapid, _Unusual, load_fast
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -185,8 +187,8 @@ def in_pieces(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     convert = rapid_yaml._convert_in_two
 
-    def counted(pieces: list[str], *, resolve: Any) -> list[Any]:
-        values = convert(pieces, resolve=resolve)
+    def counted(pieces: list[str], **kwargs: Any) -> list[Any]:
+        values = convert(pieces, **kwargs)
         calls.append(len(pieces))
         return values
 
@@ -277,3 +279,66 @@ def test_random_documents_read_in_pieces_as_safe_load_reads_them(lists: list[lis
         patch.setattr(rapid_yaml, "PIECE_BYTES", 30)
         # When read by the fast loader, then it equals safe_load's reading
         assert _same(load_fast(text), yaml.safe_load(text)), text
+
+
+def _big_snapshot(pods: int, *, bad: int | None = None) -> dict[str, Any]:
+    """inflate-spot.yaml's snapshot with ``pods`` uniquely named pods (the one at ``bad`` with a negative
+    request) and as many nodes, so that both lists span several pieces."""
+    data: dict[str, Any] = json.loads(json.dumps(yaml.safe_load((EXAMPLES / "inflate-spot.yaml").read_text()),
+                                                 default=str))
+    template = data["pods"][0]
+    data["pods"] = []
+    for i in range(pods):
+        pod = json.loads(json.dumps(template))
+        pod["metadata"]["name"] = f"p-{i}"
+        if i == bad:
+            pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "-1"}}
+        data["pods"].append(pod)
+    data["nodes"] = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n-{i}", "labels": {"a": "b"}},
+                      "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}}
+                     for i in range(pods)]
+    return data
+
+
+def _write_both(tmp_path: Path, data: dict[str, Any]) -> tuple[Path, Path]:
+    as_yaml, as_json = tmp_path / "snap.yaml", tmp_path / "snap.json"
+    as_yaml.write_text(yaml.dump(data, Dumper=yaml.CSafeDumper, default_flow_style=False, sort_keys=False))
+    as_json.write_text(json.dumps(data))
+    return as_yaml, as_json
+
+
+def test_pods_checked_while_a_yaml_snapshot_is_read_plan_as_its_json(in_pieces: list[int], tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a snapshot read in pieces, whose pods are checked as each run of them is built
+    monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", 2000)
+    as_yaml, as_json = _write_both(tmp_path, _big_snapshot(60))
+    planned: list[bool] = []
+    plan = snapshot_file._EarlyPods.plan
+
+    def early_plan(self: Any, data: Any) -> Any:
+        result = plan(self, data)
+        planned.append(result is not None)
+        return result
+
+    monkeypatch.setattr(snapshot_file._EarlyPods, "plan", early_plan)
+    # When it is loaded, then the plan input is the one the same data as JSON gives, pods in order
+    from_yaml = snapshot_file.load_snapshot(as_yaml)
+    assert from_yaml == snapshot_file.load_snapshot(as_json)
+    assert [p.name for p in from_yaml.pods] == [f"p-{i}" for i in range(60)]
+    # and the YAML's pods were checked early, on the two-process path
+    assert planned == [True, False] and in_pieces
+
+
+@pytest.mark.parametrize("bad", [0, 59])
+def test_a_bad_pod_in_a_yaml_read_in_pieces_is_named_as_in_json(in_pieces: list[int], tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch, bad: int) -> None:
+    # Given a snapshot read in pieces with a negative request in its first or last pod
+    monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", 2000)
+    as_yaml, as_json = _write_both(tmp_path, _big_snapshot(60, bad=bad))
+    # When it is loaded, then the error names the pod's index exactly as for the same data as JSON
+    with pytest.raises(ConfigError) as from_yaml:
+        snapshot_file.load_snapshot(as_yaml)
+    with pytest.raises(ConfigError) as from_json:
+        snapshot_file.load_snapshot(as_json)
+    assert f"pods[{bad}]" in str(from_yaml.value)
+    assert str(from_yaml.value).replace("snap.yaml", "snap.json") == str(from_json.value)
