@@ -168,9 +168,11 @@ PIECE_BYTES = 512_000
 _MAX_PIECES = 255  # a piece's number is one byte in the helper's work queue
 _COL0 = re.compile(r"\n(?=[^ \t\n#])")  # a line that starts at column 0 and is not a comment
 _COL0_KEY = re.compile(r"\n(?=[^ \t\n#-]|-[^ \n])")  # ... nor a list item
-# A quoted scalar or flow collection left open at the end of a line (false alarms only cost the split).
-_OPEN_QUOTE = re.compile(r"""(?:^|[\s\[{,:])(?:'(?:[^'\n]|'')*|"(?:[^"\\\n]|\\.)*\\?)$""", re.MULTILINE)
-_FLOW_LINE = re.compile(r"^.*[\[{].*$", re.MULTILINE)
+# A quote that runs unclosed to the end of its line (an opening one when it starts a scalar: checked in
+# code, since a lookbehind first would make ``re`` try every position), and a flow collection's opening.
+_OPEN_QUOTE = re.compile(r"""['"](?:(?<=')(?:[^'\n]|'')*|(?<=")(?:[^"\\\n]|\\.)*\\?)$""", re.MULTILINE)
+_QUOTE_AFTER = frozenset(" \n[{,:")
+_FLOW_OPEN = re.compile(r"[\[{]")
 _ESCAPES = re.compile(r"\\.")
 
 
@@ -178,12 +180,21 @@ def _open_reaches_column0(text: str, lines: str) -> bool:
     """Whether a quoted scalar or flow collection spans lines onto one starting at column 0: there, a line
     that looks like a key or a list item is text, so the document cannot be cut at its column-0 lines.
     ``lines`` holds each distinct line of ``text`` once (PyYAML writes long text over indented lines)."""
-    for match in _FLOW_LINE.finditer(lines):
-        line = match.group()
+    line_end = -1
+    for bracket in _FLOW_OPEN.finditer(lines):
+        if bracket.start() < line_end:
+            continue  # this line is checked already
+        start, line_end = lines.rfind("\n", 0, bracket.start()) + 1, lines.find("\n", bracket.start())
+        line = lines[start:line_end if line_end >= 0 else len(lines)]
         if line.count("[") != line.count("]") or line.count("{") != line.count("}"):
             return True
-    for match in _OPEN_QUOTE.finditer(lines):
-        at = match.start() + (match.group()[0] not in "'\"")
+        if line_end < 0:
+            break
+    at = -1
+    while (match := _OPEN_QUOTE.search(lines, at + 1)) is not None:
+        at = match.start()
+        if at > 0 and lines[at - 1] not in _QUOTE_AFTER:
+            continue  # in a plain scalar (``it's``; a key's: ``x"y: 'z``) or a closing quote: search on
         start, end = lines.rfind("\n", 0, at) + 1, lines.find("\n", at)
         line = lines[start:end if end >= 0 else len(lines)]
         found = text.find(line)

@@ -215,6 +215,9 @@ _LONG = yaml.safe_dump({"a": ["word " * 30, {"b": "x " * 50, "c": 'say "hi" ' * 
     ("k:\n" + "- 'a\n- b'\n- c\n" * 10, False),
     # the same inside an indented list: safe_load refuses it, so must the fast path
     ("k:\n" + "  - 'a\n- b'\n" * 5 + "- c\n" * 5, False),
+    # ... opening after a quote inside a plain key, which does not open a scalar
+    ("k:\n" + "  - x\"y: 'a\n- b'\n" * 5 + "- c\n" * 5, False),
+    ("k:\n" + "- x\"y: 'a\n- b'\n" * 5 + "- c\n" * 5, False),
     # flow collections over several lines, one of them with a column-0 line
     ("k: [a,\nb]\nm:\n" + "- {x: 1,\n  y: 2}\n" * 10, False),
     # a column-0 key starting with '-', and a list right after a key
@@ -342,3 +345,29 @@ def test_a_bad_pod_in_a_yaml_read_in_pieces_is_named_as_in_json(in_pieces: list[
         snapshot_file.load_snapshot(as_json)
     assert f"pods[{bad}]" in str(from_yaml.value)
     assert str(from_yaml.value).replace("snap.yaml", "snap.json") == str(from_json.value)
+
+
+@pytest.mark.parametrize("text", [
+    "k:\n  - x\"y: 'a\n- b'\n- c\n- d\n",  # an opening quote after a plain key with a quote in it
+    "k:\n  - 'a\n- b'\n- c\n- d\n",  # a quoted scalar of an indented list running onto a column-0 "item"
+    "k:\n- 'a\n- b'\n- c\nm: 'x\nn: y'\n- d\n",  # the same at column 0, valid; and onto a column-0 "key"
+    "k:\n  - [a,\n- b]\n- c\n- d\n",  # a flow collection running onto a column-0 "item"
+    "k:\n  - \"a\\\n- b\"\n- c\n- d\n",  # a double-quoted scalar with an escaped line break
+])
+def test_no_cut_changes_what_a_document_reads_as(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    # Given a document whose column-0 lines are not all keys or items (which rapidyaml refuses too; the
+    # check does not rely on that), cut wherever the piece size puts it
+    assert rapid_yaml._open_reaches_column0(text, "\n".join(set(text.split("\n"))))
+    monkeypatch.setattr(rapid_yaml, "PARALLEL_MIN_BYTES", 0)
+    try:
+        expected = yaml.safe_load(text)
+    except yaml.YAMLError:
+        expected = yaml.YAMLError
+    for size in range(1, len(text)):
+        monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", size)
+        # When it is read in pieces of that size, then it reads (or is refused) as safe_load does
+        if expected is yaml.YAMLError:
+            with pytest.raises(yaml.YAMLError):
+                load_fast(text)
+        else:
+            assert _same(load_fast(text), expected), (size, text)
