@@ -348,6 +348,9 @@ def _convert_in_two(pieces: list[str], *, resolve: Resolve,
         if pid == 0:  # the helper: never returns into the caller's code
             try:
                 os.close(results)
+                # Its own session, so its own scheduling group under Linux's autogroup: where other sessions
+                # keep the cores busy, the helper's time then is not taken from this process's share.
+                os.setsid()
                 _helper(pieces, resolve=resolve, queue=queue, results=results_in, out=out.fileno())
             finally:
                 os._exit(0)
