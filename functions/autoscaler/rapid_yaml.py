@@ -16,6 +16,7 @@ import signal
 import struct
 import sys
 import tempfile
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -282,9 +283,10 @@ def _join(pieces: list[str], values: list[Any]) -> Any:
 
 
 def _two_cores() -> bool:
-    """Fork is cheap and safe on Linux; elsewhere, or on one core, the pieces are converted here."""
+    """Fork is cheap and safe on Linux in a single-threaded process (another thread could hold a lock the
+    helper then needs); elsewhere, on one core, or beside other threads, the pieces are converted here."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return sys.platform == "linux" and cores > 1
+    return sys.platform == "linux" and cores > 1 and threading.active_count() == 1
 
 
 def load(text: str, *, resolve: Resolve, on_list: Callable[[list[Any]], object] | None = None) -> Any:
@@ -294,10 +296,13 @@ def load(text: str, *, resolve: Resolve, on_list: Callable[[list[Any]], object] 
     if ryml is None:
         raise Unusual
     pieces = split(text)
-    if len(pieces) == 1 or not _two_cores():
-        many = len(pieces) > 1
-        return _join(pieces, [_loads(to_json(piece, resolve=resolve, piece=many)) for piece in pieces])
-    return _join(pieces, _convert_in_two(pieces, resolve=resolve, on_list=on_list))
+    if len(pieces) > 1 and _two_cores():
+        try:
+            return _join(pieces, _convert_in_two(pieces, resolve=resolve, on_list=on_list))
+        except OSError:  # no pipe, process or temporary file to be had: the pieces are converted here
+            pass
+    many = len(pieces) > 1
+    return _join(pieces, [_loads(to_json(piece, resolve=resolve, piece=many)) for piece in pieces])
 
 
 _RECORD = struct.Struct("<iiqq")  # piece, status (0 done, 1 declined), offset and length of its JSON

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,7 @@ def in_pieces(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     number of pieces of each document read that way."""
     monkeypatch.setattr(rapid_yaml, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", 60)
+    monkeypatch.setattr(rapid_yaml, "_two_cores", lambda: True)  # also beside a thread other tests left
     calls: list[int] = []
     convert = rapid_yaml._convert_in_two
 
@@ -371,3 +373,38 @@ def test_no_cut_changes_what_a_document_reads_as(monkeypatch: pytest.MonkeyPatch
                 load_fast(text)
         else:
             assert _same(load_fast(text), expected), (size, text)
+
+
+def test_beside_another_thread_the_pieces_are_converted_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given another thread running (it could hold a lock a forked helper would then wait on forever)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        # When asked whether to fork, then no; and a document in pieces still reads as safe_load reads it
+        assert not rapid_yaml._two_cores()
+        monkeypatch.setattr(rapid_yaml, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", 60)
+        text = "pods:\n" + "".join(_ITEM.format(i=i) for i in range(30))
+        assert len(rapid_yaml.split(text)) > 1
+        assert _same(rapid_yaml.load(text, resolve=_resolve), yaml.safe_load(text))
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_without_a_temporary_file_the_pieces_are_converted_here(in_pieces: list[int],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given no temporary file to be had for the helper's output (a full or read-only /tmp)
+    def full(*_: Any, **__: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(rapid_yaml.tempfile, "TemporaryFile", full)
+    text = "pods:\n" + "".join(_ITEM.format(i=i) for i in range(30))
+    # When read, then rapidyaml still reads it, in this process, as safe_load does
+    assert _same(rapid_yaml.load(text, resolve=_resolve), yaml.safe_load(text))
+    assert not in_pieces
+
+
+def _resolve(token: str) -> Any:
+    return _FastBuilder().scalar(yaml.ScalarEvent(None, None, (True, False), token, style=""))
