@@ -163,9 +163,10 @@ def _loads(emitted: bytes | bytearray) -> Any:
         raise Unusual from None
 
 
-# Splitting pays from a few MB; a piece is big enough that per-piece costs vanish, small enough to balance.
-PARALLEL_MIN_BYTES = 4_000_000
-PIECE_BYTES = 512_000
+# Splitting pays from about a MB (a fork costs milliseconds); a piece is big enough that per-piece costs
+# vanish (~1 ms each), small enough that the checking of the first can start early.
+PARALLEL_MIN_BYTES = 1_000_000
+PIECE_BYTES = 256_000
 _MAX_PIECES = 255  # a piece's number is one byte in the helper's work queue
 _COL0 = re.compile(r"\n(?=[^ \t\n#])")  # a line that starts at column 0 and is not a comment
 _COL0_KEY = re.compile(r"\n(?=[^ \t\n#-]|-[^ \n])")  # ... nor a list item
