@@ -2,9 +2,10 @@
 write one from a live cluster for ``autoscaler snapshot``.
 
 The document itself is parsed by the pure ``domain.snapshot``; every error names the file. YAML is read
-by ``source_file.load_fast`` (rapidyaml when it reads the file as PyYAML would, else libyaml's event
-stream), so a 20 MB YAML snapshot loads within ~1.3-1.7x the time of the same data as JSON
-(benchmarks/snapshot_load.py); a key given twice is an error naming file:line. Collection goes through
+by ``source_file.load_fast`` (rapidyaml when it reads the file as PyYAML would, a large file on two cores,
+else libyaml's event stream), and the pods are checked as each run of them is built, so a 20 MB YAML
+snapshot loads in about the time of the same data as JSON (benchmarks/snapshot_load.py, docs/snapshot.md);
+a key given twice is an error naming file:line. Collection goes through
 the adapters the Lambdas use: the Kubernetes API as raw JSON and ``AwsCloud`` (instance types,
 offerings, prices, in-flight instances).
 """
