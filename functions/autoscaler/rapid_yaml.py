@@ -252,8 +252,9 @@ def split(text: str) -> list[str]:
         if text.startswith(("- ", "-\n"), cut):
             if not _after_an_item(text, cut):
                 continue
-            # A piece of list items ends where the top-level mapping's next key starts.
-            key = _COL0_KEY.search(text, cut, cut + size)
+            # A piece of list items ends where the top-level mapping's next key starts (the search may look
+            # a character past the piece, so that a key line starting right at its end is found too).
+            key = _COL0_KEY.search(text, cut, cut + size + 2)
             if key is not None:
                 cuts.append(cut)
                 cut = key.end()

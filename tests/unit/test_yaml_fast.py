@@ -408,3 +408,15 @@ def test_without_a_temporary_file_the_pieces_are_converted_here(in_pieces: list[
 
 def _resolve(token: str) -> Any:
     return _FastBuilder().scalar(yaml.ScalarEvent(None, None, (True, False), token, style=""))
+
+
+def test_every_cut_of_a_plain_document_keeps_it_on_rapidyaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a plain document of top-level lists, cut with every piece size (here converted in one process)
+    monkeypatch.setattr(rapid_yaml, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(rapid_yaml, "_two_cores", lambda: False)
+    items = "- a: 1\n  b: [x]\n# note\n" * 4
+    text = "k:\n" + items + "m: 1\nn:\n" + items + "o:\n" + items
+    for size in range(1, len(text)):
+        monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", size)
+        # When read, then rapidyaml reads every piece (a list's piece ends where the next key starts)
+        assert _same(rapid_yaml.load(text, resolve=_resolve), yaml.safe_load(text)), size

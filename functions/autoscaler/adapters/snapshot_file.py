@@ -55,7 +55,7 @@ class _EarlyPods:
         self.runs: dict[int, tuple[list[Any], list[Pod]]] = {}  # id of a run's first item -> (run, its pods)
 
     def __call__(self, items: list[Any]) -> None:
-        if not isinstance(items[0], Mapping) or items[0].get("kind", "Pod") != "Pod":
+        if not items or not isinstance(items[0], Mapping) or items[0].get("kind", "Pod") != "Pod":
             return
         try:
             self.runs[id(items[0])] = (items, parse_snapshot({"pods": items}).pods)
