@@ -2,9 +2,12 @@
 
 Builds a ~20 MB snapshot from examples/inflate-spot.yaml (its catalogue and NodePools, pods repeated
 with unique names), writes it as block-style YAML and as JSON, and times ``load_snapshot`` (read, parse,
-validate every object) on each, the median of ``--repeat`` loads; the YAML also without rapidyaml
-(libyaml's event stream, the fallback). Also times PyYAML's pure-Python loader on a 1 MB slice, to show
-what the C loaders save. Prints one JSON object.
+validate every object) on each, the median of ``--repeat`` loads taken in turn (JSON, YAML, JSON, ...) so
+a change in the machine's load touches both alike. Wall time is what a user waits; CPU time (this process
+and the YAML path's helper process) shows what the other core did, and the load average whether there
+was a free core to do it. The YAML is also timed without rapidyaml (libyaml's event stream, the fallback;
+``--no-events`` skips it) and PyYAML's pure-Python loader on a 1 MB slice, to show what the C loaders save.
+Prints one JSON object.
 
 Run: ``PYTHONPATH=functions:. python -m benchmarks.snapshot_load [--mb 20]``.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -21,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from autoscaler import source_file
+from autoscaler import rapid_yaml
 from autoscaler.adapters.snapshot_file import load_snapshot
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "inflate-spot.yaml"
@@ -42,20 +46,28 @@ def build(target_bytes: int) -> dict[str, Any]:
     return base
 
 
-def _time(path: Path, repeat: int) -> float:
-    """The median of ``repeat`` loads: the machine is shared, so one run can be an outlier."""
-    runs = []
+def _cpu() -> float:
+    """CPU seconds of this process and of its ended children (the YAML path's helper)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def _time(paths: list[Path], repeat: int) -> list[tuple[float, float]]:
+    """The median wall and CPU seconds of ``repeat`` loads of each path, the paths loaded in turn."""
+    runs: list[list[tuple[float, float]]] = [[] for _ in paths]
     for _ in range(repeat):
-        started = time.perf_counter()
-        load_snapshot(path)
-        runs.append(time.perf_counter() - started)
-    return statistics.median(runs)
+        for i, path in enumerate(paths):
+            cpu, started = _cpu(), time.perf_counter()
+            load_snapshot(path)
+            runs[i].append((time.perf_counter() - started, _cpu() - cpu))
+    return [(statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for r in runs]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=3, help="loads per format; the median is reported")
+    parser.add_argument("--no-events", action="store_true", help="skip timing libyaml's event stream")
     args = parser.parse_args()
     data = build(int(args.mb * 1e6))
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,12 +75,16 @@ def main() -> None:
         dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
         yaml_path.write_text(yaml.dump(data, Dumper=dumper, default_flow_style=False, sort_keys=False))
         json_path.write_text(json.dumps(data))
-        yaml_seconds, json_seconds = _time(yaml_path, args.repeat), _time(json_path, args.repeat)
-        rapid, source_file.ryml = source_file.ryml, None  # the libyaml event path, as without rapidyaml
-        try:
-            events_seconds = _time(yaml_path, args.repeat)
-        finally:
-            source_file.ryml = rapid
+        load_before = os.getloadavg()[0]
+        (json_seconds, json_cpu), (yaml_seconds, yaml_cpu) = _time([json_path, yaml_path], args.repeat)
+        load_after = os.getloadavg()[0]
+        events_seconds = None
+        if not args.no_events:
+            rapid, rapid_yaml.ryml = rapid_yaml.ryml, None  # the libyaml event path, as without rapidyaml
+            try:
+                events_seconds = round(_time([yaml_path], args.repeat)[0][0], 2)
+            finally:
+                rapid_yaml.ryml = rapid
         sample = yaml_path.read_text()[:1_000_000]
         sample = sample[:sample.rfind("\n- ")]  # a whole number of list items
         started = time.perf_counter()
@@ -84,8 +100,11 @@ def main() -> None:
             "yaml_load_seconds": round(yaml_seconds, 2),
             "json_load_seconds": round(json_seconds, 2),
             "yaml_over_json": round(yaml_seconds / json_seconds, 2),
-            "rapidyaml": rapid is not None,
-            "yaml_libyaml_events_seconds": round(events_seconds, 2),
+            "yaml_cpu_seconds": round(yaml_cpu, 2),
+            "json_cpu_seconds": round(json_cpu, 2),
+            "load_average": [round(load_before, 1), round(load_after, 1)],
+            "rapidyaml": rapid_yaml.ryml is not None,
+            "yaml_libyaml_events_seconds": events_seconds,
             "pure_python_yaml_seconds_per_mb": round(pure_per_mb, 2),
         }))
 

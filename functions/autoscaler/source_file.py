@@ -1,7 +1,7 @@
 """Reading configuration files safely: size and binary checks before parsing, YAML parsed with the line
 of every key and item recorded and duplicate keys reported, and a fast path for large documents (JSON;
-rapidyaml when a scan shows it reads the file as PyYAML would; else libyaml's event stream), which
-reports duplicate keys with their lines too.
+rapidyaml when a scan shows it reads the file as PyYAML would, ``rapid_yaml.py``; else libyaml's event
+stream), which reports duplicate keys with their lines too.
 
 Shared by the cluster file (``config.py``), ``autoscaler validate`` and the snapshot reader. Pure apart
 from reading the one file it is given (no AWS or Kubernetes code), so the CDK app can use it.
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
-import os
-import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path as FilePath
@@ -23,12 +21,11 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from autoscaler import rapid_yaml
 from autoscaler.domain.errors import Path, Problem
-
-try:  # rapidyaml: parses in C++ and writes JSON that json.loads turns into values at C speed
-    import ryml
-except ImportError:  # pragma: no cover - an optional speed-up; libyaml's event stream is the fallback
-    ryml = None
+from autoscaler.rapid_yaml import DuplicateKey as _DuplicateKey
+from autoscaler.rapid_yaml import Unusual as _Unusual
+from autoscaler.rapid_yaml import unique as _unique
 
 # A cluster file is a few kilobytes; 5 MB is far beyond any real one and still instant to reject.
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
@@ -276,14 +273,6 @@ class _FastBuilder:
         return root
 
 
-class _Unusual(Exception):
-    """A construct the event builder leaves to PyYAML's loader."""
-
-
-class _DuplicateKey(Exception):
-    """A mapping holds a key twice: the file is read again to name every one with its lines."""
-
-
 class DuplicateKeysError(yaml.YAMLError):
     """Keys given twice in one mapping (YAML keeps the last silently): one problem each, with lines."""
 
@@ -352,114 +341,39 @@ def duplicate_keys(text: str) -> list[Problem]:
     return problems
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    mapping = dict(pairs)
-    if len(mapping) != len(pairs):
-        raise _DuplicateKey
-    return mapping
-
-
-# Where ryml's reading of a plain scalar could differ from PyYAML's (YAML 1.1: yes/on/~, 0x1f, 010, 12:30,
-# dates, .inf, <<; or a number as a key), found by a scan of the text: every plain scalar that starts
-# like a number, a special or one of those words. A false alarm only costs speed (the libyaml path).
-_PLAIN_START = r"([ \n\[{,])(?=[0-9.~<=&*!+%@`|>yYnNoOtTfFiI?:-])"
-_PLAIN_REST = r"[^\n#,\[\]{}:]*(?::[^\s,\[\]{}][^\n#,\[\]{}:]*)*"
-_WORDS = (r"(?:yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF|true|True|TRUE|false|False|FALSE|null|Null|NULL|"
-          r"[-+]?\.?(?:nan|NaN|NAN|inf|Inf|INF|Infinity|infinity)|[yYnN])(?=[ \t]*(?:$|[:#,\]}]))")
-# A complex key's ``?`` and an empty key's ``:`` (which PyYAML refuses) are candidates too, never agreeing.
-_CANDIDATE = re.compile(rf"{_PLAIN_START}((?:[0-9.~<=&*!+%@`|>]|-(?=\S)){_PLAIN_REST}|{_WORDS}|[?:](?=\s|$))"
-                        r"[ \t]*(:(?=\s|$))?", re.MULTILINE)
-# Documents and directives: left to libyaml (a literal-prefixed search; one alternation costs ~5x as much).
-_STRUCTURE = re.compile(r"\n(?:---|\.\.\.|%)")
-# Line breaks to YAML 1.1 (PyYAML) but text to ryml; a tab, which PyYAML refuses where ryml takes it.
-_DECLINED_CHARS = ("\x85", "\u2028", "\u2029", "\t")
-_INF, _NAN = re.compile(r"inf(?:inity)?(?![\w.])"), re.compile(r"nan(?![\w.])")
-_COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
-_JSON_LITERAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null")
-_BLOCK_SCALAR = re.compile(r"[|>][-+0-9]*")
-
-
-def _agrees(token: str, *, key: bool, resolve: Any) -> bool:
-    """Whether ryml's JSON and PyYAML read this plain scalar as the same value (keys: both as text)."""
-    token = token.rstrip()
-    if _BLOCK_SCALAR.fullmatch(token):
-        return True
-    if token[0] in "&*!%@`<=~?:":
-        return False
-    try:
-        ours = resolve(token)
-    except (yaml.YAMLError, ValueError):
-        return False
-    if key:
-        return isinstance(ours, str)
-    theirs = json.loads(token) if _JSON_LITERAL.fullmatch(token) else token
-    return type(ours) is type(theirs) and ours == theirs
-
-
-def _inf_or_nan(text: str) -> bool:
-    """Whether a scalar, quoted or not, reads inf/nan (``.Inf``, ``'nan'``, ``-inf`` ...): ryml's JSON rewrites
-    those, even quoted ones. Two literal-prefixed searches (fast in ``re``); the rare hits checked here."""
-    low = text.lower()
-    for pattern in (_INF, _NAN):
-        for match in pattern.finditer(low):
-            start = match.start()
-            start -= start > 0 and low[start - 1] == "."
-            start -= start > 0 and low[start - 1] in "+-"
-            before = low[start - 1] if start else " "
-            if not (before.isalnum() or before in "_."):
-                return True
-    return False
-
-
-@contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """ryml prints its parse errors on stderr from C++; the libyaml path reports them, with lines."""
-    try:
-        saved = os.dup(2)
-    except OSError:  # no stderr to silence
-        yield
-        return
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def _load_rapid(text: str) -> Any:
+def _load_rapid(text: str, *, on_list: Callable[[list[Any]], object] | None = None) -> Any:
     """The data through rapidyaml when it reads the file exactly as ``yaml.safe_load`` would, else _Unusual."""
-    if ryml is None or any(c in text for c in _DECLINED_CHARS) or _inf_or_nan(text):
-        raise _Unusual
-    # Whole-line comments are skipped: such a line is a comment, or text inside a quoted or block scalar.
-    scanned = "\n" + (_COMMENT_LINE.sub("", text) if "#" in text else text)
-    if _STRUCTURE.search(scanned):
-        raise _Unusual
     builder = _FastBuilder()
 
     def resolve(token: str) -> Any:
         return builder.scalar(yaml.ScalarEvent(None, None, (True, False), token, style=""))
 
-    # After ``{`` or ``,`` a scalar may be a flow mapping's key without a colon (``{a: 1, 5}``).
-    for before, token, colon in set(_CANDIDATE.findall(scanned)):
-        if not _agrees(token, key=bool(colon) or before in "{,", resolve=resolve):
-            raise _Unusual
-    try:
-        with _quiet_stderr():
-            tree = ryml.parse_in_arena(text.encode())
-            emitted = ryml.emit_json_malloc(tree, tree.root_id())
-        return json.loads(emitted, object_pairs_hook=_unique)
-    except (ryml.ExceptionBasic, ValueError, TypeError):  # TypeError: an empty document
-        raise _Unusual from None
+    return rapid_yaml.load(text, resolve=resolve, on_list=on_list)
 
 
-def load_fast(text: str) -> Any:
+def load_fast(text: str, *, on_list: Callable[[list[Any]], object] | None = None) -> Any:
     """The data of a large document without line tracking: json when it is JSON, else rapidyaml when it reads
-    the file as PyYAML would, else the event builder. A key given twice raises DuplicateKeysError."""
-    # The values built are acyclic: the cycle collector's passes over millions of new containers are wasted.
+    the file as PyYAML would, else the event builder. A key given twice raises DuplicateKeysError.
+    ``on_list`` may be given runs of a top-level list's items early, while the rest is still being read
+    (``rapid_yaml.load``); the data returned is the same either way."""
+    with paused_gc():
+        return _load_fast(text, on_list=on_list)
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cycle collector paused: its passes over the millions of containers a large document makes (and
+    the objects checked from them) find nothing, since none of them form cycles."""
     collecting = gc.isenabled()
     gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _load_fast(text: str, *, on_list: Callable[[list[Any]], object] | None) -> Any:
     try:
         if text.lstrip().startswith(("{", "[")):
             try:
@@ -467,7 +381,7 @@ def load_fast(text: str) -> Any:
             except json.JSONDecodeError:
                 pass  # flow-style YAML
         try:
-            return _load_rapid(text)
+            return _load_rapid(text, on_list=on_list)
         except _Unusual:
             pass
         try:
@@ -479,6 +393,3 @@ def load_fast(text: str) -> Any:
             return yaml.load(text, Loader=_LOADER)
     except _DuplicateKey:
         raise DuplicateKeysError(duplicate_keys(text)) from None
-    finally:
-        if collecting:
-            gc.enable()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler import source_file
+from autoscaler import rapid_yaml, source_file
+from autoscaler.adapters import snapshot_file
 from autoscaler.cli import main
+from autoscaler.domain.errors import ConfigError
 from autoscaler.source_file import _FastBuilder, _load_rapid, _Unusual, load_fast
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -173,3 +177,246 @@ def test_the_json_and_event_paths_agree_on_a_real_snapshot() -> None:
     # When each path reads it, then they all give the same data
     assert _same(load_fast(json.dumps(data)), data)
     assert _same(_FastBuilder().load(SNAPSHOT), data)
+
+
+@pytest.fixture
+def in_pieces(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Any document is split (into pieces of ~60 characters) and converted on two cores; the list holds the
+    number of pieces of each document read that way."""
+    monkeypatch.setattr(rapid_yaml, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", 60)
+    monkeypatch.setattr(rapid_yaml, "_two_cores", lambda: True)  # also beside a thread other tests left
+    calls: list[int] = []
+    convert = rapid_yaml._convert_in_two
+
+    def counted(pieces: list[str], **kwargs: Any) -> list[Any]:
+        values = convert(pieces, **kwargs)
+        calls.append(len(pieces))
+        return values
+
+    monkeypatch.setattr(rapid_yaml, "_convert_in_two", counted)
+    return calls
+
+
+_WRITTEN = _as_written(EXAMPLES / "inflate-spot.yaml")
+_ITEM = "- name: p{i}\n  labels: {{app: web}}\n  requests:\n    cpu: '1'\n    memory: 1Gi\n"
+_LONG = yaml.safe_dump({"a": ["word " * 30, {"b": "x " * 50, "c": 'say "hi" ' * 12}]}, width=60)
+
+
+@pytest.mark.parametrize(("text", "split"), [
+    # what `autoscaler snapshot` writes: top-level keys, long column-0 lists
+    (_WRITTEN, True),
+    # comments and blank lines between items at column 0; two lists; a scalar between them
+    ("region: x\npods:\n" + "".join(_ITEM.format(i=i) + ("# note\n\n" if i % 3 else "") for i in range(12))
+     + "n: 1\nnodes:\n" + "".join(_ITEM.format(i=i) for i in range(8)), True),
+    # long text PyYAML writes over indented lines, quoted and plain
+    (_LONG * 1 + "pods:\n" + "".join(f"- '{'y ' * 40}{i}'\n" for i in range(10)) + _LONG.replace("a:", "z:"), True),
+    # a document that is a list
+    ("".join(_ITEM.format(i=i) for i in range(10)), True),
+    # a quoted scalar running onto a column-0 line that looks like an item: valid, and not cut there
+    ("k:\n" + "- 'a\n- b'\n- c\n" * 10, False),
+    # the same inside an indented list: safe_load refuses it, so must the fast path
+    ("k:\n" + "  - 'a\n- b'\n" * 5 + "- c\n" * 5, False),
+    # ... opening after a quote inside a plain key, which does not open a scalar
+    ("k:\n" + "  - x\"y: 'a\n- b'\n" * 5 + "- c\n" * 5, False),
+    ("k:\n" + "- x\"y: 'a\n- b'\n" * 5 + "- c\n" * 5, False),
+    # flow collections over several lines, one of them with a column-0 line
+    ("k: [a,\nb]\nm:\n" + "- {x: 1,\n  y: 2}\n" * 10, False),
+    # a column-0 key starting with '-', and a list right after a key
+    ("a:\n" + "- 1\n" * 30 + "-x: 2\nb:\n- 3\n", False),
+    # items of a list that is not the last key's (safe_load refuses)
+    ("a: 1\n" * 1 + "b: [1]\n" + "- 2\n" * 30, False),
+])
+def test_a_document_read_in_pieces_reads_as_safe_load_reads_it(in_pieces: list[int], text: str,
+                                                                split: bool) -> None:
+    # Given a document cut at column-0 lines into pieces converted by two processes
+    # When the fast loader reads it, then the result (or the refusal) is safe_load's
+    try:
+        expected = yaml.safe_load(text)
+    except yaml.YAMLError:
+        with pytest.raises(yaml.YAMLError):
+            load_fast(text)
+        return
+    assert _same(load_fast(text), expected), text
+    # and a plainly shaped document was read in pieces, on two cores
+    assert bool(in_pieces and in_pieces[0] > 1) is split
+
+
+def test_a_key_repeated_in_another_piece_is_a_duplicate(in_pieces: list[int]) -> None:
+    # Given a top-level key given again far below, in another piece
+    text = "region: a\npods:\n" + "".join(_ITEM.format(i=i) for i in range(20)) + "region: b\n"
+    # When read in pieces, then the duplicate is reported with both lines
+    with pytest.raises(source_file.DuplicateKeysError) as caught:
+        load_fast(text)
+    assert [p.line for p in caught.value.problems] == [text.count("\n")]
+    assert in_pieces
+
+
+def test_a_piece_the_helper_declines_sends_the_document_to_libyaml(in_pieces: list[int]) -> None:
+    # Given a YAML 1.1 boolean deep in a long list, which the helper process converts
+    text = "pods:\n" + "".join(_ITEM.format(i=i) for i in range(30)) + "- flag: yes\n"
+    # When read in pieces, then the rapid path declines it and the result is still safe_load's
+    assert len(rapid_yaml.split(text)) > 1
+    assert _same(load_fast(text), yaml.safe_load(text))
+    assert not in_pieces
+
+
+def test_a_helper_that_dies_sends_the_document_to_libyaml(in_pieces: list[int],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a helper process that ends before converting anything (killed, out of memory)
+    def dies(*_: Any, **__: Any) -> None:
+        os._exit(0)
+
+    monkeypatch.setattr(rapid_yaml, "_helper", dies)
+    text = "pods:\n" + "".join(_ITEM.format(i=i) for i in range(30))
+    # When read in pieces, then the document is still read, as safe_load reads it
+    assert _same(load_fast(text), yaml.safe_load(text))
+
+
+@settings(max_examples=60, deadline=None)
+@given(lists=st.lists(st.lists(_DOCS, max_size=6), min_size=1, max_size=3), flow=st.booleans())
+def test_random_documents_read_in_pieces_as_safe_load_reads_them(lists: list[list[Any]], flow: bool) -> None:
+    # Given any document of top-level lists PyYAML writes, cut into pieces
+    text = yaml.safe_dump({f"k{i}": items for i, items in enumerate(lists)}, default_flow_style=flow,
+                          allow_unicode=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rapid_yaml, "PARALLEL_MIN_BYTES", 0)
+        patch.setattr(rapid_yaml, "PIECE_BYTES", 30)
+        # When read by the fast loader, then it equals safe_load's reading
+        assert _same(load_fast(text), yaml.safe_load(text)), text
+
+
+def _big_snapshot(pods: int, *, bad: int | None = None) -> dict[str, Any]:
+    """inflate-spot.yaml's snapshot with ``pods`` uniquely named pods (the one at ``bad`` with a negative
+    request) and as many nodes, so that both lists span several pieces."""
+    data: dict[str, Any] = json.loads(json.dumps(yaml.safe_load((EXAMPLES / "inflate-spot.yaml").read_text()),
+                                                 default=str))
+    template = data["pods"][0]
+    data["pods"] = []
+    for i in range(pods):
+        pod = json.loads(json.dumps(template))
+        pod["metadata"]["name"] = f"p-{i}"
+        if i == bad:
+            pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "-1"}}
+        data["pods"].append(pod)
+    data["nodes"] = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n-{i}", "labels": {"a": "b"}},
+                      "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}}
+                     for i in range(pods)]
+    return data
+
+
+def _write_both(tmp_path: Path, data: dict[str, Any]) -> tuple[Path, Path]:
+    as_yaml, as_json = tmp_path / "snap.yaml", tmp_path / "snap.json"
+    as_yaml.write_text(yaml.dump(data, Dumper=yaml.CSafeDumper, default_flow_style=False, sort_keys=False))
+    as_json.write_text(json.dumps(data))
+    return as_yaml, as_json
+
+
+def test_pods_checked_while_a_yaml_snapshot_is_read_plan_as_its_json(in_pieces: list[int], tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a snapshot read in pieces, whose pods are checked as each run of them is built
+    monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", 2000)
+    as_yaml, as_json = _write_both(tmp_path, _big_snapshot(60))
+    planned: list[bool] = []
+    plan = snapshot_file._EarlyPods.plan
+
+    def early_plan(self: Any, data: Any) -> Any:
+        result = plan(self, data)
+        planned.append(result is not None)
+        return result
+
+    monkeypatch.setattr(snapshot_file._EarlyPods, "plan", early_plan)
+    # When it is loaded, then the plan input is the one the same data as JSON gives, pods in order
+    from_yaml = snapshot_file.load_snapshot(as_yaml)
+    assert from_yaml == snapshot_file.load_snapshot(as_json)
+    assert [p.name for p in from_yaml.pods] == [f"p-{i}" for i in range(60)]
+    # and the YAML's pods were checked early, on the two-process path
+    assert planned == [True, False] and in_pieces
+
+
+@pytest.mark.parametrize("bad", [0, 59])
+def test_a_bad_pod_in_a_yaml_read_in_pieces_is_named_as_in_json(in_pieces: list[int], tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch, bad: int) -> None:
+    # Given a snapshot read in pieces with a negative request in its first or last pod
+    monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", 2000)
+    as_yaml, as_json = _write_both(tmp_path, _big_snapshot(60, bad=bad))
+    # When it is loaded, then the error names the pod's index exactly as for the same data as JSON
+    with pytest.raises(ConfigError) as from_yaml:
+        snapshot_file.load_snapshot(as_yaml)
+    with pytest.raises(ConfigError) as from_json:
+        snapshot_file.load_snapshot(as_json)
+    assert f"pods[{bad}]" in str(from_yaml.value)
+    assert str(from_yaml.value).replace("snap.yaml", "snap.json") == str(from_json.value)
+
+
+@pytest.mark.parametrize("text", [
+    "k:\n  - x\"y: 'a\n- b'\n- c\n- d\n",  # an opening quote after a plain key with a quote in it
+    "k:\n  - 'a\n- b'\n- c\n- d\n",  # a quoted scalar of an indented list running onto a column-0 "item"
+    "k:\n- 'a\n- b'\n- c\nm: 'x\nn: y'\n- d\n",  # the same at column 0, valid; and onto a column-0 "key"
+    "k:\n  - [a,\n- b]\n- c\n- d\n",  # a flow collection running onto a column-0 "item"
+    "k:\n  - \"a\\\n- b\"\n- c\n- d\n",  # a double-quoted scalar with an escaped line break
+])
+def test_no_cut_changes_what_a_document_reads_as(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    # Given a document whose column-0 lines are not all keys or items (which rapidyaml refuses too; the
+    # check does not rely on that), cut wherever the piece size puts it
+    assert rapid_yaml._open_reaches_column0(text, "\n".join(set(text.split("\n"))))
+    monkeypatch.setattr(rapid_yaml, "PARALLEL_MIN_BYTES", 0)
+    try:
+        expected = yaml.safe_load(text)
+    except yaml.YAMLError:
+        expected = yaml.YAMLError
+    for size in range(1, len(text)):
+        monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", size)
+        # When it is read in pieces of that size, then it reads (or is refused) as safe_load does
+        if expected is yaml.YAMLError:
+            with pytest.raises(yaml.YAMLError):
+                load_fast(text)
+        else:
+            assert _same(load_fast(text), expected), (size, text)
+
+
+def test_beside_another_thread_the_pieces_are_converted_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given another thread running (it could hold a lock a forked helper would then wait on forever)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        # When asked whether to fork, then no; and a document in pieces still reads as safe_load reads it
+        assert not rapid_yaml._two_cores()
+        monkeypatch.setattr(rapid_yaml, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", 60)
+        text = "pods:\n" + "".join(_ITEM.format(i=i) for i in range(30))
+        assert len(rapid_yaml.split(text)) > 1
+        assert _same(rapid_yaml.load(text, resolve=_resolve), yaml.safe_load(text))
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_without_a_temporary_file_the_pieces_are_converted_here(in_pieces: list[int],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given no temporary file to be had for the helper's output (a full or read-only /tmp)
+    def full(*_: Any, **__: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(rapid_yaml.tempfile, "TemporaryFile", full)
+    text = "pods:\n" + "".join(_ITEM.format(i=i) for i in range(30))
+    # When read, then rapidyaml still reads it, in this process, as safe_load does
+    assert _same(rapid_yaml.load(text, resolve=_resolve), yaml.safe_load(text))
+    assert not in_pieces
+
+
+def _resolve(token: str) -> Any:
+    return _FastBuilder().scalar(yaml.ScalarEvent(None, None, (True, False), token, style=""))
+
+
+def test_every_cut_of_a_plain_document_keeps_it_on_rapidyaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a plain document of top-level lists, cut with every piece size (here converted in one process)
+    monkeypatch.setattr(rapid_yaml, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(rapid_yaml, "_two_cores", lambda: False)
+    items = "- a: 1\n  b: [x]\n# note\n" * 4
+    text = "k:\n" + items + "m: 1\nn:\n" + items + "o:\n" + items
+    for size in range(1, len(text)):
+        monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", size)
+        # When read, then rapidyaml reads every piece (a list's piece ends where the next key starts)
+        assert _same(rapid_yaml.load(text, resolve=_resolve), yaml.safe_load(text)), size
