@@ -20,7 +20,7 @@ from autoscaler import rapid_yaml, source_file
 from autoscaler.adapters import snapshot_file
 from autoscaler.cli import main
 from autoscaler.domain.errors import ConfigError
-from autoscaler.source_file import _FastBuilder, _load_rapid, _Unusual, load_fast
+from autoscaler.source_file import DuplicateKeysError, _FastBuilder, _load_rapid, _Unusual, load_fast
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -91,8 +91,22 @@ _DOCS = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4)
 def test_random_documents_read_as_safe_load_reads_them(doc: Any, flow: bool) -> None:
     # Given any document PyYAML writes, in block or flow style
     text = yaml.safe_dump({"root": doc}, default_flow_style=flow, allow_unicode=True)
+    expected = yaml.safe_load(text)
     # When read by the fast loader, then it equals safe_load's reading
-    assert _same(load_fast(text), yaml.safe_load(text)), text
+    try:
+        got = load_fast(text)
+    except DuplicateKeysError:
+        # ... unless two keys PyYAML wrote read back as one (a quoted NEL folds to a space): safe_load keeps
+        # the last, the product refuses the duplicate
+        assert _keys(expected) < _keys({"root": doc}), text
+        return
+    assert _same(got, expected), text
+
+
+def _keys(value: Any) -> int:
+    if isinstance(value, dict):
+        return len(value) + sum(_keys(v) for v in value.values())
+    return sum(_keys(v) for v in value) if isinstance(value, list) else 0
 
 
 def _as_written(path: Path) -> str:
