@@ -140,7 +140,7 @@ class Simulation:
         self.describe = FastDescribeInstances(env.config.region, MOTO_LOCK, lambda: self.cloud.ec2).install(
             env.session.events)
         self.runtime = env.runtime(clock=self.clock, sink=RecordingSink(),
-                                   environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION})
+                                   environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION}, in_process=True)
         self.kubelets = Kubelets(
             self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools},
             self.runtime.cloud.instance_types, env.config.region,
@@ -470,7 +470,7 @@ class Simulation:
 
     def _fresh_runtime(self, config: ClusterConfig) -> None:
         self.runtime = self.env.runtime(clock=self.clock, sink=RecordingSink(), config=config,
-                                        environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION})
+                                        environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION}, in_process=True)
         self.kubelets.node_pools = {p.name: p for p in self.runtime.node_pools}
 
     def sample(self) -> None:
