@@ -305,10 +305,24 @@ class Store:
                 return self._with_pdb_status(obj)
             return copy.deepcopy(obj)
 
+    def peek(self, plural: str, namespace: str | None, name: str) -> Obj | None:
+        """One object as stored, not copied, or None: for in-process readers that never mutate it (the
+        simulator asks, per launch and per pod, whether a node is leaving)."""
+        res = self._res(plural)
+        with self._lock:
+            return self._objs[plural].get(self._key(res, namespace, name))
+
     def exists(self, plural: str, namespace: str | None, name: str) -> bool:
         res = self._res(plural)
         with self._lock:
             return self._key(res, namespace, name) in self._objs[plural]
+
+    def _read(self, plural: str, namespace: str | None, name: str) -> Obj:
+        """``get`` without the copy, for the store's own helpers that only read the object (404 if none)."""
+        obj = self.peek(plural, namespace, name)
+        if obj is None:
+            raise _not_found(self._res(plural), name)
+        return obj
 
     def view(self, plural: str) -> list[Obj]:
         """Every object of a kind as stored, not copied: for in-process readers that never mutate what they
@@ -514,7 +528,7 @@ class Store:
     def set_pod_ready(self, namespace: str, name: str, ready: bool = True) -> Obj:
         """Mark a pod Running and Ready (or not Ready), as the kubelet would report it."""
         status = "True" if ready else "False"
-        pod = self.get("pods", namespace, name)
+        pod = self._read("pods", namespace, name)
         conds = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
         conds.append({"type": "Ready", "status": status, "lastTransitionTime": now_rfc3339(self.clock())})
         return self.patch("pods", namespace, name, {"status": {"phase": "Running", "conditions": conds}})
@@ -522,7 +536,7 @@ class Store:
     def bind(self, namespace: str, name: str, node_name: str) -> Obj:
         """The pods/binding subresource: set spec.nodeName (once) and PodScheduled=True."""
         with self._lock:
-            pod = self.get("pods", namespace, name)
+            pod = self._read("pods", namespace, name)
             if (pod.get("spec") or {}).get("nodeName"):
                 raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": '
                                f"pod {name} is already assigned to node \"{pod['spec']['nodeName']}\"")

@@ -228,9 +228,8 @@ class Kubelets:
                             lambda: self._start(ns, name, uid))
 
     def _start(self, ns: str, name: str, uid: str) -> None:
-        try:
-            pod = self.store.get("pods", ns, name)
-        except ApiError:
+        pod = self.store.peek("pods", ns, name)
+        if pod is None:
             return
         if pod["metadata"].get("uid") != uid or pod["metadata"].get("deletionTimestamp"):
             return

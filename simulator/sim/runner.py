@@ -288,15 +288,13 @@ class Simulation:
         """Interrupted, or its node cordoned or tainted ``karpenter.sh/disrupted`` (a rebalance, a disruption)."""
         if r.interrupted:
             return True
-        if r.node_name is None or not self.store.exists("nodes", None, r.node_name):
-            return False
-        return node_leaving(self.store.get("nodes", None, r.node_name))
+        node = self.store.peek("nodes", None, r.node_name) if r.node_name is not None else None
+        return node is not None and node_leaving(node)
 
     def _displaced(self, pod_key: str) -> bool:
         ns, _, name = pod_key.partition("/")
-        try:
-            pod = self.store.get("pods", ns, name)
-        except ApiError:
+        pod = self.store.peek("pods", ns, name)
+        if pod is None:
             return False
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
@@ -304,9 +302,8 @@ class Simulation:
         record = next((r for r in self.cloud.instances.values() if r.node_name == node), None)
         if record is not None:
             return self._leaving(record)
-        if not self.store.exists("nodes", None, node):
-            return False
-        return node_leaving(self.store.get("nodes", None, node))
+        stored = self.store.peek("nodes", None, node)
+        return stored is not None and node_leaving(stored)
 
     def _terminated(self, r: InstanceRecord) -> None:
         why = " (interrupted)" if r.interrupted else ""

@@ -41,11 +41,10 @@ PLATFORMS: list[tuple[str, dict[str, Any], str, float, float | None, tuple[float
 ]
 
 
-@pytest.mark.parametrize(("what", "fields", "reaction", "prov", "dis", "window"), PLATFORMS,
-                         ids=[p[0] for p in PLATFORMS])
+@pytest.mark.parametrize("case", PLATFORMS, ids=[p[0] for p in PLATFORMS])
 def test_schedules_and_batching_follow_the_cluster_file_unless_overridden(
-        what: str, fields: dict[str, Any], reaction: str, prov: float, dis: float | None,
-        window: tuple[float, float]) -> None:
+        case: tuple[str, dict[str, Any], str, float, float | None, tuple[float, float]]) -> None:
+    what, fields, reaction, prov, dis, window = case
     # Given a scenario on the demo cluster file (with the overrides of the case)
     scenario = _scenario(**fields)
     # When its platform is resolved
