@@ -24,31 +24,35 @@ def _scenario(**extra: Any) -> Scenario:
     return Scenario.model_validate({"name": "platform", "cluster": "clusters/demo.yaml", **extra})
 
 
-# (what, scenario fields, reaction, provisioner period, disruption period, batch idle / max)
-PLATFORMS: list[tuple[str, dict[str, Any], str, float, float | None, tuple[float, float]]] = [
+# (what, scenario fields, reaction, provisioner period, disruption period, batch idle / max; None: the
+# cluster file's own, i.e. ProvisionerConfig's defaults)
+PLATFORMS: list[tuple[str, dict[str, Any], str, float, float | None, tuple[float | None, float | None]]] = [
     ("the demo as deployed: the watcher, a 10-minute safety pass, disruption every 10 minutes",
-     {}, "watcher", 600, 600, (1, 10)),
+     {}, "watcher", 600, 600, (None, None)),
     ("the cluster file's reaction: scheduled, its default rate(1 minute)",
-     {"config": {"provisioner": {"reaction": "scheduled"}}}, "scheduled", 60, 600, (1, 10)),
+     {"config": {"provisioner": {"reaction": "scheduled"}}}, "scheduled", 60, 600, (None, None)),
     ("the cluster file's batching window and disruption schedule",
      {"config": {"provisioner": {"reaction": "watch", "batchIdleSeconds": 2, "batchMaxSeconds": 20},
                  "disruption": {"schedule": "rate(5 minutes)"}}}, "watch", 60, 300, (2, 20)),
     ("disruption disabled: no disruption schedule",
-     {"config": {"disruption": {"enabled": False}}}, "watcher", 600, None, (1, 10)),
+     {"config": {"disruption": {"enabled": False}}}, "watcher", 600, None, (None, None)),
     ("explicit scenario overrides win",
      {"provisioner": {"mode": "scheduled", "batchIdleSeconds": 3},
-      "settings": {"provisionerPeriodSeconds": 30, "disruptionPeriodSeconds": 90}}, "scheduled", 30, 90, (3, 10)),
+      "settings": {"provisionerPeriodSeconds": 30, "disruptionPeriodSeconds": 90}}, "scheduled", 30, 90, (3, None)),
 ]
 
 
 @pytest.mark.parametrize("case", PLATFORMS, ids=[p[0] for p in PLATFORMS])
 def test_schedules_and_batching_follow_the_cluster_file_unless_overridden(
-        case: tuple[str, dict[str, Any], str, float, float | None, tuple[float, float]]) -> None:
-    what, fields, reaction, prov, dis, window = case
+        case: tuple[str, dict[str, Any], str, float, float | None, tuple[float | None, float | None]]) -> None:
+    what, fields, reaction, prov, dis, (idle, most) = case
     # Given a scenario on the demo cluster file (with the overrides of the case)
     scenario = _scenario(**fields)
+    config = scenario.cluster_config()
+    window = (config.provisioner.batch_idle_seconds if idle is None else idle,
+              config.provisioner.batch_max_seconds if most is None else most)
     # When its platform is resolved
-    p = platform_for(scenario, scenario.cluster_config())
+    p = platform_for(scenario, config)
     # Then the reaction, schedules and batching window are the deployment's, or the scenario's overrides
     assert (p.reaction, p.provisioner_period, p.disruption_period) == (reaction, prov, dis), what
     assert (p.batch_idle_seconds, p.batch_max_seconds) == window, what
