@@ -236,7 +236,7 @@ class Kubelets:
         node = pod["spec"].get("nodeName")
         if not node or not self.store.exists("nodes", None, node) or self._silent(node):
             return
-        self.store.set_pod_ready(ns, name)
+        self.store.set_pod_ready(ns, name, echo=False)
         self.running[uid] = self.loop.now
 
     def _remove(self, ns: str, name: str, uid: str) -> None:
