@@ -159,10 +159,11 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
               f"  launched: {', '.join(f'{n} x {t}' for t, n in sorted(facts['launched_types'].items())) or 'nothing'}",
               f"  provisioner {facts['provisioner_mode']} mode"
               + (f" ({facts['watch_batches']} watch batches)" if facts["provisioner_mode"] != "scheduled" else "")
-              + f"; invocations {facts['invocations']}, handler errors {facts['handler_errors']}",
-              f"  schedules: provisioner {facts['schedules'].get('provisioner')}, disruption "
-              f"{facts['schedules'].get('disruption')}; timeouts {facts['lambda_timeouts'] or 'none'}, "
-              f"async events dropped after the maximum event age {facts['lambda_dropped'] or 'none'}"]
+              + f"; invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
+    if facts["schedules"]:
+        lines.append(f"  schedules: provisioner {facts['schedules'].get('provisioner')}, disruption "
+                     f"{facts['schedules'].get('disruption')}; timeouts {facts['lambda_timeouts'] or 'none'}, "
+                     f"async events dropped after the maximum event age {facts['lambda_dropped'] or 'none'}")
     if rec.scheduled_changes.get("named"):
         c = rec.scheduled_changes
         lines.append(f"  AWS Health scheduled changes: {c['named']} instance(s) named, {c['movedBeforeStart']} moved "

@@ -136,7 +136,7 @@ class Simulation:
         self.loop.functions = dict(platform.functions)
         self.loop.on_timeout = self._timed_out
         self.record = Record(scenario, self.until, policy, provisioner_mode=platform.reaction,
-                             schedules=platform.schedules())
+                             schedules=platform.schedules() if policy == "autoscaler" else {})
         self.watch = WatchTrigger(self.loop, self._watch_batch, idle=platform.batch_idle_seconds,
                                   max=platform.batch_max_seconds) if platform.watch_trigger and policy == "autoscaler" \
             else None
