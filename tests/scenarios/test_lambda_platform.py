@@ -161,3 +161,25 @@ def test_a_run_on_the_demo_uses_its_deployed_schedules(moto_server: ThreadedMoto
     assert facts["schedules"] == {"provisioner": "rate(10 minutes)", "disruption": "rate(10 minutes)",
                                   "reaction": "watcher"}
     assert facts["lambda_timeouts"] == {} and facts["lambda_dropped"] == {}
+
+
+def test_a_handler_running_past_its_timeout_is_reported(moto_server: ThreadedMotoServer, local_catalog: Catalog,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a disruption function with a 30 s timeout whose pass takes 45 s of virtual time (a stand-in
+    # handler: the real ones stop at their deadline)
+    from autoscaler.handlers.runtime import get_runtime
+    from simulator.sim import runner
+
+    def slow_pass(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        get_runtime().clock.sleep(45)
+        return {"decisions": []}
+
+    monkeypatch.setattr(runner, "disruption_handler", slow_pass)
+    scenario = _scenario(until="100s", settings={"lambdaTimeoutSeconds": 30, "disruptionPeriodSeconds": 60})
+    # When it runs (passes at 0:30 and 1:30)
+    record = run_scenario(scenario, moto_server=moto_server, catalog=local_catalog)
+    facts = summary(record)
+    # Then each pass is a timeout of the disruption function, reported as a handler error and in the timeline
+    assert facts["lambda_timeouts"] == {"disruption": 2}
+    assert sum("over its 30 s timeout" in e for e in record.handler_errors) == 2
+    assert any(src == "disruption" and "timed out" in text for _, src, text in record.timeline)
