@@ -22,6 +22,7 @@ from autoscaler import watcher_settings as ws
 from autoscaler.metrics_catalog import NAMESPACE, service_name
 from infra.claims_table import ClaimsTable
 from infra.identity import Identity
+from infra.lambda_limits import MAX_EVENT_AGE_SECONDS, RESERVED_CONCURRENCY, SCHEDULED_FUNCTIONS
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -44,8 +45,8 @@ WATCHER_TIMEOUT_SECONDS = WATCHER_PERIOD_SECONDS + ws.OVERLAP_SECONDS + int(ws.E
 ENI_ACTIONS = ("ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
                "ec2:DescribeNetworkInterfaces", "ec2:UnassignPrivateIpAddresses")
 # A scheduled run that waited behind the previous one (reserved concurrency 1) is dropped after a minute:
-# the next tick comes anyway, and stale ticks must not queue up.
-MAX_EVENT_AGE = cdk.Duration.seconds(60)
+# the next tick comes anyway, and stale ticks must not queue up (infra/lambda_limits.py).
+MAX_EVENT_AGE = cdk.Duration.seconds(MAX_EVENT_AGE_SECONDS)
 
 
 class Functions(Construct):
@@ -63,7 +64,7 @@ class Functions(Construct):
                   "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
                   "POWERTOOLS_LOG_LEVEL": "INFO"}
         self.provisioner = self._function(
-            "provisioner", timeout=config.provisioner.timeout_seconds, reserved=1, tracing=False,
+            "provisioner", timeout=config.provisioner.timeout_seconds, tracing=False,
             environment={**common,
                          cfg.ENV_NODE_ROLE_ARN: identity.node_role.role_arn,
                          cfg.ENV_CLAIMS_TABLE: claims.table.table_name,
@@ -71,17 +72,17 @@ class Functions(Construct):
         identity.allow_invoke_provisioner(self.provisioner.function_arn)
         claims.grant(identity.function_roles["provisioner"])
         self.interruption = self._function(
-            "interruption", timeout=config.interruption.timeout_seconds, reserved=None,
+            "interruption", timeout=config.interruption.timeout_seconds,
             environment={**common, cfg.ENV_QUEUE_URL: queue.queue_url,
                          cfg.ENV_PROVISIONER_FUNCTION: self.provisioner.function_name})
         # Disruption decisions assume a stable view of the cluster: never two runs at once.
         self.disruption = self._function(
-            "disruption", timeout=config.disruption.timeout_seconds, reserved=1, tracing=False,
+            "disruption", timeout=config.disruption.timeout_seconds, tracing=False,
             environment={**common, cfg.ENV_PROVISIONER_FUNCTION: self.provisioner.function_name})
         self.watcher: lambda_.Function | None = None
         if config.provisioner.mode == "watcher":
             self.watcher = self._function(
-                "watcher", timeout=WATCHER_TIMEOUT_SECONDS, reserved=2, tracing=False,
+                "watcher", timeout=WATCHER_TIMEOUT_SECONDS, tracing=False,
                 environment={ws.ENV_CLUSTER_NAME: config.cluster_name,
                              ws.ENV_PROVISIONER_FUNCTION: self.provisioner.function_name,
                              ws.ENV_BATCH_IDLE: f"{config.provisioner.batch_idle_seconds:g}",
@@ -104,7 +105,7 @@ class Functions(Construct):
             functions["watcher"] = self.watcher
         return functions
 
-    def _function(self, name: str, *, timeout: int, reserved: int | None, environment: dict[str, str],
+    def _function(self, name: str, *, timeout: int, environment: dict[str, str],
                   tracing: bool = True) -> lambda_.Function:
         title = name.capitalize()
         role = self.identity.function_roles[name]
@@ -117,7 +118,7 @@ class Functions(Construct):
         role.add_to_policy(iam.PolicyStatement(sid="WriteOwnLogs",
                                                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
                                                resources=[log_group.log_group_arn]))
-        scheduled = name != "interruption"
+        scheduled = name in SCHEDULED_FUNCTIONS
         if not tracing and "POWERTOOLS_SERVICE_NAME" in environment:
             # Untraced: Powertools' tracer then neither builds segments nor patches the SDK.
             environment = {**environment, "POWERTOOLS_TRACE_DISABLED": "true"}
@@ -130,7 +131,7 @@ class Functions(Construct):
             architecture=ARCHITECTURE,
             memory_size=self._memory_mb(name),
             timeout=cdk.Duration.seconds(timeout),
-            reserved_concurrent_executions=reserved,
+            reserved_concurrent_executions=RESERVED_CONCURRENCY[name],
             role=role,
             log_group=log_group,
             tracing=lambda_.Tracing.ACTIVE if tracing else lambda_.Tracing.DISABLED,

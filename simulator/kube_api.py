@@ -38,6 +38,7 @@ from simulator.kube_store import BY_PLURAL, RESOURCES, ApiError, Obj, Resource, 
 SERVER_VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-emulator", "gitCommit": "emulator",
                   "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22",
                   "compiler": "gc", "platform": "linux/amd64"}
+DROPPED_BODY = b'{"type":"ADD'  # the half chunk a dropped connection leaves
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
@@ -75,35 +76,37 @@ def _group_list() -> Obj:
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # http.server writes headers and body separately; with Nagle's algorithm on, every response then
-    # waits ~40 ms for the client's delayed ACK.
-    disable_nagle_algorithm = True
+class _Routes:
+    """The API's request handling, independent of the transport: ``_Handler`` serves it over HTTP and
+    ``simulator.kube_inprocess`` calls it in-process. A transport provides ``server``, ``path``,
+    ``headers`` and the ``_send`` / ``_read_body`` / ``_body_drain`` / ``_stream`` / ``_drop`` plumbing."""
+
     server: _Server
+    path: str
+    headers: Any
+    _body_read: bool
 
-    def log_message(self, format: str, *args: Any) -> None:
-        if self.server.verbose:
-            super().log_message(format, *args)
-
-    # ----- plumbing --------------------------------------------------------------------------
     def _send(self, code: int, body: Obj | bytes) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        raise NotImplementedError
 
     def _body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError as exc:
-            raise ApiError(400, "BadRequest", f"request body is not JSON: {exc}") from exc
+        raise NotImplementedError
+
+    def _body_drain(self) -> None:
+        raise NotImplementedError
+
+    def _stream(self, chunks: Iterator[bytes]) -> None:
+        """A 200 answer with ``Transfer-Encoding: chunked``, one chunk per item of ``chunks`` (a watch)."""
+        raise NotImplementedError
+
+    def _drop(self) -> None:
+        """A dropped connection: a 200 header and half a chunk, then the connection closes (a load
+        balancer's idle cut, an API server restart)."""
+        raise NotImplementedError
+
+    def _read_body(self) -> Any:
+        self._body_read = True
+        return self._body()
 
     def _dispatch(self, method: str) -> None:
         url = urlsplit(self.path)
@@ -113,16 +116,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             injected = self.server.store.take_injected(method, url.path, url.query)
             if injected == 0:
-                # A dropped connection: a 200 header and half a chunk, then the socket closes (a load
-                # balancer's idle cut, an API server restart).
                 self._body_drain()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                self.wfile.write(b"40\r\n{\"type\":\"ADD")
-                self.wfile.flush()
-                self.close_connection = True
+                self._drop()
                 return
             if injected is not None:
                 reason = HTTPStatus(injected).phrase.replace(" ", "") if injected in HTTPStatus._value2member_map_ \
@@ -137,34 +132,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(err.code, err.status())
         except (BrokenPipeError, ConnectionResetError):
             pass
-
-    def _body_drain(self) -> None:
-        # Read an unread request body so the kept-alive connection stays in sync.
-        if getattr(self, "_body_read", False):
-            return
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        self._body_read = True
-
-    def _read_body(self) -> Any:
-        self._body_read = True
-        return self._body()
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:
-        self._dispatch("PUT")
-
-    def do_PATCH(self) -> None:
-        self._dispatch("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._dispatch("DELETE")
 
     # ----- routing ---------------------------------------------------------------------------
     def _route(self, method: str, path: str, query: dict[str, str]) -> None:
@@ -257,23 +224,15 @@ class _Handler(BaseHTTPRequestHandler):
             label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector"),
             timeout=timeout, stop=self.server.stopping)
         first = next(stream, None)  # surfaces 400s before the 200 header goes out
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        self.wfile.flush()
 
-        def chunk(data: bytes) -> None:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-
-        if first is not None:
-            chunk(json.dumps(first, separators=(",", ":")).encode() + b"\n")
+        def chunks() -> Iterator[bytes]:
+            if first is None:
+                return
+            yield json.dumps(first, separators=(",", ":")).encode() + b"\n"
             for event in stream:
-                chunk(json.dumps(event, separators=(",", ":")).encode() + b"\n")
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-        self.close_connection = True
+                yield json.dumps(event, separators=(",", ":")).encode() + b"\n"
+
+        self._stream(chunks())
 
     def _item(self, method: str, res: Resource, namespace: str | None, name: str, *, sub: str | None,
               query: dict[str, str]) -> None:
@@ -311,6 +270,88 @@ class _Handler(BaseHTTPRequestHandler):
                            + (f"/{sub}" if sub else ""))
 
 
+class _Handler(_Routes, BaseHTTPRequestHandler):
+    """The routes over HTTP/1.1 on a socket."""
+
+    protocol_version = "HTTP/1.1"
+    # http.server writes headers and body separately; with Nagle's algorithm on, every response then
+    # waits ~40 ms for the client's delayed ACK.
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.verbose:
+            super().log_message(format, *args)
+
+    def _send(self, code: int, body: Obj | bytes) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return _parse_body(raw)
+
+    def _body_drain(self) -> None:
+        # Read an unread request body so the kept-alive connection stays in sync.
+        if getattr(self, "_body_read", False):
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        self._body_read = True
+
+    def _stream(self, chunks: Iterator[bytes]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        for data in chunks:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _drop(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.write(b"40\r\n" + DROPPED_BODY)
+        self.wfile.flush()
+        self.close_connection = True
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+
+def _parse_body(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(400, "BadRequest", f"request body is not JSON: {exc}") from exc
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -346,6 +387,11 @@ class KubeApiServer:
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="kube-api", daemon=True)
+
+    @property
+    def http_server(self) -> _Server:
+        """The server whose request handling ``simulator.kube_inprocess`` calls without the socket."""
+        return self._server
 
     def start(self) -> KubeApiServer:
         self._thread.start()

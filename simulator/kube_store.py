@@ -305,10 +305,24 @@ class Store:
                 return self._with_pdb_status(obj)
             return copy.deepcopy(obj)
 
+    def peek(self, plural: str, namespace: str | None, name: str) -> Obj | None:
+        """One object as stored, not copied, or None: for in-process readers that never mutate it (the
+        simulator asks, per launch and per pod, whether a node is leaving)."""
+        res = self._res(plural)
+        with self._lock:
+            return self._objs[plural].get(self._key(res, namespace, name))
+
     def exists(self, plural: str, namespace: str | None, name: str) -> bool:
         res = self._res(plural)
         with self._lock:
             return self._key(res, namespace, name) in self._objs[plural]
+
+    def _read(self, plural: str, namespace: str | None, name: str) -> Obj:
+        """``get`` without the copy, for the store's own helpers that only read the object (404 if none)."""
+        obj = self.peek(plural, namespace, name)
+        if obj is None:
+            raise _not_found(self._res(plural), name)
+        return obj
 
     def view(self, plural: str) -> list[Obj]:
         """Every object of a kind as stored, not copied: for in-process readers that never mutate what they
@@ -385,7 +399,7 @@ class Store:
                 cache[key] = json.dumps(obj, separators=(",", ":")).encode()
             self._sorted[plural] = None
 
-    def _write(self, res: Resource, key: Key, new: Obj, old: Obj) -> Obj:
+    def _write(self, res: Resource, key: Key, new: Obj, old: Obj, *, echo: bool = True) -> Obj:
         want = (new.get("metadata") or {}).get("resourceVersion")
         if want and want != old["metadata"]["resourceVersion"]:
             raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {res.plural} "{key[1]}": '
@@ -412,9 +426,9 @@ class Store:
         if deleting and not meta.get("finalizers") and not (res.plural == "pods" and self.graceful_deletion):
             # The last finalizer is gone: the API server completes the pending delete.
             self._store(res, key, None, event="DELETED", old=new)
-            return copy.deepcopy(new)
+            return copy.deepcopy(new) if echo else new
         self._store(res, key, new, event="MODIFIED", old=old)
-        return copy.deepcopy(new)
+        return copy.deepcopy(new) if echo else new
 
     def _existing(self, res: Resource, plural: str, namespace: str | None, name: str) -> tuple[Key, Obj]:
         """The store key and current object; 404 when there is none. Call with the lock held."""
@@ -431,13 +445,22 @@ class Store:
             return self._write(res, key, copy.deepcopy(dict(obj)), old)
 
     def patch(self, plural: str, namespace: str | None, name: str, body: Any, *,
-              content_type: str = "application/merge-patch+json") -> Obj:
+              content_type: str = "application/merge-patch+json", echo: bool = True) -> Obj:
+        """``echo=False``: the result is the stored object itself, not a copy (in-process callers that
+        ignore it; it must not be mutated)."""
         res = self._res(plural)
         with self._lock:
             key, old = self._existing(res, plural, namespace, name)
-            base = copy.deepcopy(old)
-            base["metadata"].pop("resourceVersion", None)
             ctype = content_type.split(";", 1)[0].strip()
+            if ctype == "application/merge-patch+json":
+                # Stored objects are never changed in place (every write stores a new one), so a merge
+                # patch may share the subtrees it does not touch; merge_patch copies the paths it patches
+                # and _write only changes the top level and metadata, copied here.
+                meta = {k: v for k, v in old["metadata"].items() if k != "resourceVersion"}
+                base = {**old, "metadata": meta}
+            else:
+                base = copy.deepcopy(old)
+                base["metadata"].pop("resourceVersion", None)
             try:
                 if ctype == "application/merge-patch+json":
                     new = merge_patch(base, body)
@@ -460,7 +483,7 @@ class Store:
                 raise ApiError(422, "Invalid", str(exc)) from exc
             if not isinstance(new, dict):
                 raise ApiError(422, "Invalid", f"patch of {res.kind} {name} did not produce an object")
-            return self._write(res, key, new, old)
+            return self._write(res, key, new, old, echo=echo)
 
     def delete(self, plural: str, namespace: str | None, name: str, *,
                grace_period_seconds: int | None = None, precondition_uid: str | None = None) -> Obj:
@@ -511,25 +534,25 @@ class Store:
             return len(keys)
 
     # ----- pod helpers for tests -------------------------------------------------------------
-    def set_pod_ready(self, namespace: str, name: str, ready: bool = True) -> Obj:
+    def set_pod_ready(self, namespace: str, name: str, ready: bool = True, *, echo: bool = True) -> Obj:
         """Mark a pod Running and Ready (or not Ready), as the kubelet would report it."""
         status = "True" if ready else "False"
-        pod = self.get("pods", namespace, name)
+        pod = self._read("pods", namespace, name)
         conds = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
         conds.append({"type": "Ready", "status": status, "lastTransitionTime": now_rfc3339(self.clock())})
-        return self.patch("pods", namespace, name, {"status": {"phase": "Running", "conditions": conds}})
+        return self.patch("pods", namespace, name, {"status": {"phase": "Running", "conditions": conds}}, echo=echo)
 
-    def bind(self, namespace: str, name: str, node_name: str) -> Obj:
+    def bind(self, namespace: str, name: str, node_name: str, *, echo: bool = True) -> Obj:
         """The pods/binding subresource: set spec.nodeName (once) and PodScheduled=True."""
         with self._lock:
-            pod = self.get("pods", namespace, name)
+            pod = self._read("pods", namespace, name)
             if (pod.get("spec") or {}).get("nodeName"):
                 raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": '
                                f"pod {name} is already assigned to node \"{pod['spec']['nodeName']}\"")
             conds = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "PodScheduled"]
             conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339(self.clock())})
             return self.patch("pods", namespace, name, {"spec": {"nodeName": node_name},
-                                                        "status": {"conditions": conds}})
+                                                        "status": {"conditions": conds}}, echo=echo)
 
     # ----- eviction --------------------------------------------------------------------------
     def pdbs_for(self, pod: Mapping[str, Any]) -> list[Obj]:

@@ -60,6 +60,7 @@ from simulator.ec2_groups import install_launch_template_groups
 from simulator.ec2_reservations import CapacityReservationStub
 from simulator.ec2_tokens import ClientTokens
 from simulator.kube_api import KubeApiServer
+from simulator.kube_inprocess import install as install_in_process
 from simulator.moto_server import SerialMotoServer
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
@@ -337,15 +338,21 @@ class LocalCluster:
 
     # ----- the autoscaler ----------------------------------------------------------------------
     def runtime(self, *, clock: Clock | None = None, sink: MetricsSink | None = None,
-                config: ClusterConfig | None = None, environ: Mapping[str, str] | None = None) -> Runtime:
+                config: ClusterConfig | None = None, environ: Mapping[str, str] | None = None,
+                in_process: bool = False) -> Runtime:
         """A runtime wired to this cluster, installed for the handlers (``set_runtime``); ``environ`` adds
-        deployment variables (the simulator names a provisioner function for replacement requests)."""
+        deployment variables (the simulator names a provisioner function for replacement requests);
+        ``in_process``: its Kubernetes client reaches the emulator without HTTP (``kube_inprocess``)."""
         rt = build_runtime(config=config or self.config,
                            environ={ENV_KUBE_ENDPOINT: self.kube.url, ENV_CLAIMS_TABLE: CLAIMS_TABLE,
                                     **(environ or {})},
                            session=self.session, clock=clock or SystemClock(), sink=sink or RecordingSink())
         if self.catalog is not None:
             rt.cloud.catalog.load(*self.catalog)
+        if in_process:
+            # The adapter keeps its ApiClient to itself; only its transport is swapped, every request the
+            # handlers make is still built and parsed by the official client and the adapter.
+            install_in_process(rt.cluster._api, self.kube)
         set_runtime(rt)
         self._runtime = rt
         return rt

@@ -119,9 +119,10 @@ class Controllers:
     def ready_pods(self, deployment: Deployment) -> int:
         """The Deployment's Ready pods that are not terminating (what an HPA's metrics come from)."""
         # The stored objects, not a serialized list: an HPA of thousands of pods syncs every 15 s.
+        uid = deployment.rs_uid  # a hash of the template: once, not once per pod
         return sum(1 for p in self.store.view("pods")
                    if p["metadata"].get("namespace", "default") == deployment.namespace and _counts(p) and _ready(p)
-                   and any(o.get("uid") == deployment.rs_uid for o in p["metadata"].get("ownerReferences") or ()))
+                   and any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or ()))
 
     def poke(self) -> None:
         """Reconcile soon (coalesced): the controllers' reaction to a watch event."""
@@ -185,10 +186,11 @@ class Controllers:
 
     def _reconcile_deployment(self, dep: Deployment, active: list[Obj]) -> None:
         missing = dep.replicas - len(active)
+        rs_name, rs_uid = dep.rs_name, dep.rs_uid
         for _ in range(missing):
-            self._create(dep.namespace, dep.template, prefix=f"{dep.rs_name}-",
-                         owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": dep.rs_name,
-                                "uid": dep.rs_uid, "controller": True})
+            self._create(dep.namespace, dep.template, prefix=f"{rs_name}-",
+                         owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs_name,
+                                "uid": rs_uid, "controller": True})
         if missing < 0:
             doomed = sorted(active, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), _phase_rank(p),
                                                    _ready(p), _neg(p["metadata"].get("creationTimestamp", ""))))

@@ -4,9 +4,14 @@ The handlers run on the clock unchanged. When they ``sleep`` (a drain polling fo
 the world keeps moving: the sleep runs every due event (kubelet, scheduler, controllers), so a drain
 sees its pods terminate and their replacements start. Invocations of other Lambda functions that fall
 due meanwhile run inside the sleep, as they would run concurrently in AWS (the provisioner's scheduled
-pass during the interruption function's drain); an invocation of a function that is already running
-waits until it returns (each function runs one invocation at a time here, as with reserved
-concurrency 1).
+pass during the interruption function's drain).
+
+The Lambda platform's limits per function (``EventLoop.functions``, a ``Function`` per label; the runner
+fills them from the stack's settings): an invocation of a function already running its reserved
+concurrency waits in the async-invoke queue until one returns, and is dropped once it has waited longer
+than the function's maximum event age (the stack's 60 s for scheduled functions: stale ticks must not
+pile up); an invocation that runs longer in virtual time than the function's timeout is counted as a
+timeout (Lambda would have stopped it there). A label without limits runs one invocation at a time.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,6 +33,28 @@ class Event:
     label: str = field(compare=False)
     action: Action = field(compare=False)
     lambda_call: bool = field(compare=False, default=False)
+    on_drop: Action | None = field(compare=False, default=None)  # a schedule's next tick, even when dropped
+
+
+@dataclass(frozen=True)
+class Function:
+    """A Lambda function's limits as deployed: reserved concurrency (None: unreserved, no limit of its own),
+    the async queue's maximum event age (None: Lambda's 6 hours, never reached here) and the timeout."""
+
+    concurrency: int | None = 1
+    max_event_age: float | None = None
+    timeout: float | None = None
+
+
+@dataclass
+class Invocation:
+    """One invocation that ran: when it started and ended (virtual seconds) and whether it timed out."""
+
+    function: str
+    queued_at: float
+    started: float
+    ended: float
+    timed_out: bool
 
 
 class EventLoop:
@@ -39,28 +67,37 @@ class EventLoop:
         # Events may be added from the interruption handler's drain threads (boto3 hooks fire there).
         self._heap_lock = threading.RLock()
         self._seq = itertools.count()
-        self._running: list[str] = []  # labels of the Lambda invocations under way, outermost first
+        self._running: Counter[str] = Counter()  # Lambda invocations under way, per function
+        self.functions: dict[str, Function] = {}  # the platform's limits per function label
+        self.invocations: list[Invocation] = []
+        self.dropped: Counter[str] = Counter()  # async invocations dropped after the maximum event age
+        self.on_timeout: Callable[[Invocation], None] | None = None
         self.processed = 0
         # Called after every event (the simulation's informer: it turns API writes into reactions).
         self.observer: Action | None = None
 
-    def at(self, when: float, label: str, action: Action, *, lambda_call: bool = False) -> Event:
+    def at(self, when: float, label: str, action: Action, *, lambda_call: bool = False,
+           on_drop: Action | None = None) -> Event:
         with self._heap_lock:
-            event = Event(max(when, self.now), next(self._seq), label, action, lambda_call)
+            event = Event(max(when, self.now), next(self._seq), label, action, lambda_call, on_drop)
             heapq.heappush(self._heap, event)
         return event
 
-    def after(self, delay: float, label: str, action: Action, *, lambda_call: bool = False) -> Event:
-        return self.at(self.now + delay, label, action, lambda_call=lambda_call)
+    def after(self, delay: float, label: str, action: Action, *, lambda_call: bool = False,
+              on_drop: Action | None = None) -> Event:
+        return self.at(self.now + delay, label, action, lambda_call=lambda_call, on_drop=on_drop)
 
     def every(self, period: float, label: str, action: Action, *, start: float = 0.0,
               lambda_call: bool = False) -> None:
         """Run ``action`` at ``start`` and every ``period`` seconds after (a schedule such as rate(1 minute))."""
+        def again() -> None:
+            self.after(period, label, tick, lambda_call=lambda_call, on_drop=again)
+
         def tick() -> None:
-            self.after(period, label, tick, lambda_call=lambda_call)
+            again()
             action()
 
-        self.at(start, label, tick, lambda_call=lambda_call)
+        self.at(start, label, tick, lambda_call=lambda_call, on_drop=again)
 
     def run_until(self, until: float) -> None:
         """Process every event due at or before ``until``, then stand the clock there."""
@@ -78,23 +115,45 @@ class EventLoop:
         self.now = max(self.now, event.at)
         self.processed += 1
         if event.lambda_call:
-            self._running.append(event.label)
-            try:
-                event.action()
-            finally:
-                self._running.pop()
+            self._invoke(event)
         else:
             event.action()
         if self.observer is not None:
             self.observer()
 
+    def _invoke(self, event: Event) -> None:
+        limits = self.functions.get(event.label, Function())
+        if limits.max_event_age is not None and self.now - event.at > limits.max_event_age:
+            self.dropped[event.label] += 1
+            if event.on_drop is not None:
+                event.on_drop()
+            return
+        started = self.now
+        self._running[event.label] += 1
+        try:
+            event.action()
+        finally:
+            self._running[event.label] -= 1
+            ran = Invocation(event.label, event.at, started, self.now,
+                             limits.timeout is not None and self.now - started > limits.timeout)
+            self.invocations.append(ran)
+            if ran.timed_out and self.on_timeout is not None:
+                self.on_timeout(ran)
+
+    def _at_limit(self, label: str) -> bool:
+        limit = self.functions.get(label, Function()).concurrency
+        return limit is not None and self._running[label] >= limit
+
+    def timeouts(self) -> Counter[str]:
+        return Counter(i.function for i in self.invocations if i.timed_out)
+
     def sleep(self, seconds: float) -> None:
         """Advance virtual time by ``seconds`` from inside a running event, running the world's events on
-        the way; invocations of a Lambda function already running are postponed until it returns."""
+        the way; invocations of a Lambda function at its concurrency are queued until one returns."""
         target = self.now + max(0.0, seconds)
         deferred: list[Event] = []
         while (event := self._pop(target)) is not None:
-            if event.lambda_call and event.label in self._running:
+            if event.lambda_call and self._at_limit(event.label):
                 deferred.append(event)
                 continue
             self._run(event)
@@ -120,6 +179,32 @@ class VirtualClock:
 
     def monotonic(self) -> float:
         return self.loop.now
+
+    def _invoke(self, event: Event) -> None:
+        limits = self.functions.get(event.label, Function())
+        if limits.max_event_age is not None and self.now - event.at > limits.max_event_age:
+            self.dropped[event.label] += 1
+            if event.on_drop is not None:
+                event.on_drop()
+            return
+        started = self.now
+        self._running[event.label] += 1
+        try:
+            event.action()
+        finally:
+            self._running[event.label] -= 1
+            ran = Invocation(event.label, event.at, started, self.now,
+                             limits.timeout is not None and self.now - started > limits.timeout)
+            self.invocations.append(ran)
+            if ran.timed_out and self.on_timeout is not None:
+                self.on_timeout(ran)
+
+    def _at_limit(self, label: str) -> bool:
+        limit = self.functions.get(label, Function()).concurrency
+        return limit is not None and self._running[label] >= limit
+
+    def timeouts(self) -> Counter[str]:
+        return Counter(i.function for i in self.invocations if i.timed_out)
 
     def sleep(self, seconds: float) -> None:
         with self._lock:

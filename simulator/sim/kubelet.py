@@ -228,16 +228,15 @@ class Kubelets:
                             lambda: self._start(ns, name, uid))
 
     def _start(self, ns: str, name: str, uid: str) -> None:
-        try:
-            pod = self.store.get("pods", ns, name)
-        except ApiError:
+        pod = self.store.peek("pods", ns, name)
+        if pod is None:
             return
         if pod["metadata"].get("uid") != uid or pod["metadata"].get("deletionTimestamp"):
             return
         node = pod["spec"].get("nodeName")
         if not node or not self.store.exists("nodes", None, node) or self._silent(node):
             return
-        self.store.set_pod_ready(ns, name)
+        self.store.set_pod_ready(ns, name, echo=False)
         self.running[uid] = self.loop.now
 
     def _remove(self, ns: str, name: str, uid: str) -> None:

@@ -62,6 +62,9 @@ def summary(rec: Record) -> dict[str, Any]:
         "launched_capacity_types": _count(r.instance.capacity_type for r in rec.instances if r.instance),
         "invocations": dict(rec.invocations),
         "provisioner_mode": rec.provisioner_mode,
+        "schedules": dict(rec.schedules),
+        "lambda_timeouts": dict(rec.lambda_timeouts),
+        "lambda_dropped": dict(rec.lambda_dropped),
         "watch_batches": rec.watch_batches,
         "events_processed": rec.events_processed,
         "placement": rec.placement,
@@ -155,8 +158,12 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
               f"messages dead-lettered {facts['dead_letters']}, capacity errors {facts['capacity_errors']}",
               f"  launched: {', '.join(f'{n} x {t}' for t, n in sorted(facts['launched_types'].items())) or 'nothing'}",
               f"  provisioner {facts['provisioner_mode']} mode"
-              + (f" ({facts['watch_batches']} watch batches)" if facts["provisioner_mode"] == "watch" else "")
+              + (f" ({facts['watch_batches']} watch batches)" if facts["provisioner_mode"] != "scheduled" else "")
               + f"; invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
+    if facts["schedules"]:
+        lines.append(f"  schedules: provisioner {facts['schedules'].get('provisioner')}, disruption "
+                     f"{facts['schedules'].get('disruption')}; timeouts {facts['lambda_timeouts'] or 'none'}, "
+                     f"async events dropped after the maximum event age {facts['lambda_dropped'] or 'none'}")
     if rec.scheduled_changes.get("named"):
         c = rec.scheduled_changes
         lines.append(f"  AWS Health scheduled changes: {c['named']} instance(s) named, {c['movedBeforeStart']} moved "

@@ -34,12 +34,13 @@ from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment, Job
 from simulator.sim.describe import FastDescribeInstances
-from simulator.sim.engine import EventLoop, VirtualClock
+from simulator.sim.engine import EventLoop, Invocation, VirtualClock
 from simulator.sim.facts import budget, clock_text, group_of, node_leaving, node_ready, pool_of, taint_keys
 from simulator.sim.hpa import Autoscalers, Hpa
 from simulator.sim.interruption import InterruptionQueue
 from simulator.sim.kubelet import Kubelets, KubeletSettings
 from simulator.sim.nodegroups import KarpenterNodeSet, ManagedNodeGroups, NodeGroup
+from simulator.sim.platform import platform_for
 from simulator.sim.scenario import Scenario, Step
 from simulator.sim.scheduler import KubeScheduler
 from simulator.sim.watch import WatchTrigger
@@ -80,7 +81,10 @@ class Record:
     scenario: Scenario
     until: float
     policy: str = "autoscaler"
-    provisioner_mode: str = "scheduled"  # or "watch" (the scenario's provisioner.mode; see sim/watch.py)
+    provisioner_mode: str = "scheduled"  # the reaction in effect: scheduled, watch or watcher (sim/platform.py)
+    schedules: dict[str, str] = field(default_factory=dict)  # the schedules used (provisioner, disruption)
+    lambda_timeouts: dict[str, int] = field(default_factory=dict)  # invocations past their timeout, per function
+    lambda_dropped: dict[str, int] = field(default_factory=dict)  # async events dropped after the max event age
     watch_batches: int = 0  # batches of unschedulable pods that invoked the provisioner (watch mode)
     timeline: list[tuple[float, str, str]] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
@@ -128,10 +132,13 @@ class Simulation:
         store = self.store = env.kube.store
         store.clock = self.clock.now
         store.graceful_deletion = True
-        self.record = Record(scenario, self.until, policy, provisioner_mode=scenario.provisioner.mode)
-        mode = scenario.provisioner
-        self.watch = WatchTrigger(self.loop, self._watch_batch, idle=mode.batch_idle_seconds,
-                                  max=mode.batch_max_seconds) if mode.mode == "watch" and policy == "autoscaler" \
+        self.platform = platform = platform_for(scenario, env.config)
+        self.loop.functions = dict(platform.functions)
+        self.loop.on_timeout = self._timed_out
+        self.record = Record(scenario, self.until, policy, provisioner_mode=platform.reaction,
+                             schedules=platform.schedules() if policy == "autoscaler" else {})
+        self.watch = WatchTrigger(self.loop, self._watch_batch, idle=platform.batch_idle_seconds,
+                                  max=platform.batch_max_seconds) if platform.watch_trigger and policy == "autoscaler" \
             else None
         # Hooks go on the session before the runtime creates its clients (clients copy the session's hooks).
         self.cloud = CloudWorld(self.loop, env.config.region).install(env.session, catalog=env.catalog)
@@ -140,7 +147,7 @@ class Simulation:
         self.describe = FastDescribeInstances(env.config.region, MOTO_LOCK, lambda: self.cloud.ec2).install(
             env.session.events)
         self.runtime = env.runtime(clock=self.clock, sink=RecordingSink(),
-                                   environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION})
+                                   environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION}, in_process=True)
         self.kubelets = Kubelets(
             self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools},
             self.runtime.cloud.instance_types, env.config.region,
@@ -281,15 +288,13 @@ class Simulation:
         """Interrupted, or its node cordoned or tainted ``karpenter.sh/disrupted`` (a rebalance, a disruption)."""
         if r.interrupted:
             return True
-        if r.node_name is None or not self.store.exists("nodes", None, r.node_name):
-            return False
-        return node_leaving(self.store.get("nodes", None, r.node_name))
+        node = self.store.peek("nodes", None, r.node_name) if r.node_name is not None else None
+        return node is not None and node_leaving(node)
 
     def _displaced(self, pod_key: str) -> bool:
         ns, _, name = pod_key.partition("/")
-        try:
-            pod = self.store.get("pods", ns, name)
-        except ApiError:
+        pod = self.store.peek("pods", ns, name)
+        if pod is None:
             return False
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
@@ -297,9 +302,8 @@ class Simulation:
         record = next((r for r in self.cloud.instances.values() if r.node_name == node), None)
         if record is not None:
             return self._leaving(record)
-        if not self.store.exists("nodes", None, node):
-            return False
-        return node_leaving(self.store.get("nodes", None, node))
+        stored = self.store.peek("nodes", None, node)
+        return stored is not None and node_leaving(stored)
 
     def _terminated(self, r: InstanceRecord) -> None:
         why = " (interrupted)" if r.interrupted else ""
@@ -323,13 +327,14 @@ class Simulation:
         self.loop.after(ASYNC_INVOKE_DELAY, "provisioner", lambda: self._invoke("provisioner", {"source": "watch"}),
                         lambda_call=True)
 
-    def _overran(self, name: str, started: float, timeout: float) -> None:
-        """Lambda would have killed an invocation that ran (in virtual time) past its timeout."""
-        took = self.loop.now - started
-        if took > timeout:
-            self.record.handler_errors.append(f"{clock_text(started)} {name}: ran {took:.0f} s, over its "
-                                              f"{timeout:.0f} s timeout")
-            self.log(name, f"ran {took:.0f} s: Lambda would have stopped it at {timeout:.0f} s")
+    def _timed_out(self, ran: Invocation) -> None:
+        """Lambda would have stopped an invocation that ran (in virtual time) past its timeout."""
+        timeout = self.loop.functions[ran.function].timeout or 0.0
+        took = ran.ended - ran.started
+        self.record.lambda_timeouts[ran.function] = self.record.lambda_timeouts.get(ran.function, 0) + 1
+        self.record.handler_errors.append(f"{clock_text(ran.started)} {ran.function}: ran {took:.0f} s, over its "
+                                          f"{timeout:.0f} s timeout")
+        self.log(ran.function, f"timed out: ran {took:.0f} s, Lambda would have stopped it at {timeout:.0f} s")
 
     def _invoke(self, name: str, payload: dict[str, Any] | None = None) -> None:
         wall = time.monotonic()
@@ -343,11 +348,7 @@ class Simulation:
 
     def _invoke_timed(self, name: str, payload: dict[str, Any] | None) -> None:
         self.record.invocations[name] = self.record.invocations.get(name, 0) + 1
-        cfg = self.env.config
-        timeout = self.scenario.settings.lambda_timeout_seconds or float(
-            cfg.provisioner.timeout_seconds if name == "provisioner" else cfg.disruption.timeout_seconds)
-        timeout_ms = int(timeout * 1000)
-        started = self.loop.now
+        timeout_ms = int((self.loop.functions[name].timeout or 900.0) * 1000)
         try:
             if name == "provisioner":
                 result = self.env.invoke_provisioner(payload, remaining_ms=timeout_ms)
@@ -363,16 +364,13 @@ class Simulation:
         except Exception as exc:  # a failed invocation is a finding, not the end of the run
             self.record.handler_errors.append(f"{clock_text(self.loop.now)} {name}: {type(exc).__name__}: {exc}")
             self.log(name, f"invocation failed: {type(exc).__name__}: {exc}")
-        self._overran(name, started, timeout_ms / 1000)
 
     def _invoke_interruption(self, event: dict[str, Any]) -> dict[str, Any]:
         self.record.invocations["interruption"] = self.record.invocations.get("interruption", 0) + 1
-        timeout_ms = int(self.env.config.interruption.timeout_seconds * 1000)
-        started = self.loop.now
+        timeout_ms = int((self.loop.functions["interruption"].timeout or 900.0) * 1000)
         try:
             result: dict[str, Any] = self.env.invoke(interruption_handler, event, remaining_ms=timeout_ms,
                                                      function_name="interruption")
-            self._overran("interruption", started, timeout_ms / 1000)
         except Exception as exc:
             self.record.handler_errors.append(f"{clock_text(self.loop.now)} interruption: {type(exc).__name__}: {exc}")
             raise
@@ -470,7 +468,7 @@ class Simulation:
 
     def _fresh_runtime(self, config: ClusterConfig) -> None:
         self.runtime = self.env.runtime(clock=self.clock, sink=RecordingSink(), config=config,
-                                        environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION})
+                                        environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION}, in_process=True)
         self.kubelets.node_pools = {p.name: p for p in self.runtime.node_pools}
 
     def sample(self) -> None:
@@ -521,10 +519,12 @@ class Simulation:
         if self.policy == "cluster-autoscaler":
             self.baseline.start()
         else:
-            self.loop.every(s.provisioner_period_seconds, "provisioner", lambda: self._invoke("provisioner"),
+            p = self.platform
+            self.loop.every(p.provisioner_period, "provisioner", lambda: self._invoke("provisioner"),
                             start=s.provisioner_offset_seconds, lambda_call=True)
-            self.loop.every(s.disruption_period_seconds, "disruption", lambda: self._invoke("disruption"),
-                            start=s.disruption_offset_seconds, lambda_call=True)
+            if p.disruption_period is not None:
+                self.loop.every(p.disruption_period, "disruption", lambda: self._invoke("disruption"),
+                                start=s.disruption_offset_seconds, lambda_call=True)
         self.loop.every(s.sample_seconds, "sample", self.sample)
         self._observe()
         self.loop.run_until(self.until)
@@ -557,6 +557,7 @@ class Simulation:
             zone = zones.get(pod["spec"].get("nodeName", ""), "?")
             by_zone[zone] = by_zone.get(zone, 0) + 1
         rec.events_processed = self.loop.processed
+        rec.lambda_dropped = dict(self.loop.dropped)
         rec.describe_instances = {"answered": self.describe.answered, "learned": self.describe.learned}
         rec.watch_batches = self.watch.batches if self.watch is not None else 0
         rec.dead_letters = len(self.queue.dead_letters)

@@ -41,7 +41,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from autoscaler.app.provisioner import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
 from autoscaler.config import ClusterConfig, parse_cluster_config
 from autoscaler.domain.durations import duration_seconds
 from simulator.local import PAUSE_IMAGE, REGION, REPO
@@ -79,9 +78,11 @@ class Settings(_Model):
     taint_eviction_seconds: float = _KUBELET.taint_eviction_seconds
     scheduler_delay_seconds: float = 1.0
     scoring: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
-    provisioner_period_seconds: float = 60.0
+    # The Lambda schedules: by default the deployed ones (the cluster file's provisioner.schedule, or its
+    # reaction's default, and disruption.schedule); a number here overrides the period.
+    provisioner_period_seconds: float | None = None
     provisioner_offset_seconds: float = 0.0
-    disruption_period_seconds: float = 60.0
+    disruption_period_seconds: float | None = None
     disruption_offset_seconds: float = 30.0
     lambda_timeout_seconds: float | None = None  # default: each function's timeout from the cluster file
     sample_seconds: float = 10.0
@@ -335,12 +336,14 @@ class Baseline(_Model):
 
 
 class ProvisionerMode(_Model):
-    """How the provisioner is invoked: ``scheduled`` (a pass every minute only) or ``watch`` (also a pass per
-    batch of newly unschedulable pods, after Karpenter's batching window; see simulator/sim/watch.py)."""
+    """How pending pods reach the provisioner; each field defaults to the cluster file's ``provisioner``
+    (``reaction``, ``batchIdleSeconds``, ``batchMaxSeconds``). ``scheduled``: only its schedule; ``watcher``
+    (the watcher function wakes it) and ``watch`` (its own watch between runs): also a pass per batch of
+    newly unschedulable pods, after the batching window (see simulator/sim/watch.py)."""
 
-    mode: Literal["scheduled", "watch"] = "scheduled"
-    batch_idle_seconds: float = BATCH_IDLE_SECONDS
-    batch_max_seconds: float = BATCH_MAX_SECONDS
+    mode: Literal["scheduled", "watch", "watcher"] | None = None
+    batch_idle_seconds: float | None = None
+    batch_max_seconds: float | None = None
 
 
 class Scenario(_Model):

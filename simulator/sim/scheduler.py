@@ -623,7 +623,7 @@ class KubeScheduler:
         for d in decisions:
             ns, name = d.pod.split("/", 1)
             if d.node is not None:
-                self.store.bind(ns, name, d.node)
+                self.store.bind(ns, name, d.node, echo=False)
                 self.bound.append((d.pod, d.node))
             else:
                 self._mark_unschedulable(by_key[d.pod], d.message)
@@ -637,4 +637,4 @@ class KubeScheduler:
         conditions = [c for c in conditions if c.get("type") != "PodScheduled"]
         conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message})
         self.store.patch("pods", pod["metadata"].get("namespace", "default"), pod["metadata"]["name"],
-                         {"status": {"conditions": conditions}})
+                         {"status": {"conditions": conditions}}, echo=False)

@@ -15,6 +15,7 @@ from cfnlint.api import lint_file
 from autoscaler import metrics_catalog as mc
 from infra.functions import HANDLERS
 from infra.interruption_queue import EVENT_PATTERNS
+from infra.lambda_limits import MAX_EVENT_AGE_SECONDS, RESERVED_CONCURRENCY
 from tests.infra.conftest import Synth, render
 
 RULES = {
@@ -117,6 +118,15 @@ def test_provisioner_runs_alone_and_its_schedule_is_the_watchers_safety_pass(dem
     demo.template.has_resource_properties("AWS::Lambda::EventInvokeConfig", {
         "FunctionName": Match.object_like({"Ref": Match.string_like_regexp("FunctionsProvisioner")}),
         "MaximumEventAgeInSeconds": 60, "MaximumRetryAttempts": 0})
+
+
+def test_the_simulators_lambda_limits_are_the_templates(demo: Synth) -> None:
+    # Given the synthesised demo / Then each function's reserved concurrency is the one infra/lambda_limits.py
+    # gives the simulator (simulator/sim/platform.py), and so is the scheduled functions' maximum event age
+    for name, reserved in RESERVED_CONCURRENCY.items():
+        assert _function(demo, name).get("ReservedConcurrentExecutions") == reserved, name
+    for config in demo.of_type("AWS::Lambda::EventInvokeConfig").values():
+        assert config["Properties"]["MaximumEventAgeInSeconds"] == MAX_EVENT_AGE_SECONDS
 
 
 def test_interruption_consumes_the_queue_with_partial_batch_responses(demo: Synth) -> None:

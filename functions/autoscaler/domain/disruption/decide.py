@@ -26,7 +26,7 @@ from autoscaler.domain.disruption.model import (
     in_progress,
     is_ours,
     moves,
-    node_price,
+    node_prices,
     pods_by_node,
 )
 from autoscaler.domain.disruption.repair import repair_due, unhealthy_pools
@@ -48,7 +48,7 @@ class _Pass:
         self.on_node = pods_by_node(self.snap.pods)
         self.budgets = Budgets(self.pools, self.snap.nodes, self.now)
         self.owned = set(inp.owned_instances)
-        self.prices = {n.name: node_price(n, self.snap.offerings) for n in self.snap.nodes}
+        self.prices = node_prices(self.snap.nodes, self.snap.offerings)
         self.pool_of = {n.name: n.node_pool for n in self.snap.nodes}
         self.handled: set[str] = set()
         self.static_added: dict[str, int] = {}
