@@ -28,6 +28,7 @@ from autoscaler.adapters.aws.userdata import ClusterInfo
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.auth import ENV_KUBE_CA, ENV_KUBE_ENDPOINT, ENV_KUBE_TOKEN, api_client_from_environ
 from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.adapters.kube.informer import ClusterCache
 from autoscaler.app.claims import MemoryClaimStore
 from autoscaler.app.ports import ClaimStore, Clock
 from autoscaler.config import ClusterConfig, DeploymentEnv, load_deployment_env, load_runtime_config
@@ -124,6 +125,14 @@ def set_runtime(runtime: Runtime | None) -> None:
     global _RUNTIME  # noqa: PLW0603
     with _LOCK:
         _RUNTIME = runtime
+
+
+def warm_cluster_cache(rt: Runtime) -> ClusterCache:
+    """The container's watch-fed pods and nodes (the provisioner's): created on first use, then kept for
+    the container's life, as the runtime is."""
+    if rt.cluster.cache is None:
+        rt.cluster.cache = ClusterCache(rt.cluster, clock=rt.clock)
+    return rt.cluster.cache
 
 
 def replacement_requester(rt: Runtime) -> LambdaReplacementRequester | None:
