@@ -20,7 +20,7 @@ import urllib3
 from kubernetes.client import ApiClient
 
 from autoscaler.adapters.clock import SystemClock
-from autoscaler.adapters.kube.stream import gc_paused, watch_events
+from autoscaler.adapters.kube.stream import gc_paused, open_stream, watch_events
 from autoscaler.app.ports import Clock, ClusterError, NotFoundError
 from autoscaler.domain.models import (
     DaemonSet,
@@ -429,14 +429,15 @@ class KubeCluster:
                  ("timeoutSeconds", str(max(1, int(timeout_seconds))))]
         if field_selector:
             query.append(("fieldSelector", field_selector))
-        read = quiet_seconds if quiet_seconds is not None else timeout_seconds + 10.0
-        try:
-            resp = self._send("GET", path, query=query, timeout=(10.0, read))
-        except ClusterError as exc:
-            # Some servers send the header only with the first event: none within the window is quiet too.
-            if quiet_seconds is not None and isinstance(exc.__cause__, urllib3.exceptions.ReadTimeoutError):
-                return
-            raise
+        if quiet_seconds is None:
+            resp = self._send("GET", path, query=query, timeout=(10.0, timeout_seconds + 10.0))
+        else:
+            try:
+                resp = open_stream(self._api, path, query=query, connect=10.0, read=quiet_seconds)
+            except urllib3.exceptions.ReadTimeoutError:
+                return  # some servers send the header with the first event: none within the window is quiet too
+            except urllib3.exceptions.HTTPError as exc:
+                raise ClusterError(f"GET {path}: cannot reach the Kubernetes API: {exc}") from exc
         self._raise_for("GET", f"{path}?watch=1", resp)
         done = False
         try:

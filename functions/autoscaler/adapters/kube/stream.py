@@ -9,6 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.rest import RESTResponse
+
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
@@ -34,3 +38,14 @@ def watch_events(raw: Any) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
     if buf.strip():
         yield json.loads(buf)
+
+
+def open_stream(api: ApiClient, path: str, *, query: list[tuple[str, str]], connect: float, read: float) -> Any:
+    """GET ``path`` as a stream, without urllib3's retries (the client's pool retries a read timeout while
+    waiting for the header, which would multiply a quiet window). A RESTResponse, as ``call_api`` returns."""
+    method, url, headers, _, _ = api.param_serialize(method="GET", resource_path=path, query_params=query,
+                                                     header_params={"Accept": "application/json"},
+                                                     auth_settings=["BearerToken"])
+    raw = api.rest_client.pool_manager.request(method, url, headers=headers, preload_content=False, retries=False,
+                                               timeout=urllib3.Timeout(connect=connect, read=read))
+    return RESTResponse(raw)
