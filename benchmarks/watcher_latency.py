@@ -24,10 +24,12 @@ those estimated durations (``_replay``). Prints ONE JSON object.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import logging
 import multiprocessing as mp
 import os
+import pstats
 import queue
 import random
 import statistics
@@ -48,6 +50,7 @@ from benchmarks.provisioner_pass import (  # noqa: E402
     AWS_LATENCY,
     KUBE_LATENCY,
     LAMBDA_CPU_SHARE,
+    PROFILE,
     _config_path,
     _kube_requests,
     bench_environ,
@@ -220,8 +223,15 @@ def _measure(info: dict[str, Any], *, nodes: int, pods: int, spread: float, seed
         calls_at_start.append(Counter(aws_calls))
         kube_at_start.append(_kube_requests(info["kube"]))
         pass_start.append((time.perf_counter(), time.process_time()))
+        profiler = cProfile.Profile() if PROFILE and len(passes) == 1 else None  # the second woken pass
+        if profiler is not None:
+            profiler.enable()
         answer = handler({"source": "watcher", "kind": "provisioner", "reason": reason, "pods": count,
                           "resourceVersion": version}, context())
+        if profiler is not None:
+            profiler.disable()
+            stats = pstats.Stats(profiler, stream=sys.stderr)
+            stats.sort_stats(os.environ.get("BENCH_SORT", "cumtime")).print_stats(70)
         ended, cpu1 = time.perf_counter(), time.process_time()
         passes.append({"woke": woke, "started": pass_start[-1][0], "cpu0": pass_start[-1][1],
                        "pods": count, "wall": round(ended - pass_start[-1][0], 3),
