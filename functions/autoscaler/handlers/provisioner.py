@@ -105,18 +105,22 @@ def watch_seconds(runtime: Runtime, context: Any, *, enabled: bool) -> float:
     return max(0.0, wanted)
 
 
-def sync_cluster_cache(runtime: Runtime, payload: ProvisionerEvent, *, watch: bool) -> None:
+def sync_cluster_cache(runtime: Runtime, payload: ProvisionerEvent, *, watch: bool) -> bool:
     """How current this invocation's pods and nodes must be (docs/provisioner.md, "The warm cluster cache"):
     a watcher's wake-up catches the warm cache up to its resourceVersion; every other invocation (the
     safety pass, a replacement request, a wake-up without a version) lists and refreshes it, which is the
-    cache's periodic resync; a watch-mode invocation lists on every read, as before the cache."""
+    cache's periodic resync; a watch-mode invocation lists on every read, as before the cache. Whether this
+    is a woken pass (it also describes only its claims' instances before CreateFleet)."""
     cache = warm_cluster_cache(runtime)
+    woken = not watch and payload.kind == "provisioner" and payload.source == "watcher" \
+        and bool(payload.resource_version)
     if watch:
         cache.list_always()
-    elif payload.kind == "provisioner" and payload.source == "watcher" and payload.resource_version:
+    elif woken:
         cache.expect(payload.resource_version)
     else:
         cache.resync()
+    return woken
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -137,8 +141,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         replacement = ReplacementRequest(source=payload.source, nodes=tuple(payload.nodes),
                                          unavailable=tuple(payload.unavailable), event_id=payload.event_id)
     watch_enabled = wants_watch(cfg, payload)
-    sync_cluster_cache(runtime, payload, watch=watch_enabled)
+    woken = sync_cluster_cache(runtime, payload, watch=watch_enabled)
     service = provisioner_for(runtime, dry_run=dry_run)
+    service.instances_from_claims = woken
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     deadline = runtime.clock.monotonic() + remaining_ms() / 1000.0 if callable(remaining_ms) else None
     passes: list[dict[str, Any]] = []
