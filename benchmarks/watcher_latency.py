@@ -235,6 +235,7 @@ def _measure(info: dict[str, Any], *, nodes: int, pods: int, spread: float, seed
         ended, cpu1 = time.perf_counter(), time.process_time()
         passes.append({"woke": woke, "started": pass_start[-1][0], "cpu0": pass_start[-1][1],
                        "pods": count, "wall": round(ended - pass_start[-1][0], 3),
+                       "cpu": cpu1 - pass_start[-1][1], "latency": latency.within(pass_start[-1][0], ended),
                        "estimate": (cpu1 - pass_start[-1][1]) / LAMBDA_CPU_SHARE
                        + latency.within(pass_start[-1][0], ended),
                        "launched": sum(len(p.get("launched") or ()) for p in answer.get("passes") or ())})
@@ -297,6 +298,12 @@ def _report(*, nodes: int, pods: int, spread: float, created: dict[str, float],
                 "burstWithin200ms": [0.01 * i for i in range(pods)]}
     replays = {f"{name}Idle{idle:g}s": _stats(_replay(times, to_fleet=to_fleet, whole_pass=whole, idle=idle))
                for name, times in patterns.items() for idle in (1.0, 0.5)} if work_est else {}
+    # What-if: the provisioner at 1,769 MB (one full vCPU: CPU time counts 1:1 instead of / 0.58).
+    if work_est:
+        fleet_1vcpu = statistics.median(c + w for c, w in zip(work_cpu, work_latency, strict=True))
+        whole_1vcpu = statistics.median(p["cpu"] + p["latency"] for p in passes if p["launched"])
+        replays.update({f"{name}Idle1sAt1769MB": _stats(_replay(times, to_fleet=fleet_1vcpu, whole_pass=whole_1vcpu))
+                        for name, times in patterns.items()})
     return {
         "existingNodes": nodes, "clusterPods": nodes * 12 + (EXTRA_BOUND_PODS if nodes else 0),
         "arrivingPods": pods, "arrivalSpreadSeconds": spread,
