@@ -210,17 +210,9 @@ class Provisioner:
                 return [], {}
             return self._reconciled.in_flight, self._reconciled.pinned
 
-        # One DescribeInstances listing per gather, shared by the planner's in-flight view and the
-        # lifecycle sweep (at 10k instances each listing costs seconds and most of the pass's memory).
-        # A woken pass describes only the instances its claims name: in-flight capacity comes from the claims.
-        owned = self._claimed = self._claimed_instances() if self.instances_from_claims else None
-        if owned is None:
-            owned = self._owned = self.cloud.owned_instances()
-        else:
-            self._owned = None
         snap = gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
                                  node_classes=self.node_classes, region=self.settings.region,
-                                 leaving_nodes=leaving, claimed=claimed, owned=owned)
+                                 leaving_nodes=leaving, claimed=claimed, owned_from=self._instances)
         # An in-flight instance will register with its NodePool's taints: pods that do not tolerate
         # them must not count it as their capacity (the instance tags do not carry taints).
         snap.in_flight = [replace(f, taints=self.pools_by_name[f.node_pool].taints)
@@ -231,6 +223,17 @@ class Provisioner:
         snap.nodes = [as_capacity(n, self.pools_by_name, now=now,
                                   registration_timeout=self.settings.registration_timeout) for n in snap.nodes]
         return snap
+
+    def _instances(self) -> list[CloudInstance]:
+        """One DescribeInstances listing per gather, shared by the planner's in-flight view and the lifecycle
+        sweep (at 10k instances each listing costs seconds and most of the pass's memory). A woken pass
+        describes only the instances its claims name: its in-flight capacity comes from the claims."""
+        owned = self._claimed = self._claimed_instances() if self.instances_from_claims else None
+        if owned is None:
+            owned = self._owned = self.cloud.owned_instances()
+        else:
+            self._owned = None
+        return owned
 
     def _claimed_instances(self) -> list[CloudInstance] | None:
         """EC2's view of the instances the node claims name (None: list every owned instance instead)."""
