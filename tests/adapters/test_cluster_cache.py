@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.adapters.clock import SystemClock
+from autoscaler.adapters.clock import ManualClock, SystemClock
 from autoscaler.adapters.kube.cluster import KubeCluster
 from autoscaler.adapters.kube.informer import CacheSettings, ClusterCache
 from simulator.kube_api import KubeApiServer, client_for
@@ -155,3 +155,14 @@ def test_a_marker_the_watch_cannot_confirm_lists(kube_api: KubeApiServer, case: 
     assert keys(cluster) == ["default/a"], case
     assert lists(kube_api, "pods") == 2
     assert sum(cluster.cache.stats.relists.values()) == 1
+
+
+def test_a_clock_that_does_not_move_cannot_keep_a_catch_up_going(kube_api: KubeApiServer) -> None:
+    # Given a warm cache on a clock that never advances (a simulation's), and a marker the watch never reaches
+    cluster = KubeCluster(client_for(kube_api.url))
+    cluster.cache = ClusterCache(cluster, clock=ManualClock(), settings=CacheSettings(marker_cap_seconds=0.1))
+    cluster.pods()
+    cluster.cache.expect("999999")
+    # When it is read / Then a bounded number of watch requests later it lists instead
+    assert keys(cluster) == []
+    assert lists(kube_api, "pods") == 2 and cluster.cache.stats.watches <= 8

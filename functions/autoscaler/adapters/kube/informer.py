@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Raw = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name): the API server's list order
-# Broken streams resumed in one catch-up before it gives up and lists.
+# Broken streams resumed in one catch-up before it gives up and lists; watch requests in one catch-up.
 _RESUMES = 3
+_STREAMS = 8
 
 
 class WatchSource(Protocol):
@@ -183,8 +184,10 @@ class ClusterCache:
         is quiet. False when the cache must list again (410 Gone, an error, a marker not reached in time)."""
         s = self.settings
         deadline = self._clock.monotonic() + (s.marker_cap_seconds if until is not None else s.quiet_cap_seconds)
-        resumes = 0
-        while (left := deadline - self._clock.monotonic()) > 0:
+        resumes = streams = 0
+        # Bounded by requests too: a clock that does not move (a simulation's) must not keep the loop going.
+        while (left := deadline - self._clock.monotonic()) > 0 and streams < _STREAMS:
+            streams += 1
             self.stats.watches += 1
             try:
                 for event in self._source.watch_raw(col.path, resource_version=col.version, timeout_seconds=left,
