@@ -142,6 +142,11 @@ class ClusterCache:
     def pods_version(self) -> str:
         return self._pods.version
 
+    @property
+    def rule(self) -> str:
+        """The current rule, for logs and tests: ``marker <version>``, ``quiet`` or ``list``."""
+        return f"marker {self._marker}" if self._mode == "marker" else self._mode
+
     # ----- reads ---------------------------------------------------------------------------------------
     def pods(self) -> list[Pod]:
         with self._lock:
