@@ -285,6 +285,18 @@ def _install_latency(session: Any, latency: _Latency, calls: Counter[str]) -> No
         return send(self, *args, **kwargs)
 
     KubeCluster._send = slow_send  # type: ignore[method-assign]
+    from autoscaler.adapters.kube.informer import CacheSettings  # noqa: PLC0415
+
+    watch_raw, quiet = KubeCluster.watch_raw, CacheSettings().quiet_seconds
+
+    def slow_watch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # The warm cache's catch-up watch (it opens its stream without ``_send``): one request, plus the quiet
+        # window a node catch-up waits out on a real API server (the emulator's own wait is not counted).
+        if kwargs.get("quiet_seconds") is not None:  # not the watcher's own watch (its list is already slowed)
+            latency.spend(KUBE_LATENCY + (quiet if kwargs["quiet_seconds"] == quiet else 0.0))
+        return watch_raw(self, *args, **kwargs)
+
+    KubeCluster.watch_raw = slow_watch  # type: ignore[method-assign]
 
 
 class _Phases:

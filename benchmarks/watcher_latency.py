@@ -24,10 +24,12 @@ those estimated durations (``_replay``). Prints ONE JSON object.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import logging
 import multiprocessing as mp
 import os
+import pstats
 import queue
 import random
 import statistics
@@ -48,6 +50,7 @@ from benchmarks.provisioner_pass import (  # noqa: E402
     AWS_LATENCY,
     KUBE_LATENCY,
     LAMBDA_CPU_SHARE,
+    PROFILE,
     _config_path,
     _kube_requests,
     bench_environ,
@@ -93,10 +96,10 @@ class _QueuedWaker:
     """The ProvisionerWaker port as Lambda's async invoke: wake-ups are queued, a pass runs one at a time."""
 
     def __init__(self) -> None:
-        self.wakes: queue.Queue[tuple[float, str, int] | None] = queue.Queue()
+        self.wakes: queue.Queue[tuple[float, str, int, str] | None] = queue.Queue()
 
-    def wake(self, *, reason: str, pods: int) -> None:
-        self.wakes.put((time.perf_counter(), reason, pods))
+    def wake(self, *, reason: str, pods: int, resource_version: str = "") -> None:
+        self.wakes.put((time.perf_counter(), reason, pods, resource_version))
 
 
 def run_case(*, nodes: int, pods: int, spread: float, seed: int) -> dict[str, Any]:
@@ -182,7 +185,9 @@ def _measure(info: dict[str, Any], *, nodes: int, pods: int, spread: float, seed
         # also avoids. The estimate is made from CPU time and injected waits, not from this wall time.
         return LambdaContext(remaining_ms=900_000, function_name="provisioner")
 
-    # A warm container: the scheduled pass has run (catalogue, prices, AMIs, subnets cached).
+    # A warm container: the scheduled (safety) pass has run. It is the container's cold list of pods and nodes
+    # (the cache's resync) and warms the catalogue, prices, AMIs and subnets; it is not measured. Every woken
+    # pass after it catches the warm cache up to its wake-up's resourceVersion (``docs/provisioner.md``).
     handler({"source": "schedule", "kind": "provisioner", "watch": False}, context())
 
     waker = _QueuedWaker()
@@ -214,14 +219,23 @@ def _measure(info: dict[str, Any], *, nodes: int, pods: int, spread: float, seed
             continue
         if item is None:
             break
-        woke, reason, count = item
+        woke, reason, count, version = item
         calls_at_start.append(Counter(aws_calls))
         kube_at_start.append(_kube_requests(info["kube"]))
         pass_start.append((time.perf_counter(), time.process_time()))
-        answer = handler({"source": "watcher", "kind": "provisioner", "reason": reason, "pods": count}, context())
+        profiler = cProfile.Profile() if PROFILE and len(passes) == 1 else None  # the second woken pass
+        if profiler is not None:
+            profiler.enable()
+        answer = handler({"source": "watcher", "kind": "provisioner", "reason": reason, "pods": count,
+                          "resourceVersion": version}, context())
+        if profiler is not None:
+            profiler.disable()
+            stats = pstats.Stats(profiler, stream=sys.stderr)
+            stats.sort_stats(os.environ.get("BENCH_SORT", "cumtime")).print_stats(70)
         ended, cpu1 = time.perf_counter(), time.process_time()
         passes.append({"woke": woke, "started": pass_start[-1][0], "cpu0": pass_start[-1][1],
                        "pods": count, "wall": round(ended - pass_start[-1][0], 3),
+                       "cpu": cpu1 - pass_start[-1][1], "latency": latency.within(pass_start[-1][0], ended),
                        "estimate": (cpu1 - pass_start[-1][1]) / LAMBDA_CPU_SHARE
                        + latency.within(pass_start[-1][0], ended),
                        "launched": sum(len(p.get("launched") or ()) for p in answer.get("passes") or ())})
@@ -284,6 +298,12 @@ def _report(*, nodes: int, pods: int, spread: float, created: dict[str, float],
                 "burstWithin200ms": [0.01 * i for i in range(pods)]}
     replays = {f"{name}Idle{idle:g}s": _stats(_replay(times, to_fleet=to_fleet, whole_pass=whole, idle=idle))
                for name, times in patterns.items() for idle in (1.0, 0.5)} if work_est else {}
+    # What-if: the provisioner at 1,769 MB (one full vCPU: CPU time counts 1:1 instead of / 0.58).
+    if work_est:
+        fleet_1vcpu = statistics.median(c + w for c, w in zip(work_cpu, work_latency, strict=True))
+        whole_1vcpu = statistics.median(p["cpu"] + p["latency"] for p in passes if p["launched"])
+        replays.update({f"{name}Idle1sAt1769MB": _stats(_replay(times, to_fleet=fleet_1vcpu, whole_pass=whole_1vcpu))
+                        for name, times in patterns.items()})
     return {
         "existingNodes": nodes, "clusterPods": nodes * 12 + (EXTRA_BOUND_PODS if nodes else 0),
         "arrivingPods": pods, "arrivalSpreadSeconds": spread,

@@ -12,7 +12,7 @@ import pytest
 
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.cluster import KubeCluster
-from autoscaler.app.pod_watcher import PendingPodWatcher, WatcherSettings
+from autoscaler.app.pod_watcher import PendingPodWatcher, WatcherSettings, newest_version
 from autoscaler.app.ports import CloudError, ProvisionerWaker
 from autoscaler.domain.provisionable import is_provisionable
 from simulator.kube_api import KubeApiServer, client_for
@@ -36,10 +36,13 @@ class RecordingWaker:
     wakes: list[tuple[float, int]] = field(default_factory=list)
     fail: bool = False
 
-    def wake(self, *, reason: str, pods: int) -> None:
+    versions: list[str] = field(default_factory=list)
+
+    def wake(self, *, reason: str, pods: int, resource_version: str = "") -> None:
         if self.fail:
             raise CloudError("invoke: AccessDeniedException", operation="invoke", code="AccessDeniedException")
         self.wakes.append((time.monotonic(), pods))
+        self.versions.append(resource_version)
 
 
 def watcher_for(kube_api: KubeApiServer, waker: RecordingWaker, *, idle: float = 0.3,
@@ -89,6 +92,31 @@ def test_pods_arriving_together_wake_the_provisioner_once(kube_api: KubeApiServe
     assert run.wakes == 1 and run.lists == 1 and run.connected
     assert 0.5 + 0.3 <= waker.wakes[0][0] - started < 0.5 + 0.3 + 0.7
     assert watcher.provisionable == {"default/a", "default/b", "default/c"}
+
+
+def test_a_wake_up_names_the_newest_pod_version_of_its_batch(kube_api: KubeApiServer) -> None:
+    # Given a watcher on an empty cluster
+    waker = RecordingWaker()
+    watcher = watcher_for(kube_api, waker)
+    written: list[str] = []
+    # When two pods go unschedulable in one batch, then a status update of the first arrives
+    def burst() -> None:
+        for name in ("a", "b"):
+            written.append(kube_api.store.create("pods", unschedulable(name))["metadata"]["resourceVersion"])
+    started = time.monotonic()
+    later(0.3, burst)
+    watcher.run(until=started + 2.0)
+    # Then the one wake-up carries the second pod's version (the provisioner catches up to it)
+    assert [n for _, n in waker.wakes] == [2]
+    assert waker.versions == [max(written, key=int)]
+
+
+@pytest.mark.parametrize(("a", "b", "newest"), [
+    ("9", "10", "10"), ("10", "9", "10"), ("", "7", "7"), ("7", "", "7"), ("12", "x1", "x1"), ("x1", "12", "x1"),
+])
+def test_newest_version_compares_as_integers(a: str, b: str, newest: str) -> None:
+    # Given two versions / Then the later by integer value wins; a non-integer wins (the provisioner relists)
+    assert newest_version(a, b) == newest
 
 
 def test_a_steady_trickle_is_cut_at_the_max_window(kube_api: KubeApiServer) -> None:

@@ -66,18 +66,21 @@ def env_for(url: str) -> dict[str, str]:
 def test_a_pending_pod_wakes_the_provisioner_with_an_async_invoke(
         kube_api: KubeApiServer, invokes: Invokes) -> None:
     # Given an unschedulable pod and a cold container
-    kube_api.store.create("pods", unschedulable("web"))
+    created = kube_api.store.create("pods", unschedulable("web"))
     watcher_handler.set_watcher(watcher_handler.build_watcher(
         environ=env_for(kube_api.url), session=invokes.session))
     # When one invocation runs (1 s of watching: 4 s left minus the 3 s reserve)
     summary = watcher_handler.handler({"source": "schedule", "kind": "watcher"}, Context(4_000))
-    # Then one asynchronous invoke of the provisioner carried the small wake-up payload
+    # Then one asynchronous invoke of the provisioner carried the small wake-up payload, with the version the
+    # provisioner's view must include (the list's, as the pod came from a list)
     sent = invokes.sent
     assert len(sent) == 1
     assert sent[0]["headers"]["X-Amz-Invocation-Type"] == "Event"
     assert FUNCTION in sent[0]["url"]
     assert sent[0]["body"] == {"source": "watcher", "kind": "provisioner",
-                                  "reason": "1 pod(s) became unschedulable", "pods": 1}
+                                  "reason": "1 pod(s) became unschedulable", "pods": 1,
+                                  "resourceVersion": summary["resourceVersion"]}
+    assert int(summary["resourceVersion"]) >= int(created["metadata"]["resourceVersion"])
     assert summary["wakes"] == 1 and summary["waitingPods"] == 1
 
 

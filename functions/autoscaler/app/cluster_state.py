@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
 from autoscaler.app.ports import CloudError, CloudPort, ClusterPort
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, in_flight_node
-from autoscaler.domain.models import Node, Pod
+from autoscaler.domain.models import (
+    DaemonSet,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    StorageClass,
+)
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import InFlightNode, PlanInput
@@ -33,14 +41,34 @@ Claimed = Callable[[Sequence[CloudInstance], Sequence[Node], Collection[str]],
 
 def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
                       node_classes: Mapping[str, NodeClass], region: str = "",
-                      leaving_nodes: Collection[str] = (),
-                      claimed: Claimed | None = None, owned: Sequence[CloudInstance] | None = None) -> PlanInput:
+                      leaving_nodes: Collection[str] = (), claimed: Claimed | None = None,
+                      owned_from: Callable[[], Sequence[CloudInstance]] | None = None) -> PlanInput:
     """Pods, nodes, DaemonSets, volumes, in-flight instances, instance types and priced offerings.
 
     Pods on ``leaving_nodes`` (being interrupted, expired, consolidated) are returned as pending and
     those nodes are left out, so the plan makes room for them elsewhere. DaemonSet, mirror and
-    finished pods on them are dropped: they do not move.
+    finished pods on them are dropped: they do not move. ``owned_from``: the pass's one listing of our
+    live instances. It and the DaemonSet and volume lists are read on worker threads while the pods and
+    nodes are read here: their waits overlap (the ports' clients are thread-safe).
     """
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="gather") as workers:
+        listing = workers.submit(owned_from) if owned_from is not None else None
+        extras = workers.submit(_cluster_extras, cluster)
+        return _gather(cluster=cluster, cloud=cloud, node_pools=node_pools, node_classes=node_classes,
+                       region=region, leaving_nodes=leaving_nodes, claimed=claimed, listing=listing, extras=extras)
+
+
+_Extras = tuple[list[DaemonSet], list[PersistentVolumeClaim], list[PersistentVolume], list[StorageClass]]
+
+
+def _cluster_extras(cluster: ClusterPort) -> _Extras:
+    return cluster.daemonsets(), cluster.pvcs(), cluster.pvs(), cluster.storage_classes()
+
+
+def _gather(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
+            node_classes: Mapping[str, NodeClass], region: str, leaving_nodes: Collection[str],
+            claimed: Claimed | None, listing: Future[Sequence[CloudInstance]] | None,
+            extras: Future[_Extras]) -> PlanInput:
     leaving = set(leaving_nodes)
     pods: list[Pod] = []
     for pod in cluster.pods():
@@ -55,8 +83,8 @@ def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: lis
     # A leaving node's instance is still registered: it must not come back as in-flight capacity
     # (its pod tags would pin the pods onto the very instance that is going away).
     registered = {n.instance_id for n in all_nodes if n.instance_id}
-    # ``owned``: the pass's one listing of our live instances (DescribeInstances is the costliest read).
-    listed = ([i for i in owned if i.instance_id not in registered] if owned is not None
+    # ``listing``: the pass's one listing of our live instances (DescribeInstances is the costliest read).
+    listed = ([i for i in listing.result() if i.instance_id not in registered] if listing is not None
               else cloud.in_flight(registered))
     in_flight = [f for f in (in_flight_node(i) for i in listed) if f is not None]
     launched_for: Mapping[str, tuple[str, ...]] = {}
@@ -66,10 +94,11 @@ def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: lis
         from_claims = [f for f in flying if f.instance_id not in registered]
         ids = {f.instance_id for f in from_claims}
         in_flight = [f for f in in_flight if f.instance_id not in ids] + from_claims
+    daemonsets, pvcs, pvs, storage_classes = extras.result()
     return PlanInput(
         node_pools=node_pools, node_classes=node_classes, pods=pods, nodes=nodes,
-        daemonsets=cluster.daemonsets(), pvcs=cluster.pvcs(), pvs=cluster.pvs(),
-        storage_classes=cluster.storage_classes(), instance_types=list(cloud.instance_types().values()),
+        daemonsets=daemonsets, pvcs=pvcs, pvs=pvs,
+        storage_classes=storage_classes, instance_types=list(cloud.instance_types().values()),
         offerings=cloud.offerings(), in_flight=in_flight, region=region, launched_for=launched_for,
         node_class_zones=_subnet_zones(cloud, node_pools, node_classes),
         reservations=_reservations(cloud, node_pools, node_classes),

@@ -21,7 +21,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.app.ports import CloudError, CloudPort, ClusterError, ClusterPort
-from autoscaler.domain.fleet import CloudInstance
+from autoscaler.domain.fleet import GOING_AWAY_STATES, CloudInstance
 from autoscaler.domain.initialization import ready_to_initialize
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, INITIALIZED_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.labels import node_labels
@@ -114,6 +114,22 @@ def reconcile(*, cluster: ClusterPort, cloud: CloudPort, nodes: Sequence[Node], 
                     result=result, dry_run=dry_run, release_finalizers=release_finalizers)
     if collect_templates:
         _delete_templates(cloud, now=now, ttl=template_ttl, result=result, dry_run=dry_run)
+    return result
+
+
+def register_claimed(*, cluster: ClusterPort, cloud: CloudPort, nodes: Sequence[Node],
+                     claimed: Sequence[CloudInstance], node_pools: Mapping[str, NodePool],
+                     dry_run: bool = False) -> LifecycleResult:
+    """A woken pass's sweep: registration and initialisation of the nodes of claimed instances (the ones
+    launched recently: a claim ends once its node is initialised), with only those instances described.
+    Time-outs, orphans and launch templates need every owned instance listed: the safety pass's sweep."""
+    result = LifecycleResult()
+    by_id = {i.instance_id: i for i in claimed if i.state not in GOING_AWAY_STATES}
+    fresh = [n for n in nodes if n.instance_id in by_id and not n.deleting]
+    types = cloud.instance_types() if fresh else {}
+    for node in fresh:
+        _register(cluster, node, by_id[node.instance_id or ""], node_pools=node_pools, types=types, result=result,
+                  dry_run=dry_run)
     return result
 
 

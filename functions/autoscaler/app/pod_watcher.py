@@ -60,6 +60,21 @@ class _Batch:
     first: float
     last: float
     pods: int
+    version: str  # the newest resourceVersion among its pods: the pass's view must include it
+
+    def add(self, *, now: float, pods: int, version: str) -> None:
+        self.last, self.pods = now, self.pods + pods
+        self.version = newest_version(self.version, version)
+
+
+def newest_version(a: str, b: str) -> str:
+    """The later of two resourceVersions, compared as integers (the API server's are); one that is not an
+    integer wins, so the provisioner lists instead of trusting an order it cannot check."""
+    if not a or not b:
+        return a or b
+    if not (a.isdigit() and b.isdigit()):
+        return b if not b.isdigit() else a
+    return a if int(a) >= int(b) else b
 
 
 @dataclass
@@ -102,9 +117,9 @@ class PendingPodWatcher:
                 if new:
                     now = self.clock.monotonic()
                     if batch is None:
-                        batch = _Batch(first=now, last=now, pods=new)
+                        batch = _Batch(first=now, last=now, pods=new, version=item[2])
                     else:
-                        batch.last, batch.pods = now, batch.pods + new
+                        batch.add(now=now, pods=new, version=item[2])
         finally:
             stop.set()
             if batch is not None:
@@ -139,7 +154,7 @@ class PendingPodWatcher:
     def _wake(self, batch: _Batch, report: WatchRun) -> None:
         reason = f"{batch.pods} pod(s) became unschedulable"
         try:
-            self.waker.wake(reason=reason, pods=batch.pods)
+            self.waker.wake(reason=reason, pods=batch.pods, resource_version=batch.version)
         except CloudError as exc:
             # The safety pass still serves these pods; an alarm on the provisioner's heartbeat covers more.
             report.wake_failures += 1

@@ -378,6 +378,7 @@ class UnboundPodWatch(Protocol):
 class ProvisionerWaker(Protocol):
     """Wakes the provisioner function (an asynchronous invoke: the watcher never waits for a pass)."""
 
-    def wake(self, *, reason: str, pods: int) -> None:
-        """Queue one provisioner pass. Raises CloudError when it could not be queued."""
+    def wake(self, *, reason: str, pods: int, resource_version: str = "") -> None:
+        """Queue one provisioner pass; ``resource_version``: the newest pod version of the batch, which the
+        pass's view of the pods must include. Raises CloudError when it could not be queued."""
         ...

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from autoscaler.app.claims import ClaimBook, MemoryClaimStore, Reconciled
 from autoscaler.app.cluster_state import gather_plan_input
 from autoscaler.app.launcher import fleet_request_for, new_claim_id
-from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile
+from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile, register_claimed
 from autoscaler.app.node_state import NodeStates
 from autoscaler.app.pass_metrics import emit_pass_metrics
 from autoscaler.app.pass_report import GroupOutcome, PassResult, group_launches
@@ -100,7 +100,11 @@ class Provisioner:
         self._reconciled = Reconciled()
         self._blocked = ""
         self._deadline: float | None = None
-        self._owned: list[CloudInstance] = []
+        self._owned: list[CloudInstance] | None = []
+        self._claimed: list[CloudInstance] | None = None
+        # A woken pass (handlers/provisioner.py): EC2's view of the claimed instances only before CreateFleet;
+        # the full listing of owned instances waits for the lifecycle sweep (docs/provisioner.md).
+        self.instances_from_claims = False
         self.events = PodEvents(cluster, clock)  # rate-limited, de-duplicated pod Events
 
     # ----- one pass ----------------------------------------------------------------------------
@@ -160,7 +164,7 @@ class Provisioner:
             g.prices = {i.instance_id: price.get((i.instance_type, i.zone, i.capacity_type), 0.0) for i in g.launched}
         self._mark_provisioned(result, awaiting)
         self._nominate(result, pods)
-        owned: list[CloudInstance] = []
+        owned: list[CloudInstance] | None = []
         if self.settings.lifecycle:
             result.lifecycle, owned = self._lifecycle(snap, launched=any(g.launched for g in result.groups))
         self._emit(result, snap, plan_seconds, owned, pods)
@@ -206,12 +210,9 @@ class Provisioner:
                 return [], {}
             return self._reconciled.in_flight, self._reconciled.pinned
 
-        # One DescribeInstances listing per gather, shared by the planner's in-flight view and the
-        # lifecycle sweep (at 10k instances each listing costs seconds and most of the pass's memory).
-        self._owned = self.cloud.owned_instances()
         snap = gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
                                  node_classes=self.node_classes, region=self.settings.region,
-                                 leaving_nodes=leaving, claimed=claimed, owned=self._owned)
+                                 leaving_nodes=leaving, claimed=claimed, owned_from=self._instances)
         # An in-flight instance will register with its NodePool's taints: pods that do not tolerate
         # them must not count it as their capacity (the instance tags do not carry taints).
         snap.in_flight = [replace(f, taints=self.pools_by_name[f.node_pool].taints)
@@ -222,6 +223,26 @@ class Provisioner:
         snap.nodes = [as_capacity(n, self.pools_by_name, now=now,
                                   registration_timeout=self.settings.registration_timeout) for n in snap.nodes]
         return snap
+
+    def _instances(self) -> list[CloudInstance]:
+        """One DescribeInstances listing per gather, shared by the planner's in-flight view and the lifecycle
+        sweep (at 10k instances each listing costs seconds and most of the pass's memory). A woken pass
+        describes only the instances its claims name: its in-flight capacity comes from the claims."""
+        owned = self._claimed = self._claimed_instances() if self.instances_from_claims else None
+        if owned is None:
+            owned = self._owned = self.cloud.owned_instances()
+        else:
+            self._owned = None
+        return owned
+
+    def _claimed_instances(self) -> list[CloudInstance] | None:
+        """EC2's view of the instances the node claims name (None: list every owned instance instead)."""
+        try:
+            ids = {c.instance_id for c in self.claims.store.claims() if c.instance_id}
+            return self.cloud.describe_instances(ids) if ids else []
+        except CloudError as exc:
+            log.warning("claimed instances not described (listing every owned instance): %s", exc)
+            return None
 
     def _resume(self, group: Sequence[Claim]) -> FleetResult:
         """Send a stale claim group's CreateFleet again exactly as first sent (same claim id, count, tags,
@@ -350,10 +371,15 @@ class Provisioner:
         result.events_failed, result.events_suppressed = sent.failed, sent.suppressed
 
     # ----- lifecycle ---------------------------------------------------------------------------
-    def _lifecycle(self, snap: PlanInput, *, launched: bool = False) -> tuple[LifecycleResult, list[CloudInstance]]:
-        owned = list(self._owned)  # listed by this pass's gather; this pass's launches are not due yet
+    def _lifecycle(self, snap: PlanInput, *, launched: bool = False) -> tuple[LifecycleResult,
+                                                                             list[CloudInstance] | None]:
         try:
             nodes = self.cluster.nodes()
+            if self._owned is None:  # a woken pass: its claims' nodes only; the safety pass sweeps the rest
+                return register_claimed(cluster=self.cluster, cloud=self.cloud, nodes=nodes,
+                                        claimed=self._claimed or [], node_pools=self.pools_by_name,
+                                        dry_run=self.settings.dry_run), None
+            owned = list(self._owned)  # listed by this pass's gather; this pass's launches are not due yet
         except Exception as exc:  # lifecycle is housekeeping: never fail a pass that launched nodes
             log.warning("lifecycle skipped: %s", exc)
             return LifecycleResult(errors=[f"lifecycle skipped: {exc}"]), []
@@ -364,7 +390,7 @@ class Provisioner:
         return result, owned
 
     # ----- metrics -----------------------------------------------------------------------------
-    def _emit(self, result: PassResult, snap: PlanInput, plan_seconds: float, owned: Sequence[CloudInstance],
+    def _emit(self, result: PassResult, snap: PlanInput, plan_seconds: float, owned: Sequence[CloudInstance] | None,
               pods: Mapping[str, Pod]) -> None:
         if self.sink is not None:
             emit_pass_metrics(self.sink, result=result, snap=snap, plan_seconds=plan_seconds,

@@ -23,7 +23,7 @@ from autoscaler.config import ProvisionerConfig
 from autoscaler.domain.durations import duration_seconds
 from autoscaler.domain.keys import KARPENTER_TERMINATION_FINALIZER
 from autoscaler.handlers.observability import flush_metrics, logger, metrics, tracer
-from autoscaler.handlers.runtime import Runtime, get_runtime
+from autoscaler.handlers.runtime import Runtime, get_runtime, warm_cluster_cache
 
 # Time kept back from the Lambda timeout for the last pass (plan + CreateFleet + lifecycle).
 FINAL_PASS_RESERVE_SECONDS = 20.0
@@ -43,6 +43,8 @@ class ProvisionerEvent(BaseModel):
     watch: bool | None = None  # override the configured watch mode (local runs, the demo)
     reason: str = ""  # the watcher's wake-up: why, and for how many pods
     pods: int = 0
+    # The watcher's wake-up: the newest pod resourceVersion of its batch (the pass's view must include it).
+    resource_version: str = Field(default="", alias="resourceVersion")
 
 
 def parse_event(event: Any) -> ProvisionerEvent:
@@ -103,6 +105,24 @@ def watch_seconds(runtime: Runtime, context: Any, *, enabled: bool) -> float:
     return max(0.0, wanted)
 
 
+def sync_cluster_cache(runtime: Runtime, payload: ProvisionerEvent, *, watch: bool) -> bool:
+    """How current this invocation's pods and nodes must be (docs/provisioner.md, "The warm cluster cache"):
+    a watcher's wake-up catches the warm cache up to its resourceVersion; every other invocation (the
+    safety pass, a replacement request, a wake-up without a version) lists and refreshes it, which is the
+    cache's periodic resync; a watch-mode invocation lists on every read, as before the cache. Whether this
+    is a woken pass (it also describes only its claims' instances before CreateFleet)."""
+    cache = warm_cluster_cache(runtime)
+    woken = not watch and payload.kind == "provisioner" and payload.source == "watcher" \
+        and bool(payload.resource_version)
+    if watch:
+        cache.list_always()
+    elif woken:
+        cache.expect(payload.resource_version)
+    else:
+        cache.resync()
+    return woken
+
+
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 @tracer.capture_lambda_handler
@@ -121,7 +141,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         replacement = ReplacementRequest(source=payload.source, nodes=tuple(payload.nodes),
                                          unavailable=tuple(payload.unavailable), event_id=payload.event_id)
     watch_enabled = wants_watch(cfg, payload)
+    woken = sync_cluster_cache(runtime, payload, watch=watch_enabled)
     service = provisioner_for(runtime, dry_run=dry_run)
+    service.instances_from_claims = woken
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     deadline = runtime.clock.monotonic() + remaining_ms() / 1000.0 if callable(remaining_ms) else None
     passes: list[dict[str, Any]] = []

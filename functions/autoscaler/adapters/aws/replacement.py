@@ -45,9 +45,13 @@ class LambdaReplacementRequester:
         return True
 
 
-def wake_payload(*, reason: str, pods: int) -> dict[str, Any]:
-    """What the provisioner receives from the watcher (docs/provisioner.md): a plain pass, no watch."""
-    return {"source": "watcher", "kind": "provisioner", "reason": reason, "pods": pods}
+def wake_payload(*, reason: str, pods: int, resource_version: str = "") -> dict[str, Any]:
+    """What the provisioner receives from the watcher (docs/provisioner.md): a plain pass, no watch, whose
+    view of the pods includes ``resourceVersion`` (the newest pod version of the batch)."""
+    payload: dict[str, Any] = {"source": "watcher", "kind": "provisioner", "reason": reason, "pods": pods}
+    if resource_version:
+        payload["resourceVersion"] = resource_version
+    return payload
 
 
 class LambdaProvisionerWaker:
@@ -59,9 +63,10 @@ class LambdaProvisionerWaker:
         self._lambda = Caller(lambda_client)
         self.function_name = function_name
 
-    def wake(self, *, reason: str, pods: int) -> None:
+    def wake(self, *, reason: str, pods: int, resource_version: str = "") -> None:
+        payload = wake_payload(reason=reason, pods=pods, resource_version=resource_version)
         self._lambda("invoke", FunctionName=self.function_name, InvocationType="Event",
-                     Payload=json.dumps(wake_payload(reason=reason, pods=pods)).encode())
+                     Payload=json.dumps(payload).encode())
 
 
 if TYPE_CHECKING:

@@ -1,0 +1,168 @@
+"""The warm, watch-fed pods and nodes (adapters/kube/informer.py) behind ``KubeCluster.pods()`` / ``nodes()``,
+against the Kubernetes API emulator: requests are counted on the emulator, so "no list" is what the API
+server saw."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.adapters.clock import ManualClock, SystemClock
+from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.adapters.kube.informer import CacheSettings, ClusterCache
+from simulator.kube_api import KubeApiServer, client_for
+from tests.kube_objects import node, pod
+
+
+def lists(kube_api: KubeApiServer, resource: str) -> int:
+    """List requests the emulator served for ``resource`` (GETs of the collection that were not watches)."""
+    watches = sum(1 for path in kube_api.store.watches if path.endswith(f"/{resource}"))
+    return kube_api.requests().get(f"GET {resource}", 0) - watches
+
+
+def cached(kube_api: KubeApiServer, **settings: float) -> KubeCluster:
+    cluster = KubeCluster(client_for(kube_api.url), page_size=2)
+    # A quiet window wide enough for a loaded 2-core machine; the product's default is 50 ms.
+    cluster.cache = ClusterCache(cluster, clock=SystemClock(),
+                                 settings=CacheSettings(**{"quiet_seconds": 0.3, **settings}))
+    return cluster
+
+
+def rv(obj: dict[str, object]) -> str:
+    return str(obj["metadata"]["resourceVersion"])  # type: ignore[index]
+
+
+def keys(cluster: KubeCluster) -> list[str]:
+    return [p.key for p in cluster.pods()]
+
+
+def test_the_first_read_lists_and_later_reads_apply_the_watch(kube_api: KubeApiServer) -> None:
+    # Given a cluster with three pods and a node, read once (the cache lists, page by page)
+    st = kube_api.store
+    for name in ("a", "b", "c"):
+        st.create("pods", pod(name))
+    st.create("nodes", node("n1"))
+    cluster = cached(kube_api)
+    assert keys(cluster) == ["default/a", "default/b", "default/c"]
+    assert [n.name for n in cluster.nodes()] == ["n1"]
+    assert (lists(kube_api, "pods"), lists(kube_api, "nodes")) == (2, 1)  # two pages of pods
+    # When a pod is added, one is bound, one is deleted, and a node joins
+    st.create("pods", pod("aa", namespace="team"))
+    st.bind("default", "a", "n1")
+    st.delete("pods", "default", "b")
+    st.create("nodes", node("n0"))
+    # Then the next reads show exactly that, in the API's order, without listing again
+    assert keys(cluster) == ["default/a", "default/c", "team/aa"]
+    assert next(p for p in cluster.pods() if p.name == "a").node_name == "n1"
+    assert [n.name for n in cluster.nodes()] == ["n0", "n1"]
+    assert (lists(kube_api, "pods"), lists(kube_api, "nodes")) == (2, 1)
+    # And filtered reads still ask the API server (the cache holds the whole collections only)
+    assert [p.key for p in cluster.pods(node_name="n1")] == ["default/a"]
+    assert lists(kube_api, "pods") == 3
+
+
+def test_a_wake_up_catches_up_to_its_version_without_listing(kube_api: KubeApiServer) -> None:
+    # Given a warm cache
+    cluster = cached(kube_api)
+    cluster.pods()
+    assert cluster.cache is not None
+    listed, watched = lists(kube_api, "pods"), len(kube_api.store.watches)
+    # When a pod is written after the cache's last read and a wake-up names its version
+    created = kube_api.store.create("pods", pod("late"))
+    cluster.cache.expect(rv(created))
+    # Then the read includes it (the watch delivered it) and nothing was listed
+    assert keys(cluster) == ["default/late"]
+    assert lists(kube_api, "pods") == listed and len(kube_api.store.watches) == watched + 1
+    # And a second read at the same marker makes no request at all: the cache is already past it
+    before = kube_api.requests().get("GET pods", 0)
+    assert keys(cluster) == ["default/late"]
+    assert kube_api.requests().get("GET pods", 0) == before
+
+
+def test_an_invocation_without_a_marker_lists(kube_api: KubeApiServer) -> None:
+    # Given a warm cache
+    cluster = cached(kube_api)
+    kube_api.store.create("pods", pod("a"))
+    cluster.pods()
+    cluster.nodes()
+    assert cluster.cache is not None
+    # When the next invocation has no marker (the safety pass, a replacement request)
+    cluster.cache.resync()
+    cluster.pods()
+    cluster.nodes()
+    # Then each collection was listed again, and later reads of that invocation catch up instead
+    assert (lists(kube_api, "pods"), lists(kube_api, "nodes")) == (2, 2)
+    kube_api.store.create("pods", pod("b"))
+    assert keys(cluster) == ["default/a", "default/b"]
+    assert lists(kube_api, "pods") == 2
+
+
+def test_list_always_lists_on_every_read(kube_api: KubeApiServer) -> None:
+    # Given a warm cache put in watch mode's rule
+    cluster = cached(kube_api)
+    cluster.pods()
+    assert cluster.cache is not None
+    cluster.cache.list_always()
+    # When it is read twice / Then it lists twice
+    cluster.pods()
+    cluster.pods()
+    assert lists(kube_api, "pods") == 3
+
+
+def test_410_gone_lists_again(kube_api: KubeApiServer) -> None:
+    # Given a warm cache whose version the API server has compacted away
+    cluster = cached(kube_api)
+    kube_api.store.create("pods", pod("a"))
+    cluster.pods()
+    kube_api.store.delete("pods", "default", "a")
+    created = kube_api.store.create("pods", pod("b"))
+    kube_api.store.compact()
+    assert cluster.cache is not None
+    cluster.cache.expect(rv(created))
+    # When the wake-up's read catches up / Then the watch's 410 leads to a list, which has both changes
+    assert keys(cluster) == ["default/b"]
+    assert lists(kube_api, "pods") == 2
+    assert sum(cluster.cache.stats.relists.values()) == 1
+
+
+def test_a_broken_stream_resumes_from_the_last_event(kube_api: KubeApiServer) -> None:
+    # Given a warm cache and a watch connection that will drop mid-event once
+    cluster = cached(kube_api)
+    cluster.pods()
+    kube_api.inject_error("/api/v1/pods", 0, 1, query_substring="watch=1")
+    created = kube_api.store.create("pods", pod("a"))
+    assert cluster.cache is not None
+    cluster.cache.expect(rv(created))
+    # When it is read / Then the cache watched again from where it was and did not list
+    assert keys(cluster) == ["default/a"]
+    # (the emulator records a watch only once it is served: the dropped one is a bare GET here)
+    assert kube_api.requests()["GET pods"] == 3 and len(kube_api.store.watches) == 1
+    assert cluster.cache.stats.lists["/api/v1/pods"] == 1 and cluster.cache.stats.watches == 2
+
+
+@pytest.mark.parametrize(("case", "marker"), [
+    ("a version the watch does not reach within the cap", "999999"),
+    ("a version that is not an integer", "abc"),
+])
+def test_a_marker_the_watch_cannot_confirm_lists(kube_api: KubeApiServer, case: str, marker: str) -> None:
+    # Given a warm cache with a 0.3 s cap
+    cluster = cached(kube_api, marker_cap_seconds=0.3)
+    cluster.pods()
+    kube_api.store.create("pods", pod("a"))
+    assert cluster.cache is not None
+    # When a wake-up names a version the cache cannot confirm
+    cluster.cache.expect(marker)
+    # Then the read lists (the pod is there) and the reason is counted once
+    assert keys(cluster) == ["default/a"], case
+    assert lists(kube_api, "pods") == 2
+    assert sum(cluster.cache.stats.relists.values()) == 1
+
+
+def test_a_clock_that_does_not_move_cannot_keep_a_catch_up_going(kube_api: KubeApiServer) -> None:
+    # Given a warm cache on a clock that never advances (a simulation's), and a marker the watch never reaches
+    cluster = KubeCluster(client_for(kube_api.url))
+    cluster.cache = ClusterCache(cluster, clock=ManualClock(), settings=CacheSettings(marker_cap_seconds=0.1))
+    cluster.pods()
+    cluster.cache.expect("999999")
+    # When it is read / Then a bounded number of watch requests later it lists instead
+    assert keys(cluster) == []
+    assert lists(kube_api, "pods") == 2 and cluster.cache.stats.watches <= 8

@@ -1,0 +1,88 @@
+"""The provisioner's warm cluster cache through the real handler (moto server + the Kubernetes API emulator):
+a watcher's wake-up catches the container's pods and nodes up to its resourceVersion instead of listing."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.handlers.runtime import get_runtime
+from simulator.local import LocalCluster
+from tests.e2e.test_provisioner import count_create_fleet
+
+pytestmark = pytest.mark.e2e
+
+
+def lists(env: LocalCluster, resource: str) -> int:
+    """Lists of ``resource`` the emulator served (GETs of the collection that were not watches)."""
+    watches = sum(1 for path in env.kube.store.watches if path.endswith(f"/{resource}"))
+    return env.kube.requests().get(f"GET {resource}", 0) - watches
+
+
+def newest_pod_version(env: LocalCluster) -> str:
+    return str(max(int(p["metadata"]["resourceVersion"]) for p in env.kube.store.objects("pods")))
+
+
+def wake(env: LocalCluster, *, pods: int, version: str | None) -> dict[str, object]:
+    event: dict[str, object] = {"source": "watcher", "reason": f"{pods} pod(s) became unschedulable", "pods": pods}
+    if version is not None:
+        event["resourceVersion"] = version
+    passes = env.invoke_provisioner(event)["passes"]
+    assert len(passes) == 1
+    return dict(passes[0])
+
+
+def ec2_reads(env: LocalCluster) -> list[str]:
+    """EC2 calls in order: "fleet", "list" (DescribeInstances of every owned instance, by filter) or
+    "describe" (by instance id)."""
+    seen: list[str] = []
+    env.session.events.register("before-parameter-build.ec2.CreateFleet", lambda **_: seen.append("fleet"))
+    env.session.events.register("before-parameter-build.ec2.DescribeInstances", lambda params, **_: seen.append(
+        "describe" if params.get("InstanceIds") else "list"))
+    return seen
+
+
+def test_woken_passes_catch_up_and_plan_the_pods_that_went_pending_between_them(local: LocalCluster) -> None:
+    # Given a warm container: the safety pass has run and listed the (empty) cluster
+    calls = count_create_fleet(local)
+    reads = ec2_reads(local)
+    assert local.invoke_provisioner()["passes"][0]["launched"] == []
+    pod_lists, node_lists = lists(local, "pods"), lists(local, "nodes")
+    assert pod_lists >= 1 and node_lists >= 1
+    # When two pods go pending and the watcher wakes the provisioner with their newest version
+    local.scale("inflate", 2)
+    first = wake(local, pods=2, version=newest_pod_version(local))
+    # Then the pass plans and launches for them without listing pods or nodes
+    assert first["pendingPods"] == 2 and first["launched"] and len(calls) == 1
+    assert (lists(local, "pods"), lists(local, "nodes")) == (pod_lists, node_lists)
+    # When the first pass's node registers (kubelet, with the registration taint), two more pods go pending
+    # between the passes, and the watcher wakes it again
+    (registered,) = local.register_nodes(bind=False)
+    local.scale("inflate", 4)
+    reads.clear()
+    pod_lists = lists(local, "pods")
+    second = wake(local, pods=2, version=newest_pod_version(local))
+    # Then it described only the claimed instances (before its CreateFleet, and for its sweep), never listed
+    # every owned instance, and its sweep registered the claimed node (the registration taint is gone)
+    assert reads[:reads.index("fleet")] == ["describe"] and "list" not in reads
+    taints = local.kube.store.get("nodes", None, registered)["spec"].get("taints") or []
+    assert all(t["key"] != "karpenter.sh/unregistered" for t in taints)
+    # Then the second pass sees all four pending (its cache caught up) and places the two new ones (the first
+    # node's room and one more node; the first two stay on their in-flight claim), and still lists nothing
+    assert second["pendingPods"] == 4 and second["unschedulable"] == []
+    assert second["launched"] and len(calls) == 2
+    # (the emulator counts the sweep's GET of the one node it untainted under "GET nodes" too)
+    cache = get_runtime().cluster.cache
+    assert cache is not None and dict(cache.stats.lists) == {"/api/v1/pods": 1, "/api/v1/nodes": 1}
+    assert lists(local, "pods") == pod_lists
+
+
+def test_a_wake_up_without_a_version_lists_as_before(local: LocalCluster) -> None:
+    # Given a warm container
+    local.invoke_provisioner()
+    pod_lists = lists(local, "pods")
+    # When a pod goes pending and a wake-up without a version arrives (an older watcher)
+    local.scale("inflate", 1)
+    result = wake(local, pods=1, version=None)
+    # Then the pass lists the pods (the cache's resync) and plans for it
+    assert result["pendingPods"] == 1 and result["launched"]
+    assert lists(local, "pods") > pod_lists

@@ -1,0 +1,35 @@
+"""Which invocations catch the provisioner's warm cache up and which list (handlers/provisioner.py's
+``sync_cluster_cache``): only a watcher's wake-up with a resourceVersion is a woken pass."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from autoscaler.adapters.clock import SystemClock
+from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.handlers.provisioner import parse_event, sync_cluster_cache
+from autoscaler.handlers.runtime import Runtime
+from simulator.kube_api import KubeApiServer, client_for
+
+
+@pytest.mark.parametrize(("case", "payload", "watch", "expected"), [
+    ("the watcher's wake-up", {"source": "watcher", "pods": 2, "resourceVersion": "41"}, False, ("marker 41", True)),
+    ("a wake-up without a version (an older watcher)", {"source": "watcher", "pods": 2}, False, ("quiet", False)),
+    ("the scheduled safety pass", {"source": "schedule"}, False, ("quiet", False)),
+    ("a replacement request", {"source": "interruption", "kind": "replacement", "nodes": ["n1"]}, False,
+     ("quiet", False)),
+    ("a watch-mode invocation", {"source": "schedule"}, True, ("list", False)),
+])
+def test_only_a_versioned_wake_up_catches_up(kube_api: KubeApiServer, case: str, payload: dict[str, Any],
+                                             watch: bool, expected: tuple[str, bool]) -> None:
+    # Given a provisioner runtime whose cache is warm from an earlier invocation
+    runtime = cast(Runtime, SimpleNamespace(cluster=KubeCluster(client_for(kube_api.url)), clock=SystemClock()))
+    sync_cluster_cache(runtime, parse_event({"source": "watcher", "resourceVersion": "1"}), watch=False)
+    # When this invocation's payload arrives
+    got = sync_cluster_cache(runtime, parse_event(payload), watch=watch)
+    # Then its rule is the table's, and only a woken pass describes just its claims' instances
+    assert runtime.cluster.cache is not None
+    assert (runtime.cluster.cache.rule, got) == expected, case
