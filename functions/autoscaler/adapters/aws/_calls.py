@@ -84,7 +84,8 @@ def fast_timestamp(value: str) -> datetime:
 def use_fast_timestamps(session: Any) -> None:
     """Install ``fast_timestamp`` on a boto3 (or botocore) Session: for the clients created after this."""
     core = getattr(session, "_session", session)  # boto3.Session keeps its botocore session there
-    core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=fast_timestamp)
+    if hasattr(core, "get_component"):  # a stand-in session (the simulation's) keeps botocore's parser
+        core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=fast_timestamp)
 
 
 def cloud_error(operation: str, exc: ClientError | BotoCoreError) -> CloudError:
