@@ -245,6 +245,11 @@ def _measure(info: dict[str, Any], *, nodes: int, pods: int, spread: float, seed
     return report
 
 
+def _default_window() -> str:
+    from autoscaler.watcher_settings import DEFAULT_BATCH_IDLE, DEFAULT_BATCH_MAX  # noqa: PLC0415
+    return f"{DEFAULT_BATCH_IDLE:g} s idle, {DEFAULT_BATCH_MAX:g} s max"
+
+
 def _replay(arrivals: list[float], *, to_fleet: float, whole_pass: float, idle: float | None = None) -> list[float]:
     """Each pod's pending -> CreateFleet on Lambda: the watcher's batches (the same rule as
     ``PendingPodWatcher``: a batch closes 1 s after its last pod or 10 s after its first), each wake-up
@@ -302,8 +307,9 @@ def _report(*, nodes: int, pods: int, spread: float, created: dict[str, float],
     if work_est:
         fleet_1vcpu = statistics.median(c + w for c, w in zip(work_cpu, work_latency, strict=True))
         whole_1vcpu = statistics.median(p["cpu"] + p["latency"] for p in passes if p["launched"])
-        replays.update({f"{name}Idle1sAt1769MB": _stats(_replay(times, to_fleet=fleet_1vcpu, whole_pass=whole_1vcpu))
-                        for name, times in patterns.items()})
+        replays.update({f"{name}Idle{idle:g}sAt1769MB": _stats(_replay(times, to_fleet=fleet_1vcpu,
+                                                                       whole_pass=whole_1vcpu, idle=idle))
+                        for name, times in patterns.items() for idle in (1.0, 0.5)})
     return {
         "existingNodes": nodes, "clusterPods": nodes * 12 + (EXTRA_BOUND_PODS if nodes else 0),
         "arrivingPods": pods, "arrivalSpreadSeconds": spread,
@@ -344,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                      {"existingNodes": nodes, "error": done.stderr[-2000:]})
     print(json.dumps({"assumptions": {"lambdaCpuShare": LAMBDA_CPU_SHARE, "kubeLatencySeconds": KUBE_LATENCY,
                                       "awsLatencySeconds": AWS_LATENCY, "asyncInvokeSeconds": ASYNC_INVOKE_SECONDS,
-                                      "estimate": "replay: batching (1 s idle, 10 s max) + asyncInvoke + waiting "
+                                      "estimate": f"replay: batching ({_default_window()}) + asyncInvoke + waiting "
                                                   "for the previous pass + (cpu / 0.58 + latency) up to the "
                                                   "CreateFleet call's start"},
                       "targets": TARGETS, "cases": cases}))
