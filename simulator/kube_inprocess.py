@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterator
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import urllib3
 from kubernetes.client import ApiClient
@@ -123,20 +123,45 @@ class InProcessPool:
         self._server = server
 
     def request(self, method: str, url: str, *, body: bytes | str | None = None, fields: Any = None,
-                headers: Any = None, **_: Any) -> HTTPResponse:
+                headers: Any = None, timeout: Any = None, **_: Any) -> HTTPResponse:
         if fields:
             raise ValueError(f"{method} {url}: form fields are not sent by the autoscaler's requests")
         parts = urlsplit(url)
         sent = urllib3.HTTPHeaderDict(dict(headers or {}))
         sent.setdefault("Host", parts.netloc)
         raw = body.encode() if isinstance(body, str) else (body or b"")
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        query = _backlog_only(parts.query) if _reads_until_quiet(parts.query, timeout) else parts.query
+        path = parts.path + (f"?{query}" if query else "")
         exchange = _Exchange(self._server, path=path, headers=sent, body=raw)
         exchange._dispatch(method.upper())
         return exchange.response(method.upper(), url)
 
     def clear(self) -> None:
         """Nothing pooled: no connection to close."""
+
+
+def _reads_until_quiet(query: str, timeout: Any) -> bool:
+    """A watch whose read timeout is shorter than its ``timeoutSeconds``: the caller reads the backlog and
+    stops at the first quiet moment (the warm cluster cache catching up, adapters/kube/informer.py)."""
+    if isinstance(timeout, urllib3.Timeout):
+        timer = timeout.clone()
+        timer.start_connect()  # read_timeout is only defined once a connection has started
+        read = timer.read_timeout
+    else:
+        read = timeout
+    if not isinstance(read, int | float) or "watch=1" not in query.split("&"):
+        return False
+    seconds = dict(parse_qsl(query)).get("timeoutSeconds")
+    return seconds is None or read < float(seconds)
+
+
+def _backlog_only(query: str) -> str:
+    """In-process nothing can happen while the caller waits for quiet (the simulation's clock stands still
+    during a handler's call), so such a watch is answered with its backlog and ends, as the same watch
+    over HTTP would once its quiet window passed (without the wall-clock wait, or the stand-in waiting for
+    the server's ``timeoutSeconds`` because it has no read timeout)."""
+    pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "timeoutSeconds"]
+    return urlencode([*pairs, ("timeoutSeconds", "0")])
 
 
 def install(api: ApiClient, server: KubeApiServer) -> ApiClient:

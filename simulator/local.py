@@ -44,6 +44,7 @@ from moto.ssm.models import Parameter, ssm_backends
 
 from autoscaler.adapters.aws.claims import create_table
 from autoscaler.adapters.clock import SystemClock
+from autoscaler.adapters.kube.informer import ClusterCache
 from autoscaler.app.ports import Clock
 from autoscaler.config import ENV_CLAIMS_TABLE, ClusterConfig, load_cluster_config
 from autoscaler.domain.allocatable import allocatable, capacity
@@ -289,6 +290,8 @@ class LocalCluster:
     reservations: CapacityReservationStub = field(default_factory=CapacityReservationStub)  # moto lacks them too
     _counter: dict[str, int] = field(default_factory=dict)
     _runtime: Runtime | None = None
+    # The warm cluster cache of each function's (simulated) container, by function name (see invoke).
+    _caches: dict[str, ClusterCache | None] = field(default_factory=dict)
 
     @classmethod
     @contextmanager
@@ -361,9 +364,19 @@ class LocalCluster:
                remaining_ms: int = 60_000, function_name: str = "function") -> Any:
         """Call any of the real handlers (``autoscaler.handlers.<name>.handler``) with this cluster's
         runtime installed and a Lambda context stub."""
-        if self._runtime is None:
-            self.runtime()
-        return handler(dict(event), LambdaContext(remaining_ms=remaining_ms, function_name=function_name))
+        rt = self._runtime or self.runtime()
+        # Each function runs in its own Lambda containers: the provisioner's warm pod/node cache
+        # (adapters/kube/informer.py) lives in its container, and never serves another function's reads.
+        rt.cluster.cache = self._caches.get(function_name)
+        try:
+            return handler(dict(event), LambdaContext(remaining_ms=remaining_ms, function_name=function_name))
+        finally:
+            self._caches[function_name] = rt.cluster.cache
+            rt.cluster.cache = None
+
+    def cache_of(self, function_name: str) -> ClusterCache | None:
+        """The warm cluster cache the function's (simulated) container holds, if it built one."""
+        return self._caches.get(function_name)
 
     def invoke_provisioner(self, event: Mapping[str, Any] | None = None, *, remaining_ms: int = 60_000,
                            watch: bool = False) -> dict[str, Any]:

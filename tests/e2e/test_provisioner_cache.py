@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.handlers.runtime import get_runtime
 from simulator.local import LocalCluster
 from tests.e2e.test_provisioner import count_create_fleet
 
@@ -71,7 +70,7 @@ def test_woken_passes_catch_up_and_plan_the_pods_that_went_pending_between_them(
     assert second["pendingPods"] == 4 and second["unschedulable"] == []
     assert second["launched"] and len(calls) == 2
     # (the emulator counts the sweep's GET of the one node it untainted under "GET nodes" too)
-    cache = get_runtime().cluster.cache
+    cache = local.cache_of("provisioner")
     assert cache is not None and dict(cache.stats.lists) == {"/api/v1/pods": 1, "/api/v1/nodes": 1}
     assert lists(local, "pods") == pod_lists
 
@@ -86,3 +85,20 @@ def test_a_wake_up_without_a_version_lists_as_before(local: LocalCluster) -> Non
     # Then the pass lists the pods (the cache's resync) and plans for it
     assert result["pendingPods"] == 1 and result["launched"]
     assert lists(local, "pods") > pod_lists
+
+
+def test_the_provisioners_cache_stays_in_its_own_container(local: LocalCluster) -> None:
+    # Given a warm provisioner container (its pass built the cache) and the disruption function beside it,
+    # sharing the local runtime as the simulation's functions do
+    local.scale("inflate", 1)
+    local.invoke_provisioner()
+    pod_lists = lists(local, "pods")
+    # When the disruption function runs
+    from autoscaler.handlers.disruption import handler as disruption
+    local.invoke(disruption, {"source": "schedule", "kind": "disruption"}, function_name="disruption")
+    # Then it read the cluster itself (in Lambda it has its own container and no cache), and the
+    # provisioner's next wake-up still finds its own warm cache: no list
+    assert lists(local, "pods") > pod_lists
+    after = lists(local, "pods")
+    wake(local, pods=0, version=newest_pod_version(local))
+    assert lists(local, "pods") == after

@@ -9,6 +9,7 @@ compared byte for byte.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 import urllib3
 from kubernetes.client import ApiClient
 
+from autoscaler.adapters.kube.cluster import KubeCluster
 from simulator.kube_api import KubeApiServer, client_for
 from simulator.kube_inprocess import install
 from simulator.kube_store import Store
@@ -144,6 +146,27 @@ def test_a_watch_streams_the_same_events_one_chunk_each(
     old = [("watch", "1"), ("resourceVersion", rv), ("timeoutSeconds", "1")]
     assert _watch(local, old) == _watch(http, old)
     assert json.loads(_watch(local, old)[1][0])["object"]["code"] == 410
+
+
+def test_a_catch_up_until_quiet_reads_the_same_events_without_waiting_in_process(
+        clients: tuple[ApiClient, ApiClient, KubeApiServer, KubeApiServer]) -> None:
+    http, local, over_http, in_process = clients
+    # Given the same writes in both emulators after a known resourceVersion
+    rv = str(over_http.store.resource_version)
+    for server in (over_http, in_process):
+        server.store.create("pods", _pod("late", app="batch"))
+        server.store.bind("default", "pending-0", "n1")
+    # When the warm cluster cache's catch-up reads each until 50 ms of quiet (its server timeout 1 s)
+    def catch_up(api: ApiClient) -> tuple[list[tuple[str, str]], float]:
+        started = time.monotonic()
+        events = list(KubeCluster(api).watch_raw("/api/v1/pods", resource_version=rv, timeout_seconds=1.0,
+                                                 quiet_seconds=0.05))
+        return [(e["type"], e["object"]["metadata"]["name"]) for e in events], time.monotonic() - started
+    (want, _), (got, took) = catch_up(http), catch_up(local)
+    # Then both read the same backlog, and in-process the stream ends with it: the stand-in does not hold
+    # the caller until the server's timeoutSeconds (it has no socket read timeout to end it)
+    assert got == want == [("ADDED", "late"), ("MODIFIED", "pending-0")]
+    assert took < 0.5
 
 
 @pytest.mark.parametrize("status", [500, 429, 0])
