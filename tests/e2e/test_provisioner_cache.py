@@ -102,3 +102,20 @@ def test_the_provisioners_cache_stays_in_its_own_container(local: LocalCluster) 
     after = lists(local, "pods")
     wake(local, pods=0, version=newest_pod_version(local))
     assert lists(local, "pods") == after
+
+
+def test_a_disruption_pass_lists_once_and_catches_up_for_its_snapshot(local: LocalCluster) -> None:
+    # Given a node running pods
+    local.scale("inflate", 2)
+    local.invoke_provisioner()
+    local.register_nodes()
+    pod_lists, node_lists = lists(local, "pods"), lists(local, "nodes")
+    # When the disruption function runs twice
+    from autoscaler.handlers.disruption import handler as disruption
+    for _ in range(2):
+        local.invoke(disruption, {"source": "schedule", "kind": "disruption"}, function_name="disruption")
+    # Then each pass listed pods and nodes once (its first reads: never older than the invocation) and
+    # read them again for its snapshot by catching up, not by listing the cluster a second time
+    assert (lists(local, "pods") - pod_lists, lists(local, "nodes") - node_lists) == (2, 2)
+    cache = local.cache_of("disruption")
+    assert cache is not None and cache.stats.watches >= 2

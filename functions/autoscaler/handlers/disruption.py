@@ -16,7 +16,7 @@ from autoscaler.app.disruption import DisruptionService, Options
 from autoscaler.domain.disruption import Settings
 from autoscaler.domain.durations import duration_seconds
 from autoscaler.handlers.observability import logger, metrics, tracer
-from autoscaler.handlers.runtime import Runtime, get_runtime, replacement_requester
+from autoscaler.handlers.runtime import Runtime, get_runtime, replacement_requester, warm_cluster_cache
 
 # Seconds kept back from the Lambda's remaining time for the final API calls and metric flush.
 MARGIN_SECONDS = 10.0
@@ -59,6 +59,10 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         return {"skipped": "disruption is disabled in the cluster configuration"}
     dry_run = True if isinstance(event, Mapping) and event.get("dryRun") is True else None
     deadline = rt.clock.monotonic() + context.get_remaining_time_in_millis() / 1000.0 - MARGIN_SECONDS
+    # The pass's first reads of pods and nodes list (never a view older than the invocation); its later
+    # reads (the snapshot it decides on, after its drains) catch up from them by watch instead of listing
+    # the cluster again (adapters/kube/informer.py).
+    warm_cluster_cache(rt).resync()
     report = service_for(rt, dry_run=dry_run).run_pass(deadline=deadline)
     logger.info("disruption pass done", extra={"report": report.to_json()})
     return report.to_json()

@@ -129,8 +129,8 @@ def set_runtime(runtime: Runtime | None) -> None:
 
 
 def warm_cluster_cache(rt: Runtime) -> ClusterCache:
-    """The container's watch-fed pods and nodes (the provisioner's): created on first use, then kept for
-    the container's life, as the runtime is."""
+    """The container's watch-fed pods and nodes (the provisioner's and the disruption function's): created on
+    first use, then kept for the container's life, as the runtime is."""
     if rt.cluster.cache is None:
         rt.cluster.cache = ClusterCache(rt.cluster, clock=rt.clock)
     return rt.cluster.cache
