@@ -111,6 +111,10 @@ class _Batch:
         return ", ".join(p for p in parts if p)
 
 
+def _version_of(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
 def newest_version(a: str, b: str) -> str:
     """The later of two resourceVersions, compared as integers (the API server's are); one that is not an
     integer wins, so the provisioner lists instead of trusting an order it cannot check."""
@@ -129,6 +133,9 @@ class PendingPodWatcher:
     settings: WatcherSettings = field(default_factory=WatcherSettings)
     provisionable: set[str] = field(default_factory=set)
     resource_version: str = ""
+    # The newest version of a pod object applied: a node-only wake-up names it (a list's version, or a
+    # node's, is no pod's: the provisioner's pod cache might never reach it).
+    pod_version: str = ""
     nodes: UninitializedNodeWatch | None = None
     woken_nodes: dict[str, frozenset[str]] = field(default_factory=dict)  # node -> reasons already woken for
     node_resource_version: str = ""
@@ -191,12 +198,15 @@ class PendingPodWatcher:
             new = sum(1 for key, pod in listed.items() if key not in self.provisionable
                       and (unschedulable_since(pod) or oldest) >= oldest)
             self.provisionable, self.resource_version = set(listed), version
+            for pod in payload:
+                self.pod_version = newest_version(self.pod_version, _version_of(pod))
             return _New(pods=new)
         assert isinstance(payload, dict)
         report.events += 1
         self.resource_version = version or self.resource_version
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             return _New()  # BOOKMARK: only the version moves
+        self.pod_version = newest_version(self.pod_version, _version_of(payload))
         key = pod_key(payload)
         if kind != "DELETED" and is_provisionable(payload):
             if key in self.provisionable:
@@ -244,8 +254,8 @@ class PendingPodWatcher:
     def _wake(self, batch: _Batch, report: WatchRun) -> None:
         reason = batch.reason()
         # Only a pod version: the pass's pod cache catches up to it (a node's version is no pod version and
-        # pods might never reach it). A node-only batch carries the newest pod version applied, if any.
-        version = batch.version or self.resource_version
+        # pods might never reach it). A node-only batch carries the newest pod object's version, if any.
+        version = batch.version or self.pod_version
         try:
             self.waker.wake(reason=reason, pods=batch.pods, resource_version=version)
         except CloudError as exc:
