@@ -152,3 +152,21 @@ def test_nodes_and_pods_share_a_batch_and_the_pod_version(kube_api: KubeApiServe
     watcher.run(until=time.monotonic() + 1.0)
     assert waker.reasons[-1] == "1 node(s) ready"
     assert waker.versions[-1] == written[-1]
+
+
+def test_without_the_node_rule_pods_still_wake_and_only_the_pod_stream_counts_as_connected(
+        kube_api: KubeApiServer) -> None:
+    # Given an API server refusing the node list (the watcher's RBAC not re-applied after the upgrade)
+    kube_api.inject_error("/api/v1/nodes", 403, 3, method="GET")
+    waker = ReasonWaker()
+    watcher = watcher_for(kube_api, waker)
+    # When a pod goes unschedulable
+    later(0.3, lambda: kube_api.store.create("pods", unschedulable("p")))
+    run = watcher.run(until=time.monotonic() + 1.2)
+    # Then the pod still woke the provisioner; the node stream's refusals are counted as errors
+    assert waker.reasons == ["1 pod(s) became unschedulable"]
+    assert run.connected and run.errors == 3
+    # And when instead only the pod stream is refused, the run is not connected (the Errors alarm's signal)
+    kube_api.inject_error("/api/v1/pods", 403, 100, method="GET")
+    cold = watcher_for(kube_api, ReasonWaker())
+    assert not cold.run(until=time.monotonic() + 0.5).connected

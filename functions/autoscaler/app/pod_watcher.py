@@ -63,7 +63,7 @@ class WatchRun:
     events: int = 0
     lists: int = 0
     errors: int = 0
-    connected: bool = False  # a list or a watch stream succeeded at least once
+    connected: bool = False  # a list or a watch stream of pods succeeded at least once (the node stream is extra)
     wake_failures: int = 0
 
 
@@ -282,11 +282,11 @@ class PendingPodWatcher:
                     if not version:
                         listed, version = lister()
                         report.lists += 1
-                        report.connected = True
+                        report.connected = report.connected or stream == PODS
                         items.put((stream, "list", listed, version))
                         continue
                     for event in watcher(resource_version=version, timeout_seconds=left):
-                        report.connected = True
+                        report.connected = report.connected or stream == PODS
                         failures = 0
                         obj = event.get("object") or {}
                         version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
