@@ -25,7 +25,7 @@ from autoscaler.domain.ownership import cluster_tag
 
 KUBERNETES_GROUP = "eks-serverless-autoscaler"
 RBAC_MANIFEST = Path(__file__).resolve().parent / "rbac" / "autoscaler-clusterrole.yaml"
-# The watcher only lists and watches pods: its own group and ClusterRole.
+# The watcher only lists and watches pods and nodes: its own group and ClusterRole.
 WATCHER_GROUP = "eks-serverless-autoscaler-watcher"
 WATCHER_RBAC_MANIFEST = RBAC_MANIFEST.with_name("watcher-clusterrole.yaml")
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"

@@ -21,6 +21,7 @@ from typing import Any
 
 from moto.server import ThreadedMotoServer
 
+from autoscaler.adapters.aws.replacement import wake_payload
 from autoscaler.config import ENV_PROVISIONER_FUNCTION, ClusterConfig
 from autoscaler.handlers.disruption import handler as disruption_handler
 from autoscaler.handlers.interruption import handler as interruption_handler
@@ -43,7 +44,7 @@ from simulator.sim.nodegroups import KarpenterNodeSet, ManagedNodeGroups, NodeGr
 from simulator.sim.platform import platform_for
 from simulator.sim.scenario import Scenario, Step
 from simulator.sim.scheduler import KubeScheduler
-from simulator.sim.watch import WatchTrigger
+from simulator.sim.watch import WakeUp, WatchTrigger
 
 PLURALS = {"Pod": "pods", "Node": "nodes", "DaemonSet": "daemonsets", "PodDisruptionBudget": "poddisruptionbudgets",
            "PersistentVolume": "persistentvolumes", "PersistentVolumeClaim": "persistentvolumeclaims",
@@ -85,7 +86,7 @@ class Record:
     schedules: dict[str, str] = field(default_factory=dict)  # the schedules used (provisioner, disruption)
     lambda_timeouts: dict[str, int] = field(default_factory=dict)  # invocations past their timeout, per function
     lambda_dropped: dict[str, int] = field(default_factory=dict)  # async events dropped after the max event age
-    watch_batches: int = 0  # batches of unschedulable pods that invoked the provisioner (watch mode)
+    watch_batches: int = 0  # batches (unschedulable pods; nodes registering or Ready) that invoked the provisioner
     timeline: list[tuple[float, str, str]] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     instances: list[InstanceRecord] = field(default_factory=list)
@@ -138,8 +139,8 @@ class Simulation:
         self.record = Record(scenario, self.until, policy, provisioner_mode=platform.reaction,
                              schedules=platform.schedules() if policy == "autoscaler" else {})
         self.watch = WatchTrigger(self.loop, self._watch_batch, idle=platform.batch_idle_seconds,
-                                  max=platform.batch_max_seconds) if platform.watch_trigger and policy == "autoscaler" \
-            else None
+                                  max=platform.batch_max_seconds, nodes=platform.reaction == "watcher") \
+            if platform.watch_trigger and policy == "autoscaler" else None
         # Hooks go on the session before the runtime creates its clients (clients copy the session's hooks).
         self.cloud = CloudWorld(self.loop, env.config.region).install(env.session, catalog=env.catalog)
         self.cloud.claimed_pods = lambda: {c.instance_id: c.pods for c in self.env.runtime_claims() if c.instance_id}
@@ -320,11 +321,14 @@ class Simulation:
                         lambda_call=True)
         return _Accepted(), {"StatusCode": 202, "Payload": b""}
 
-    def _watch_batch(self, size: int) -> None:
-        """A batch of unschedulable pods closed: the watcher invokes the provisioner asynchronously (queued
-        behind a running invocation, as Lambda's async queue does with one invocation at a time)."""
-        self.log("watch", f"{size} new unschedulable pod(s): provisioner invoked")
-        self.loop.after(ASYNC_INVOKE_DELAY, "provisioner", lambda: self._invoke("provisioner", {"source": "watch"}),
+    def _watch_batch(self, wake: WakeUp) -> None:
+        """A batch closed: the watcher invokes the provisioner asynchronously (queued behind a running
+        invocation, as Lambda's async queue does with one invocation at a time) with the watcher function's
+        payload, so the pass takes the warm-cache path as deployed (reaction watch: the in-process watch's)."""
+        self.log("watch", f"{wake.reason}: provisioner invoked")
+        payload = wake_payload(reason=wake.reason, pods=wake.pods, resource_version=wake.resource_version) \
+            if self.platform.reaction == "watcher" else {"source": "watch"}
+        self.loop.after(ASYNC_INVOKE_DELAY, "provisioner", lambda: self._invoke("provisioner", payload),
                         lambda_call=True)
 
     def _timed_out(self, ran: Invocation) -> None:

@@ -1,12 +1,13 @@
-"""Watch mode in virtual time: pods going pending wake the provisioner after Karpenter's batching window.
+"""Watch mode in virtual time: pods going pending (and, with the watcher function, our nodes registering or
+becoming Ready) wake the provisioner after Karpenter's batching window.
 
-The product's watch mode keeps an invocation open and waits on a wall-clock queue, which a virtual clock
-cannot drive; an external watcher that invokes the planner would do the same job. Either way, what the
-cluster sees is one provisioner pass per batch of newly provisionable pods: the batch closes when no new
-pod arrived for ``idle`` seconds or ``max`` seconds after its first pod (Karpenter's batcher: 1 s, 10 s),
+The product's watcher keeps an invocation open and waits on a wall-clock queue, which a virtual clock
+cannot drive; what the cluster sees is one provisioner pass per batch: the batch closes when nothing new
+arrived for ``idle`` seconds or ``max`` seconds after its first trigger (Karpenter's batcher: 1 s, 10 s),
 and the pass runs then. This module models that trigger generically, on the simulation's informer, and
-hands each closed batch to an invocation callback (the runner queues the real provisioner handler as an
-async Lambda invoke: one invocation at a time, later ones wait in the queue).
+hands each closed batch (a ``WakeUp``) to an invocation callback (the runner queues the real provisioner
+handler as an async Lambda invoke with the watcher's own payload: one invocation at a time, later ones wait
+in the queue).
 
 A pod counts when Karpenter's provisioner would act on it (``pod.IsProvisionable``), by the same test the
 watcher function applies (``autoscaler.domain.provisionable``): not bound or nominated, not terminating,
@@ -14,6 +15,12 @@ not finished, kube-scheduler has marked it ``PodScheduled=False, reason=Unschedu
 mirror pod nor owned by a DaemonSet (the DaemonSet controller places those).
 Each pod starts a batch once: its later status updates do not re-trigger a pass (the scheduled pass
 every minute still sees it).
+
+With ``nodes`` (the watcher function's node stream, ``autoscaler.domain.node_wake``), a node of ours not yet
+initialised wakes the provisioner once when it carries ``karpenter.sh/unregistered`` and once when its Ready
+condition turns True; it is forgotten when deleted or initialised. A wake-up names the newest pod
+resourceVersion the watcher saw (of its batch's pods, else of any pod): the pass's warm pod cache catches up
+to it, as deployed.
 """
 
 from __future__ import annotations
@@ -21,41 +28,93 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from autoscaler.app.pod_watcher import newest_version
 from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
+from autoscaler.domain.node_wake import READY, REGISTERED, awaits_initialization, node_name, wake_reasons
 from autoscaler.domain.provisionable import is_provisionable as provisionable
 from simulator.kube_store import WatchEvent
 from simulator.sim.engine import EventLoop
 
-Invoke = Callable[[int], None]  # called with the batch's pod count when a batch closes
+
+@dataclass(frozen=True)
+class WakeUp:
+    """One closed batch: what the watcher's wake-up carries."""
+
+    pods: int
+    registered: int = 0
+    ready: int = 0
+    resource_version: str = ""
+
+    @property
+    def reason(self) -> str:
+        parts = [f"{self.registered} node(s) registered" if self.registered else "",
+                 f"{self.ready} node(s) ready" if self.ready else "",
+                 f"{self.pods} pod(s) became unschedulable" if self.pods else ""]
+        return ", ".join(p for p in parts if p)
+
+
+Invoke = Callable[[WakeUp], None]  # called as each batch closes
 
 
 @dataclass
 class WatchTrigger:
-    """Batches newly provisionable pods in virtual time and calls ``invoke`` as each batch closes."""
+    """Batches newly provisionable pods (and node triggers) in virtual time and calls ``invoke`` per batch."""
 
     loop: EventLoop
     invoke: Invoke
     idle: float = BATCH_IDLE_SECONDS
     max: float = BATCH_MAX_SECONDS
+    nodes: bool = False  # the watcher function's node stream (reaction: watcher)
     batches: int = 0
     _seen: set[str] = field(default_factory=set)
+    _woken_nodes: dict[str, frozenset[str]] = field(default_factory=dict)
+    _pod_version: str = ""
     _start: float | None = None
     _last: float = 0.0
     _size: int = 0
+    _registered: int = 0
+    _ready: int = 0
+    _batch_version: str = ""
 
     def observe(self, event: WatchEvent) -> None:
-        if event.plural != "pods" or event.type == "DELETED" or not provisionable(event.obj):
+        if event.plural == "nodes" and self.nodes:
+            self._observe_node(event)
+            return
+        if event.plural != "pods":
+            return
+        version = str(event.obj.get("metadata", {}).get("resourceVersion") or "")
+        self._pod_version = newest_version(self._pod_version, version)
+        if event.type == "DELETED" or not provisionable(event.obj):
             return
         uid = str(event.obj["metadata"].get("uid") or event.obj["metadata"]["name"])
         if uid in self._seen:
             return
         self._seen.add(uid)
+        self._arrived()
+        self._size += 1
+        self._batch_version = newest_version(self._batch_version, version)
+
+    def _observe_node(self, event: WatchEvent) -> None:
+        name = node_name(event.obj)
+        if event.type == "DELETED" or not awaits_initialization(event.obj):
+            self._woken_nodes.pop(name, None)
+            return
+        before = self._woken_nodes.get(name, frozenset())
+        reasons = wake_reasons(event.obj)
+        self._woken_nodes[name] = before | reasons
+        fresh = reasons - before
+        if not fresh:
+            return
+        self._arrived()
+        self._registered += REGISTERED in fresh
+        self._ready += READY in fresh
+
+    def _arrived(self) -> None:
         now = self.loop.now
         if self._start is None:
-            self._start, self._size = now, 0
+            self._start, self._size, self._registered, self._ready, self._batch_version = now, 0, 0, 0, ""
             self.loop.at(now + self.idle, "watch batch", self._check)
         self._last = now
-        self._size += 1
 
     def _check(self) -> None:
         """One event per batch: it re-arms itself at the window's current end until the window closes."""
@@ -65,6 +124,7 @@ class WatchTrigger:
         if self.loop.now < closes:
             self.loop.at(closes, "watch batch", self._check)
             return
-        size, self._start = self._size, None
+        self._start = None
         self.batches += 1
-        self.invoke(size)
+        self.invoke(WakeUp(pods=self._size, registered=self._registered, ready=self._ready,
+                           resource_version=self._batch_version or self._pod_version))

@@ -13,7 +13,8 @@ from pathlib import Path
 import yaml
 
 from autoscaler.adapters.kube.cluster import KubeCluster
-from autoscaler.app.ports import ClusterPort, UnboundPodWatch
+from autoscaler.adapters.kube.node_watch import KubeNodeWatch
+from autoscaler.app.ports import ClusterPort, UnboundPodWatch, UninitializedNodeWatch
 from autoscaler.domain.models import Taint
 from simulator.kube_api import KubeApiServer, client_for
 from tests.kube_objects import node, pod
@@ -76,15 +77,19 @@ def test_cluster_role_grants_exactly_what_the_adapter_uses(kube_api: KubeApiServ
 
 
 def test_watcher_cluster_role_grants_exactly_what_the_watcher_uses(kube_api: KubeApiServer) -> None:
-    # Given the watcher's two calls (its port, UnboundPodWatch) against the emulator
+    # Given the watcher's four calls (its ports, UnboundPodWatch and UninitializedNodeWatch) on the emulator
     cluster = KubeCluster(client_for(kube_api.url))
     kube_api.store.create("pods", pod("waiting"))
     port: UnboundPodWatch = cluster
     _, version = port.list_unbound_pods_raw()
     list(port.watch_unbound_pods_raw(resource_version=version, timeout_seconds=1))
+    nodes: UninitializedNodeWatch = KubeNodeWatch(cluster)
+    _, version = nodes.list_uninitialized_nodes_raw()
+    list(nodes.watch_uninitialized_nodes_raw(resource_version=version, timeout_seconds=1))
     # Then the RBAC verbs they need are exactly the watcher's ClusterRole
     served = Counter(kube_api.store.requests)
     served.subtract(Counter(("GET", p) for p in kube_api.store.watches))
     used = {_rbac(m, p, watched=False) for (m, p), n in served.items() if n > 0}
     used |= {_rbac("GET", p, watched=True) for p in kube_api.store.watches}
-    assert used == _granted(WATCHER_MANIFEST) == {("", "pods", "list"), ("", "pods", "watch")}
+    assert used == _granted(WATCHER_MANIFEST) == {("", "pods", "list"), ("", "pods", "watch"),
+                                                  ("", "nodes", "list"), ("", "nodes", "watch")}

@@ -16,6 +16,7 @@ from botocore.awsrequest import AWSResponse
 from autoscaler.handlers import watcher as watcher_handler
 from autoscaler.watcher_settings import WatcherEnv
 from simulator.kube_api import KubeApiServer
+from tests.adapters.test_node_watcher import registering
 from tests.adapters.test_pod_watcher import unschedulable
 
 REGION = "us-east-1"
@@ -82,6 +83,20 @@ def test_a_pending_pod_wakes_the_provisioner_with_an_async_invoke(
                                   "resourceVersion": summary["resourceVersion"]}
     assert int(summary["resourceVersion"]) >= int(created["metadata"]["resourceVersion"])
     assert summary["wakes"] == 1 and summary["waitingPods"] == 1
+
+
+def test_a_registering_node_of_ours_wakes_the_provisioner(kube_api: KubeApiServer, invokes: Invokes) -> None:
+    # Given a node of ours the kubelet just registered (NodePool label, the registration taint) and a cold
+    # container of the deployed handler
+    kube_api.store.create("nodes", registering("n1"))
+    watcher_handler.set_watcher(watcher_handler.build_watcher(
+        environ=env_for(kube_api.url), session=invokes.session))
+    # When one invocation runs
+    summary = watcher_handler.handler({"source": "schedule", "kind": "watcher"}, Context(4_000))
+    # Then it woke the provisioner for the node, without a pod version (no pod exists: the pass lists)
+    assert [s["body"] for s in invokes.sent] == [{"source": "watcher", "kind": "provisioner",
+                                                  "reason": "1 node(s) registered", "pods": 0}]
+    assert summary["wokenNodes"] == 1 and summary["waitingNodes"] == 1
 
 
 def test_an_invocation_that_never_reached_the_api_server_fails(invokes: Invokes) -> None:

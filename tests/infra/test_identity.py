@@ -175,14 +175,14 @@ def test_access_entries_for_nodes_the_three_function_roles_and_the_watcher(demo:
     ] + [{"ClusterName": "demo", "PrincipalArn": "${IdentityNodeRole.Arn}", "Type": "EC2_LINUX"},
          {"ClusterName": "demo", "KubernetesGroups": [KUBERNETES_GROUP],
           "PrincipalArn": "${IdentityProvisionerRole.Arn}", "Type": "STANDARD"},
-         # The watcher is in its own group, which may only list and watch pods.
+         # The watcher is in its own group, which may only list and watch pods and nodes.
          {"ClusterName": "demo", "KubernetesGroups": [WATCHER_GROUP],
           "PrincipalArn": "${IdentityWatcherRole.Arn}", "Type": "STANDARD"}]
 
 
-def test_watcher_rbac_manifest_grants_only_list_and_watch_of_pods() -> None:
+def test_watcher_rbac_manifest_grants_only_list_and_watch_of_pods_and_nodes() -> None:
     role, binding = list(yaml.safe_load_all(WATCHER_RBAC_MANIFEST.read_text()))
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list", "watch"]}]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
                                     "name": WATCHER_GROUP}]

@@ -40,7 +40,7 @@ def test_provisionable_as_karpenter_decides(case: str, obj: dict[str, Any], expe
 def _world(idle: float = 1.0, most: float = 10.0) -> tuple[EventLoop, WatchTrigger, list[tuple[float, int]]]:
     loop = EventLoop(epoch=0.0)
     calls: list[tuple[float, int]] = []
-    trigger = WatchTrigger(loop, lambda size: calls.append((loop.now, size)), idle=idle, max=most)
+    trigger = WatchTrigger(loop, lambda wake: calls.append((loop.now, wake.pods)), idle=idle, max=most)
     return loop, trigger, calls
 
 
@@ -81,4 +81,42 @@ def test_pods_that_are_not_provisionable_start_no_batch() -> None:
         _arrive(loop, trigger, 1.0, obj)
     loop.run_until(60)
     # Then the provisioner is not invoked
+    assert calls == []
+
+
+def _node(name: str, *, ready: bool, tainted: bool, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"} if labels is None else labels},
+            "spec": {"taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}] if tainted else []},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_the_watchers_node_stream_wakes_once_per_node_and_reason_with_the_newest_pod_version() -> None:
+    # Given the watcher function's trigger (nodes on) and a pod it saw at version 7
+    loop = EventLoop(epoch=0.0)
+    wakes: list[tuple[float, str, str]] = []
+    trigger = WatchTrigger(loop, lambda w: wakes.append((loop.now, w.reason, w.resource_version)), idle=1.0,
+                           nodes=True)
+    bound = {**pod("p", node="n0"), "metadata": {"name": "p", "resourceVersion": "7"}}
+    loop.at(1.0, "pod", lambda: trigger.observe(WatchEvent(7, "pods", "MODIFIED", bound)))
+    # When our node registers (tainted), is untainted, becomes Ready, heartbeats, and is initialised; and a node
+    # of another node group registers and becomes Ready
+    steps = [(30.0, _node("n1", ready=False, tainted=True)), (31.0, _node("n1", ready=False, tainted=False)),
+             (40.0, _node("n1", ready=True, tainted=False)), (50.0, _node("n1", ready=True, tainted=False)),
+             (60.0, _node("n1", ready=True, tainted=False, labels={"karpenter.sh/nodepool": "default",
+                                                                   "karpenter.sh/initialized": "true"})),
+             (70.0, _node("mng", ready=True, tainted=True, labels={}))]
+    for at, obj in steps:
+        loop.at(at, "node", lambda obj=obj: trigger.observe(WatchEvent(9, "nodes", "MODIFIED", obj)))
+    loop.run_until(120)
+    # Then one wake-up on registration and one on Ready, each carrying the pod's version (never a node's)
+    assert wakes == [(31.0, "1 node(s) registered", "7"), (41.0, "1 node(s) ready", "7")]
+
+
+def test_the_in_process_watch_ignores_nodes() -> None:
+    # Given the trigger of reaction: watch (no node stream), when a node of ours registers
+    loop, trigger, calls = _world()
+    loop.at(1.0, "node", lambda: trigger.observe(WatchEvent(1, "nodes", "ADDED", _node("n1", ready=True,
+                                                                                          tainted=True))))
+    loop.run_until(60)
+    # Then nothing is invoked
     assert calls == []

@@ -5,7 +5,8 @@ garbage collection, without NodeClaim objects: the instance tags and the Node ob
   terminated and its offering marked unavailable: something about it (capacity, AMI, subnet) is bad.
 - A registered node loses the ``karpenter.sh/unregistered`` taint once its labels are reconciled:
   the NodePool's template labels and the well-known labels of its instance type, zone and capacity
-  type (kubelet sets only some of them; pods select on all of them).
+  type (kubelet sets only some of them; pods select on all of them). Once registered, Ready and without
+  startup taints it is labelled ``karpenter.sh/initialized`` (in the same sweep when it is Ready already).
 - A Node object with our NodePool label and an ``aws://`` provider id whose instance is terminated or
   gone is deleted (its pods then get rescheduled by their controllers).
 - Launch templates of ours that no launch in this container used within ``template_ttl`` and that
@@ -18,11 +19,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autoscaler.app.ports import CloudError, CloudPort, ClusterError, ClusterPort
 from autoscaler.domain.fleet import GOING_AWAY_STATES, CloudInstance
-from autoscaler.domain.initialization import ready_to_initialize
+from autoscaler.domain.initialization import is_initialized, ready_to_initialize
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, INITIALIZED_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.labels import node_labels
 from autoscaler.domain.models import UNREGISTERED_TAINT, InstanceType, Node
@@ -122,9 +123,19 @@ def register_claimed(*, cluster: ClusterPort, cloud: CloudPort, nodes: Sequence[
                      dry_run: bool = False) -> LifecycleResult:
     """A woken pass's sweep: registration and initialisation of the nodes of claimed instances (the ones
     launched recently: a claim ends once its node is initialised), with only those instances described.
+    Our other uninitialised nodes (a claim that ended at its time-to-live, or was lost) are few: their
+    instances are described too, so the watcher's wake-up for them is served by this pass as well.
     Time-outs, orphans and launch templates need every owned instance listed: the safety pass's sweep."""
     result = LifecycleResult()
     by_id = {i.instance_id: i for i in claimed if i.state not in GOING_AWAY_STATES}
+    unclaimed = {n.instance_id for n in nodes if n.instance_id and n.instance_id not in by_id and not n.deleting
+                 and NODEPOOL_LABEL in n.labels and not is_initialized(n)}
+    if unclaimed:
+        try:
+            by_id.update((i.instance_id, i) for i in cloud.describe_instances(unclaimed)
+                         if i.state not in GOING_AWAY_STATES)
+        except CloudError as exc:  # best effort: the safety pass's sweep serves them
+            result.errors.append(f"describe instances of uninitialised nodes: {exc}")
     fresh = [n for n in nodes if n.instance_id in by_id and not n.deleting]
     types = cloud.instance_types() if fresh else {}
     for node in fresh:
@@ -176,6 +187,13 @@ def _register(cluster: ClusterPort, node: Node, inst: CloudInstance | None, *, n
             if not dry_run:
                 cluster.remove_taint(node.name, key=UNREGISTERED_TAINT.key)
             result.untainted.append(node.name)
+            # Registered now: a Ready node is initialised in the same sweep (Karpenter's initialisation
+            # reconciles on the registration's update at once; the watcher does not wake twice for it).
+            registered = replace(node, taints=tuple(t for t in node.taints if t.key != UNREGISTERED_TAINT.key))
+            if pool is not None and INITIALIZED_LABEL not in want and ready_to_initialize(registered, pool):
+                if not dry_run:
+                    cluster.label_node(node.name, {INITIALIZED_LABEL: "true"})
+                result.relabeled.setdefault(node.name, {})[INITIALIZED_LABEL] = "true"
     except ClusterError as exc:
         result.errors.append(f"node {node.name}: {exc}")
 

@@ -375,6 +375,21 @@ class UnboundPodWatch(Protocol):
         ...
 
 
+class UninitializedNodeWatch(Protocol):
+    """The watcher's view of our nodes waiting for initialisation, as raw JSON (``domain/node_wake.py``'s
+    selector; ``adapters/kube/node_watch.py``)."""
+
+    def list_uninitialized_nodes_raw(self) -> tuple[list[dict[str, Any]], str]:
+        """Every such node and the list's resourceVersion. Raises ClusterError."""
+        ...
+
+    def watch_uninitialized_nodes_raw(self, *, resource_version: str,
+                                      timeout_seconds: float) -> Iterator[dict[str, Any]]:
+        """One watch stream of ``{"type", "object"}`` events (a node leaving the selection arrives as
+        DELETED). Raises ClusterError as ``UnboundPodWatch.watch_unbound_pods_raw``."""
+        ...
+
+
 class ProvisionerWaker(Protocol):
     """Wakes the provisioner function (an asynchronous invoke: the watcher never waits for a pass)."""
 

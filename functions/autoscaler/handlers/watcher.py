@@ -1,6 +1,7 @@
 """Watcher Lambda (128 MB): EventBridge Scheduler starts one invocation per period; each keeps a watch of
-unbound pods open until shortly before its timeout (the period plus a short overlap, so the next one is
-already watching) and wakes the provisioner function asynchronously per batch of newly unschedulable pods.
+unbound pods (and of our nodes waiting for initialisation) open until shortly before its timeout (the period
+plus a short overlap, so the next one is already watching) and wakes the provisioner function asynchronously
+per batch of newly unschedulable pods and newly registered or Ready nodes.
 
 Imports are kept to what this needs (boto3 for the wake-up and the EKS token, the Kubernetes client, the
 watcher service): no planner, no pydantic, no Powertools, no cluster file; settings come from environment
@@ -23,6 +24,7 @@ from autoscaler.adapters.aws.replacement import LambdaProvisionerWaker
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.auth import api_client_from_environ
 from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.adapters.kube.node_watch import KubeNodeWatch
 from autoscaler.app.pod_watcher import PendingPodWatcher, WatcherSettings
 from autoscaler.app.ports import Clock
 from autoscaler.watcher_settings import END_RESERVE_SECONDS, WatcherEnv
@@ -48,7 +50,8 @@ def build_watcher(*, environ: Mapping[str, str] | None = None, session: Any = No
     waker = LambdaProvisionerWaker(session.client("lambda", region_name=settings.region,
                                                   config=client_config(max_attempts=3, read_timeout=5.0)),
                                    function_name=settings.provisioner_function)
-    return PendingPodWatcher(pods=KubeCluster(api, clock=clock), waker=waker, clock=clock,
+    cluster = KubeCluster(api, clock=clock)
+    return PendingPodWatcher(pods=cluster, nodes=KubeNodeWatch(cluster), waker=waker, clock=clock,
                              settings=WatcherSettings(batch_idle=settings.batch_idle, batch_max=settings.batch_max))
 
 
@@ -66,9 +69,10 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     seconds = remaining_ms() / 1000.0 - END_RESERVE_SECONDS if callable(remaining_ms) else DEFAULT_RUN_SECONDS
     run = service.run(until=service.clock.monotonic() + max(0.0, seconds))
-    summary = {"wakes": run.wakes, "wokenPods": run.woken_pods, "events": run.events, "lists": run.lists,
-               "errors": run.errors, "wakeFailures": run.wake_failures,
-               "waitingPods": len(service.provisionable), "resourceVersion": service.resource_version}
+    summary = {"wakes": run.wakes, "wokenPods": run.woken_pods, "wokenNodes": run.woken_nodes,
+               "events": run.events, "lists": run.lists, "errors": run.errors, "wakeFailures": run.wake_failures,
+               "waitingPods": len(service.provisionable), "waitingNodes": len(service.woken_nodes),
+               "resourceVersion": service.resource_version}
     # One line per invocation (one per period): the watcher's whole idle log volume.
     log.info("watcher run %s", json.dumps(summary, separators=(",", ":")))
     if not run.connected:

@@ -171,10 +171,11 @@ class KubeCluster:
                                       parse=parse)
             return items
 
-    def list_parsed(self, path: str, parse: Callable[[Raw], T]) -> tuple[list[T], str]:
+    def list_parsed(self, path: str, parse: Callable[[Raw], T], *,
+                    label_selector: str | None = None) -> tuple[list[T], str]:
         """Every object of a collection, parsed, and the list's resourceVersion (the cache's list)."""
         with gc_paused():
-            return self._list_all(path, parse=parse)
+            return self._list_all(path, parse=parse, label_selector=label_selector)
 
     def _get(self, path: str) -> Raw | None:
         try:
@@ -420,7 +421,8 @@ class KubeCluster:
                               field_selector=PENDING_FIELD_SELECTOR)
 
     def watch_raw(self, path: str, *, resource_version: str, timeout_seconds: float,
-                  field_selector: str | None = None, quiet_seconds: float | None = None) -> Iterator[Raw]:
+                  field_selector: str | None = None, quiet_seconds: float | None = None,
+                  label_selector: str | None = None) -> Iterator[Raw]:
         """One watch stream of a collection from ``resource_version``: ``{"type", "object"}`` events,
         bookmarks included. Raises ClusterError: status 410 when the version is too old (as a status or an
         ERROR event), status 0 when the stream broke off (retryable). With ``quiet_seconds`` the stream ends
@@ -429,6 +431,8 @@ class KubeCluster:
                  ("timeoutSeconds", str(max(1, int(timeout_seconds))))]
         if field_selector:
             query.append(("fieldSelector", field_selector))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
         if quiet_seconds is None:
             resp = self._send("GET", path, query=query, timeout=(10.0, timeout_seconds + 10.0))
         else:
