@@ -6,7 +6,7 @@ assertions the run must meet. ``simulator/scenarios/*.yaml`` are the shipped one
     cluster: ../../clusters/demo.yaml     # relative to this file; moved to us-east-1 (the bundled prices)
     config: {nodePools: [...]}            # top-level keys replacing the cluster file's
     until: 15m
-    provisioner: {mode: watch}            # or scheduled (the default); batchIdleSeconds 1, batchMaxSeconds 10
+    provisioner: {mode: watch}            # or scheduled; default and batching window from the cluster file
     settings: {bootSeconds: 30, readySeconds: 10, podStartSeconds: 3, scoring: LeastAllocated}
     initial:
       deployments: [{name: inflate, replicas: 0, cpu: "1"}]   # or template: {metadata, spec}

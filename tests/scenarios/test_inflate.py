@@ -76,7 +76,7 @@ def test_watch_mode_runs_a_pass_after_the_batching_window(moto_server: ThreadedM
     # When it runs past the pods' start
     record = run_scenario(scenario, until=150, moto_server=moto_server, catalog=local_catalog)
     facts = summary(record)
-    # Then one batch invoked the provisioner 1 s (idle) after kube-scheduler marked the pods unschedulable
+    # Then one batch invoked the provisioner the idle window after kube-scheduler marked the pods unschedulable
     # (1 s after their creation) plus the async invoke's delay, and that pass launched: not the pass at 1:00
     assert facts["provisioner_mode"] == "watch" and facts["watch_batches"] == 1
     watch = next(t for t, src, _ in record.timeline if src == "watch")

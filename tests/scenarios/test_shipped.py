@@ -15,7 +15,7 @@ from tests.scenarios.conftest import SCENARIOS
 pytestmark = pytest.mark.e2e
 
 # Too long for `make test` (2 virtual hours of 500 nodes): measured by benchmarks/simulation.py instead.
-LONG = {"large-steady"}
+LONG = {"large-steady", "large-steady-as-deployed"}
 OTHERS = sorted(p.stem for p in SCENARIOS.glob("*.yaml") if p.stem != "inflate" and p.stem not in LONG)
 
 
