@@ -180,32 +180,6 @@ class VirtualClock:
     def monotonic(self) -> float:
         return self.loop.now
 
-    def _invoke(self, event: Event) -> None:
-        limits = self.functions.get(event.label, Function())
-        if limits.max_event_age is not None and self.now - event.at > limits.max_event_age:
-            self.dropped[event.label] += 1
-            if event.on_drop is not None:
-                event.on_drop()
-            return
-        started = self.now
-        self._running[event.label] += 1
-        try:
-            event.action()
-        finally:
-            self._running[event.label] -= 1
-            ran = Invocation(event.label, event.at, started, self.now,
-                             limits.timeout is not None and self.now - started > limits.timeout)
-            self.invocations.append(ran)
-            if ran.timed_out and self.on_timeout is not None:
-                self.on_timeout(ran)
-
-    def _at_limit(self, label: str) -> bool:
-        limit = self.functions.get(label, Function()).concurrency
-        return limit is not None and self._running[label] >= limit
-
-    def timeouts(self) -> Counter[str]:
-        return Counter(i.function for i in self.invocations if i.timed_out)
-
     def sleep(self, seconds: float) -> None:
         with self._lock:
             self.loop.sleep(seconds)
