@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -436,3 +438,52 @@ def test_every_cut_of_a_plain_document_keeps_it_on_rapidyaml(monkeypatch: pytest
         monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", size)
         # When read, then rapidyaml reads every piece (a list's piece ends where the next key starts)
         assert _same(rapid_yaml.load(text, resolve=_resolve), yaml.safe_load(text)), size
+
+
+def _helper_statuses(pieces: list[str]) -> list[int]:
+    """The status of each record the helper writes for ``pieces`` (run here, in this process)."""
+    queue, queue_in = os.pipe()
+    os.write(queue_in, bytes(range(len(pieces))))
+    os.close(queue_in)
+    results, results_in = os.pipe()
+    try:
+        with tempfile.TemporaryFile() as out:
+            rapid_yaml._helper(pieces, resolve=_resolve, queue=queue, results=results_in, out=out.fileno())
+        os.close(results_in)
+        statuses = []
+        while (record := rapid_yaml._read_record(results)) is not None:
+            statuses.append(record[1])
+        return statuses
+    finally:
+        os.close(queue)
+        os.close(results)
+
+
+@pytest.mark.parametrize(("pieces", "statuses"), [
+    # every piece converted, no key twice: this process reads their JSON with plain json.loads
+    (["pods:\n- name: a\n", "- name: b\n  labels: {x: 1, y: 2}\n"], [rapid_yaml._DONE, rapid_yaml._DONE]),
+    # a key twice inside an item, and inside a flow mapping: the helper says so and stops
+    (["pods:\n- name: a\n", "- name: b\n  name: c\n", "- name: d\n"], [rapid_yaml._DONE, rapid_yaml._DUPLICATE]),
+    (["pods:\n- labels: {x: 1, x: 2}\n", "- name: d\n"], [rapid_yaml._DUPLICATE]),
+    # a piece rapidyaml must not read
+    (["pods:\n- flag: yes\n", "- name: d\n"], [rapid_yaml._DECLINED]),
+])
+def test_the_helper_finds_keys_given_twice_in_what_it_converts(pieces: list[str], statuses: list[int]) -> None:
+    # Given pieces for the helper process, some holding a key twice in one mapping
+    # When the helper converts them, then each record says whether its JSON may be read without a check
+    assert _helper_statuses(pieces) == statuses
+
+
+def test_a_key_twice_in_pieces_the_helper_converts_is_a_duplicate(in_pieces: list[int]) -> None:
+    # Given a long list whose last item holds a key twice, read while this process is busy checking each
+    # run of items (so the helper converts the later pieces, as it does for a large snapshot)
+    text = "pods:\n" + "".join(f"- name: p{i}\n  uid: u{i}\n" for i in range(40)) + "- name: a\n  name: b\n"
+
+    def checking(_: list[Any]) -> None:
+        time.sleep(0.01)
+
+    # When read in pieces on two cores, then the duplicate is reported with its line, never kept
+    with pytest.raises(source_file.DuplicateKeysError) as caught:
+        load_fast(text, on_list=checking)
+    assert [p.line for p in caught.value.problems] == [text.count("\n")]
+    assert not in_pieces  # the two-process path gave up on the duplicate
