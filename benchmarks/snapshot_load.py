@@ -3,10 +3,13 @@
 Builds a ~20 MB snapshot from examples/inflate-spot.yaml (its catalogue and NodePools, pods repeated
 with unique names), writes it as block-style YAML and as JSON, and times ``load_snapshot`` (read, parse,
 validate every object) on each, the median of ``--repeat`` loads taken in turn (JSON, YAML, JSON, ...) so
-a change in the machine's load touches both alike. Wall time is what a user waits; CPU time (this process
-and the YAML path's helper process) shows what the other core did, and the load average whether there
-was a free core to do it. The YAML is also timed without rapidyaml (libyaml's event stream, the fallback;
-``--no-events`` skips it) and PyYAML's pure-Python loader on a 1 MB slice, to show what the C loaders save.
+a change in the machine's load touches both alike: once in this process, and once each load in a new
+process, as ``autoscaler plan`` reads a snapshot (``*_fresh_*``: a process that holds nothing else, where
+this one holds the built snapshot and the previous loads' freed memory; interpreter start and imports are
+not counted). Wall time is what a user waits; CPU time (this process and the YAML path's helper process)
+shows what the other core did, and the load average whether there was a free core to do it. The YAML is
+also timed without rapidyaml (libyaml's event stream, the fallback; ``--no-events`` skips it) and PyYAML's
+pure-Python loader on a 1 MB slice, to show what the C loaders save.
 Prints one JSON object.
 
 Run: ``PYTHONPATH=functions:. python -m benchmarks.snapshot_load [--mb 20]``.
@@ -18,6 +21,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -63,12 +68,35 @@ def _time(paths: list[Path], repeat: int) -> list[tuple[float, float]]:
     return [(statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for r in runs]
 
 
+def _load_once(path: Path) -> tuple[float, float]:
+    cpu, started = _cpu(), time.perf_counter()
+    load_snapshot(path)
+    return time.perf_counter() - started, _cpu() - cpu
+
+
+def _time_fresh(paths: list[Path], repeat: int) -> list[tuple[float, float]]:
+    """As ``_time``, each load in a new Python process (this module run with ``--load-one``)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    runs: list[list[tuple[float, float]]] = [[] for _ in paths]
+    for _ in range(repeat):
+        for i, path in enumerate(paths):
+            out = subprocess.run([sys.executable, "-m", "benchmarks.snapshot_load", "--load-one", str(path)],
+                                 env=env, capture_output=True, text=True, check=True).stdout
+            wall, cpu = json.loads(out)
+            runs[i].append((wall, cpu))
+    return [(statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for r in runs]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=3, help="loads per format; the median is reported")
     parser.add_argument("--no-events", action="store_true", help="skip timing libyaml's event stream")
+    parser.add_argument("--load-one", type=Path, help=argparse.SUPPRESS)  # the new process of _time_fresh
     args = parser.parse_args()
+    if args.load_one is not None:
+        print(json.dumps(_load_once(args.load_one)))
+        return
     data = build(int(args.mb * 1e6))
     with tempfile.TemporaryDirectory() as tmp:
         yaml_path, json_path = Path(tmp) / "snap.yaml", Path(tmp) / "snap.json"
@@ -77,6 +105,8 @@ def main() -> None:
         json_path.write_text(json.dumps(data))
         load_before = os.getloadavg()[0]
         (json_seconds, json_cpu), (yaml_seconds, yaml_cpu) = _time([json_path, yaml_path], args.repeat)
+        (json_fresh, json_fresh_cpu), (yaml_fresh, yaml_fresh_cpu) = _time_fresh([json_path, yaml_path],
+                                                                                 args.repeat)
         load_after = os.getloadavg()[0]
         events_seconds = None
         if not args.no_events:
@@ -102,6 +132,11 @@ def main() -> None:
             "yaml_over_json": round(yaml_seconds / json_seconds, 2),
             "yaml_cpu_seconds": round(yaml_cpu, 2),
             "json_cpu_seconds": round(json_cpu, 2),
+            "yaml_fresh_seconds": round(yaml_fresh, 2),
+            "json_fresh_seconds": round(json_fresh, 2),
+            "yaml_over_json_fresh": round(yaml_fresh / json_fresh, 2),
+            "yaml_fresh_cpu_seconds": round(yaml_fresh_cpu, 2),
+            "json_fresh_cpu_seconds": round(json_fresh_cpu, 2),
             "load_average": [round(load_before, 1), round(load_after, 1)],
             "rapidyaml": rapid_yaml.ryml is not None,
             "yaml_libyaml_events_seconds": events_seconds,
