@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import select
 import signal
@@ -20,7 +21,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
@@ -30,6 +31,21 @@ except ImportError:  # pragma: no cover - an optional speed-up; libyaml's event 
     ryml = None
 
 Resolve = Callable[[str], Any]  # how PyYAML reads a plain scalar
+
+
+@runtime_checkable
+class ListChecks(Protocol):
+    """An ``on_list`` whose checks the helper process may also run: once it has converted every piece, it
+    checks runs of items from the end of the document while this process checks from the start."""
+
+    def __call__(self, items: list[Any]) -> object:
+        """Check a run of items here (in the process reading the document)."""
+
+    def check(self, items: list[Any]) -> Any:
+        """In the helper: the result of checking a run, pickled back to ``checked``; None when it has none."""
+
+    def checked(self, items: list[Any], result: Any) -> None:
+        """Here: the helper's result for a run; ``items`` are this process's own values of the same text."""
 
 
 class Unusual(Exception):
@@ -326,15 +342,19 @@ def load(text: str, *, resolve: Resolve, on_list: Callable[[list[Any]], object] 
     return _join(pieces, [_loads(to_json(piece, resolve=resolve, piece=many)) for piece in pieces])
 
 
-_RECORD = struct.Struct("<iiqq")  # piece, status, offset and length of its JSON
-_DONE, _DECLINED, _DUPLICATE = 0, 1, 2  # a record's status: converted (no key given twice), or not
+_RECORD = struct.Struct("<iiqq")  # piece, status, offset and length of its JSON (or pickled check result)
+# A record's status: converted (no key given twice), declined, a key given twice, or its run of items checked.
+_DONE, _DECLINED, _DUPLICATE, _CHECKED = 0, 1, 2, 3
 
 
-def _helper(pieces: list[str], *, resolve: Resolve, queue: int, results: int, out: int) -> None:
+def _helper(pieces: list[str], *, resolve: Resolve, queue: int, results: int, out: int,
+            on_list: Callable[[list[Any]], object] | None = None) -> None:
     """The forked helper: takes piece numbers from the queue until it is empty, writes each piece's JSON to
     ``out`` and a record of it to ``results``; stops at the first piece rapidyaml must not read, or that holds
-    a key twice (its spare time is spent on that check, which this process then need not make)."""
+    a key twice (its spare time is spent on that check, which this process then need not make). Then, for
+    ``ListChecks``, it checks the runs of items it converted, the last first, until it is stopped."""
     offset = 0
+    converted: dict[int, bytearray] = {}
     while number := os.read(queue, 1):
         try:
             emitted = to_json(pieces[number[0]], resolve=resolve, piece=True)
@@ -346,6 +366,19 @@ def _helper(pieces: list[str], *, resolve: Resolve, queue: int, results: int, ou
         offset += len(emitted)
         if status:
             return
+        converted[number[0]] = emitted
+    if not isinstance(on_list, ListChecks):
+        return
+    for last in sorted((n for n in converted if pieces[n].startswith("-")), reverse=True):
+        try:
+            result = on_list.check(json.loads(converted.pop(last)))
+            blob = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL) if result is not None else b""
+        except Exception:  # this process checks the run itself, and names what is wrong
+            continue
+        if blob:
+            os.pwrite(out, blob, offset)
+            os.write(results, _RECORD.pack(last, _CHECKED, offset, len(blob)))
+            offset += len(blob)
 
 
 def _read_record(results: int) -> tuple[int, int, int, int] | None:
@@ -367,7 +400,8 @@ def _convert_in_two(pieces: list[str], *, resolve: Resolve,
     only when it has nothing else to do: both cores stay busy. Any piece declined declines the document."""
     values: list[Any] = [None] * len(pieces)
     done = [False] * len(pieces)
-    waiting: deque[list[Any]] = deque()  # built runs of items, not yet given to on_list
+    waiting: deque[int] = deque()  # pieces whose built runs of items are not yet given to on_list
+    stolen: set[int] = set()  # ... or were checked by the helper instead (ListChecks)
     queue, queue_in = os.pipe()
     os.write(queue_in, bytes(range(len(pieces))))  # far below a pipe's buffer
     os.close(queue_in)
@@ -380,7 +414,8 @@ def _convert_in_two(pieces: list[str], *, resolve: Resolve,
                 # Its own session, so its own scheduling group under Linux's autogroup: where other sessions
                 # keep the cores busy, the helper's time then is not taken from this process's share.
                 os.setsid()
-                _helper(pieces, resolve=resolve, queue=queue, results=results_in, out=out.fileno())
+                _helper(pieces, resolve=resolve, queue=queue, results=results_in, out=out.fileno(),
+                        on_list=on_list)
             finally:
                 os._exit(0)
         os.close(results_in)
@@ -388,14 +423,20 @@ def _convert_in_two(pieces: list[str], *, resolve: Resolve,
         def built(number: int, value: Any) -> None:
             values[number], done[number] = value, True
             if on_list is not None and pieces[number].startswith("-") and isinstance(value, list):
-                waiting.append(value)
+                waiting.append(number)
 
         def take() -> bool:
-            """Builds the values of the helper's next piece (waiting for it); False once it has ended."""
+            """Builds the values of the helper's next piece (waiting for it), or takes its check of a run
+            not yet checked here; False once the helper has ended."""
             record = _read_record(results)
             if record is None:
                 return False
             number, status, offset, length = record
+            if status == _CHECKED:
+                if number in waiting and isinstance(on_list, ListChecks):  # else checked here meanwhile
+                    on_list.checked(values[number], pickle.loads(os.pread(out.fileno(), length, offset)))
+                    stolen.add(number)
+                return True
             if status == _DUPLICATE:
                 raise DuplicateKey
             if status != _DONE:
@@ -403,23 +444,30 @@ def _convert_in_two(pieces: list[str], *, resolve: Resolve,
             built(number, _loads(os.pread(out.fileno(), length, offset), unique_keys=True))
             return True
 
+        def check_next() -> None:
+            number = waiting.popleft()
+            if on_list is not None and number not in stolen:
+                on_list(values[number])
+
         try:
             helping = True
             while not all(done):
                 if helping and select.select([results], [], [], 0)[0]:
                     helping = take()
-                elif waiting and on_list is not None:
-                    on_list(waiting.popleft())
+                elif waiting:
+                    check_next()
                 elif number := os.read(queue, 1):
                     built(number[0], _loads(to_json(pieces[number[0]], resolve=resolve, piece=True)))
                 elif not (helping and take()):  # the helper ended early (killed, out of memory)
                     raise Unusual
-            while waiting and on_list is not None:
-                on_list(waiting.popleft())
+            while waiting:  # the helper checks runs from the end meanwhile
+                if helping and select.select([results], [], [], 0)[0]:
+                    helping = take()
+                else:
+                    check_next()
             return values
         finally:
-            if not all(done):
-                os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)  # done, or checking runs no longer needed
             os.waitpid(pid, 0)
             os.close(queue)
             os.close(results)

@@ -487,3 +487,33 @@ def test_a_key_twice_in_pieces_the_helper_converts_is_a_duplicate(in_pieces: lis
         load_fast(text, on_list=checking)
     assert [p.line for p in caught.value.problems] == [text.count("\n")]
     assert not in_pieces  # the two-process path gave up on the duplicate
+
+
+def test_runs_the_helper_checks_plan_as_the_json(in_pieces: list[int], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a snapshot read in pieces while this process checks its runs of pods slowly, so that the helper,
+    # done converting, checks runs from the end and sends their pods back
+    monkeypatch.setattr(rapid_yaml, "PIECE_BYTES", 2000)
+    as_yaml, as_json = _write_both(tmp_path, _big_snapshot(60))
+    here, checked = snapshot_file._EarlyPods.__call__, snapshot_file._EarlyPods.checked
+    checked_here: list[int] = []  # ids of the runs this process checked
+    from_helper: list[int] = []  # the number of pods in each run the helper checked
+
+    def slowly(self: Any, items: list[Any]) -> None:
+        checked_here.append(id(items))
+        time.sleep(0.05)
+        here(self, items)
+
+    def counted(self: Any, items: list[Any], result: Any) -> None:
+        if id(items) not in checked_here:
+            from_helper.append(len(result))
+        checked(self, items, result)
+
+    monkeypatch.setattr(snapshot_file._EarlyPods, "__call__", slowly)
+    monkeypatch.setattr(snapshot_file._EarlyPods, "checked", counted)
+    # When it is loaded, then the plan input is the JSON's, pods in order
+    from_yaml = snapshot_file.load_snapshot(as_yaml)
+    assert from_yaml == snapshot_file.load_snapshot(as_json)
+    assert [p.name for p in from_yaml.pods] == [f"p-{i}" for i in range(60)]
+    # and some runs of pods were checked by the helper, the rest here
+    assert from_helper and sum(from_helper) < 60 and checked_here and in_pieces

@@ -49,18 +49,28 @@ def read_snapshot_data(path: str | Path, *, on_list: Callable[[list[Any]], objec
 class _EarlyPods:
     """Pods checked while the rest of a large YAML file is still being read (``on_list``): the checks of
     ``parse_snapshot`` itself, run on each run of items that looks like pods, kept with the items they
-    came from (a run that turns out not to be pods, or to be wrong, is checked again with the rest)."""
+    came from (a run that turns out not to be pods, or to be wrong, is checked again with the rest). The
+    helper process that converts the file checks runs too once it has converted them all (``check``), and
+    sends the pods back (``checked``): a ``rapid_yaml.ListChecks``."""
 
     def __init__(self) -> None:
         self.runs: dict[int, tuple[list[Any], list[Pod]]] = {}  # id of a run's first item -> (run, its pods)
 
     def __call__(self, items: list[Any]) -> None:
+        pods = self.check(items)
+        if pods is not None:
+            self.checked(items, pods)
+
+    def check(self, items: list[Any]) -> list[Pod] | None:
         if not items or not isinstance(items[0], Mapping) or items[0].get("kind", "Pod") != "Pod":
-            return
+            return None
         try:
-            self.runs[id(items[0])] = (items, parse_snapshot({"pods": items}).pods)
+            return parse_snapshot({"pods": items}).pods
         except ConfigError:
-            return  # named, with its index, when the whole file is checked
+            return None  # named, with its index, when the whole file is checked
+
+    def checked(self, items: list[Any], result: list[Pod]) -> None:
+        self.runs[id(items[0])] = (items, result)
 
     def plan(self, data: Any) -> PlanInput | None:
         """The snapshot's plan input with the pods checked early, or None when the whole must be checked."""
