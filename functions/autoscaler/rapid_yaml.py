@@ -9,6 +9,7 @@ Lambda). Pure apart from the helper process, a pipe and one temporary file holdi
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import pickle
 import re
@@ -348,11 +349,12 @@ _DONE, _DECLINED, _DUPLICATE, _CHECKED = 0, 1, 2, 3
 
 
 def _helper(pieces: list[str], *, resolve: Resolve, queue: int, results: int, out: int,
-            on_list: Callable[[list[Any]], object] | None = None) -> None:
+            on_list: Callable[[list[Any]], object] | None = None, reached: mmap.mmap | None = None) -> None:
     """The forked helper: takes piece numbers from the queue until it is empty, writes each piece's JSON to
     ``out`` and a record of it to ``results``; stops at the first piece rapidyaml must not read, or that holds
     a key twice (its spare time is spent on that check, which this process then need not make). Then, for
-    ``ListChecks``, it checks the runs of items it converted, the last first, until it is stopped."""
+    ``ListChecks``, it checks the runs of items it converted, the last first, until it meets the run this
+    process is checking (``reached``: shared memory holding its piece number)."""
     offset = 0
     converted: dict[int, bytearray] = {}
     while number := os.read(queue, 1):
@@ -370,6 +372,8 @@ def _helper(pieces: list[str], *, resolve: Resolve, queue: int, results: int, ou
     if not isinstance(on_list, ListChecks):
         return
     for last in sorted((n for n in converted if pieces[n].startswith("-")), reverse=True):
+        if reached is not None and last <= reached[0]:
+            return
         try:
             result = on_list.check(json.loads(converted.pop(last)))
             blob = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL) if result is not None else b""
@@ -406,7 +410,8 @@ def _convert_in_two(pieces: list[str], *, resolve: Resolve,
     os.write(queue_in, bytes(range(len(pieces))))  # far below a pipe's buffer
     os.close(queue_in)
     results, results_in = os.pipe()
-    with tempfile.TemporaryFile() as out:
+    reached = mmap.mmap(-1, 1)  # anonymous, so shared with the helper after the fork
+    with reached, tempfile.TemporaryFile() as out:
         pid = os.fork()
         if pid == 0:  # the helper: never returns into the caller's code
             try:
@@ -415,7 +420,7 @@ def _convert_in_two(pieces: list[str], *, resolve: Resolve,
                 # keep the cores busy, the helper's time then is not taken from this process's share.
                 os.setsid()
                 _helper(pieces, resolve=resolve, queue=queue, results=results_in, out=out.fileno(),
-                        on_list=on_list)
+                        on_list=on_list, reached=reached)
             finally:
                 os._exit(0)
         os.close(results_in)
@@ -446,6 +451,7 @@ def _convert_in_two(pieces: list[str], *, resolve: Resolve,
 
         def check_next() -> None:
             number = waiting.popleft()
+            reached[0] = max(reached[0], number)  # one byte: written whole, so the helper reads it whole
             if on_list is not None and number not in stolen:
                 on_list(values[number])
 
