@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import os
 import tempfile
 import threading
@@ -440,20 +441,26 @@ def test_every_cut_of_a_plain_document_keeps_it_on_rapidyaml(monkeypatch: pytest
         assert _same(rapid_yaml.load(text, resolve=_resolve), yaml.safe_load(text)), size
 
 
-def _helper_statuses(pieces: list[str]) -> list[int]:
+def _helper_statuses(pieces: list[str], **kwargs: Any) -> list[int]:
     """The status of each record the helper writes for ``pieces`` (run here, in this process)."""
+    return [status for _, status in _helper_records(pieces, **kwargs)]
+
+
+def _helper_records(pieces: list[str], **kwargs: Any) -> list[tuple[int, int]]:
+    """(piece, status) of each record the helper writes for ``pieces`` (run here, in this process)."""
     queue, queue_in = os.pipe()
     os.write(queue_in, bytes(range(len(pieces))))
     os.close(queue_in)
     results, results_in = os.pipe()
     try:
         with tempfile.TemporaryFile() as out:
-            rapid_yaml._helper(pieces, resolve=_resolve, queue=queue, results=results_in, out=out.fileno())
+            rapid_yaml._helper(pieces, resolve=_resolve, queue=queue, results=results_in, out=out.fileno(),
+                               **kwargs)
         os.close(results_in)
-        statuses = []
+        records = []
         while (record := rapid_yaml._read_record(results)) is not None:
-            statuses.append(record[1])
-        return statuses
+            records.append((record[0], record[1]))
+        return records
     finally:
         os.close(queue)
         os.close(results)
@@ -517,3 +524,28 @@ def test_runs_the_helper_checks_plan_as_the_json(in_pieces: list[int], tmp_path:
     assert [p.name for p in from_yaml.pods] == [f"p-{i}" for i in range(60)]
     # and some runs of pods were checked by the helper, the rest here
     assert from_helper and sum(from_helper) < 60 and checked_here and in_pieces
+
+
+class _Lengths:
+    """A ListChecks whose check of a run is its length."""
+
+    def __call__(self, items: list[Any]) -> None:
+        pass
+
+    def check(self, items: list[Any]) -> int:
+        return len(items)
+
+    def checked(self, items: list[Any], result: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("reached", "checked"), [(0, [4, 3, 2, 1]), (2, [4, 3]), (4, [])])
+def test_the_helper_checks_runs_from_the_end_until_it_meets_this_process(reached: int, checked: list[int]) -> None:
+    # Given five pieces converted by the helper, this process checking the run of piece ``reached``
+    pieces = ["k:\n- a\n", *(f"- b{i}\n- c{i}\n" for i in range(4))]
+    with mmap.mmap(-1, 1) as shared:
+        shared[0] = reached
+        # When the helper has converted them all, then it checks the runs after that one, the last first
+        records = _helper_records(pieces, on_list=_Lengths(), reached=shared)
+    assert records[:5] == [(n, rapid_yaml._DONE) for n in range(5)]
+    assert records[5:] == [(n, rapid_yaml._CHECKED) for n in checked]
