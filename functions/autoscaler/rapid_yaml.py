@@ -1,9 +1,11 @@
 """YAML read through rapidyaml exactly as ``yaml.safe_load`` reads it: the guard that declines what the two
 parsers would read differently, and, for a large document, its split at top-level boundaries into pieces
-converted on two cores (a forked helper process) while this process builds the values.
+converted on two cores (a forked helper process, which also finds keys given twice) while this process
+builds the values and checks runs of list items; the helper, once done converting, checks runs too.
 
 Used by ``source_file.load_fast`` (``autoscaler plan`` and ``autoscaler validate`` on large files; never in
-Lambda). Pure apart from the helper process, a pipe and one temporary file holding its JSON.
+Lambda). Pure apart from the helper process, pipes, one shared byte and one temporary file holding its JSON
+and the results of its checks (pickled: the file is this process's own, unlinked, never another's).
 """
 
 from __future__ import annotations
@@ -401,7 +403,8 @@ def _convert_in_two(pieces: list[str], *, resolve: Resolve,
                     on_list: Callable[[list[Any]], object] | None) -> list[Any]:
     """Each piece's value. A forked helper converts pieces to JSON; this process builds their values
     (``json.loads``) as they come, hands runs of list items to ``on_list``, and converts pieces itself
-    only when it has nothing else to do: both cores stay busy. Any piece declined declines the document."""
+    only when it has nothing else to do: both cores stay busy. Any piece declined declines the document.
+    Then, for ``ListChecks``, the helper checks runs from the end while this process checks from the start."""
     values: list[Any] = [None] * len(pieces)
     done = [False] * len(pieces)
     waiting: deque[int] = deque()  # pieces whose built runs of items are not yet given to on_list
