@@ -358,7 +358,7 @@ def _helper(pieces: list[str], *, resolve: Resolve, queue: int, results: int, ou
     ``ListChecks``, it checks the runs of items it converted, the last first, until it meets the run this
     process is checking (``reached``: shared memory holding its piece number)."""
     offset = 0
-    converted: dict[int, bytearray] = {}
+    converted: dict[int, tuple[int, int]] = {}  # piece -> offset and length of its JSON in ``out``
     while number := os.read(queue, 1):
         try:
             emitted = to_json(pieces[number[0]], resolve=resolve, piece=True)
@@ -367,17 +367,18 @@ def _helper(pieces: list[str], *, resolve: Resolve, queue: int, results: int, ou
             emitted, status = bytearray(), _DECLINED
         os.pwrite(out, emitted, offset)
         os.write(results, _RECORD.pack(number[0], status, offset, len(emitted)))
-        offset += len(emitted)
         if status:
             return
-        converted[number[0]] = emitted
+        converted[number[0]] = offset, len(emitted)
+        offset += len(emitted)
     if not isinstance(on_list, ListChecks):
         return
     for last in sorted((n for n in converted if pieces[n].startswith("-")), reverse=True):
         if reached is not None and last <= reached[0]:
             return
+        start, length = converted[last]
         try:
-            result = on_list.check(json.loads(converted.pop(last)))
+            result = on_list.check(json.loads(os.pread(out, length, start)))
             blob = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL) if result is not None else b""
         except Exception:  # this process checks the run itself, and names what is wrong
             continue
