@@ -200,3 +200,37 @@ def test_tasks_still_sleeping_at_the_end_are_closed() -> None:
     loop.close()
     # Then the task ended without running on, and is not recorded as an invocation that ran
     assert after == [] and loop.invocations == []
+
+
+def test_concurrent_invocations_each_see_their_own_execution_environment() -> None:
+    # Given two interruption invocations running side by side, each in a Lambda execution environment
+    # of its own (the handler's batch processor and pools are per container in AWS), and a cluster
+    # adapter whose warm cache each invocation sets
+    import autoscaler.handlers.interruption as module
+    from simulator.sim.containers import Containers
+
+    loop = _loop(interruption=Function(concurrency=None))
+    cluster = type("Cluster", (), {"cache": None})()
+    containers = Containers(loop, lambda: cluster)
+    original = module.processor
+    seen: dict[str, list[tuple[int, object]]] = {"a": [], "b": []}
+
+    def invocation(name: str) -> None:
+        with containers.enter("interruption"):
+            cluster.cache = f"cache of {name}"
+            for _ in range(3):
+                seen[name].append((id(module.processor), cluster.cache))
+                loop.sleep(1)
+
+    for name in "ab":
+        loop.at(0, "interruption", lambda n=name: invocation(n), lambda_call=True)  # type: ignore[misc]
+    # When they take turns
+    try:
+        loop.run_until(10)
+    finally:
+        containers.close()
+    # Then each turn saw its own processor and cache, never the other's, and the module's own came back
+    assert {p for p, _ in seen["a"]}.isdisjoint({p for p, _ in seen["b"]})
+    assert len({p for p, _ in seen["a"]}) == len({p for p, _ in seen["b"]}) == 1
+    assert {c for _, c in seen["a"]} == {"cache of a"} and {c for _, c in seen["b"]} == {"cache of b"}
+    assert module.processor is original and containers.started == {"interruption": 2}
