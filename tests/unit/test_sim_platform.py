@@ -119,6 +119,30 @@ def test_the_event_source_runs_five_batches_at_once_then_scales_up_to_its_maximu
     assert queue.outcomes == {"handled": 20}
 
 
+def test_concurrent_batches_each_answer_for_their_own_messages() -> None:
+    # Given three instances interrupted at once, batches of one, and invocations that take 30 s each,
+    # the one holding the second message returning it for retry
+    loop, _, queue, _ = _queue([])
+    loop.functions = {"interruption": Function(concurrency=None)}
+    seen: list[tuple[float, str, int]] = []
+
+    def invoke(event: dict[str, Any]) -> dict[str, Any]:
+        record = event["Records"][0]
+        seen.append((round(loop.now, 1), record["messageId"], int(record["attributes"]["ApproximateReceiveCount"])))
+        loop.sleep(30)
+        failed = record["messageId"] == "msg-3" and record["attributes"]["ApproximateReceiveCount"] == "1"
+        return {"batchItemFailures": [{"itemIdentifier": record["messageId"]}] if failed else []}
+
+    queue.batch_size, queue.invoke = 1, invoke
+    queue.interrupt(count=3)
+    # When the batches run
+    loop.run_until(100)
+    # Then all three ran at once; only the returned message came back, 10 s after its own invocation
+    # ended (the others' success did not acknowledge it, its failure did not return them)
+    assert seen == [(1.0, "msg-1", 1), (1.0, "msg-3", 1), (1.0, "msg-5", 1), (41.0, "msg-3", 2)]
+    assert queue.outcomes == {"handled": 3, "retried": 1} and queue.messages == []
+
+
 def test_failed_messages_come_back_and_end_in_the_dlq() -> None:
     # Given a handler that returns the message for retry every time
     loop, _, queue, _ = _queue([])
