@@ -62,6 +62,7 @@ def summary(rec: Record) -> dict[str, Any]:
         "launched_capacity_types": _count(r.instance.capacity_type for r in rec.instances if r.instance),
         "invocations": dict(rec.invocations),
         "max_concurrent_invocations": max_concurrent(rec),
+        "foreign_sleeps": rec.foreign_sleeps,
         "provisioner_mode": rec.provisioner_mode,
         "schedules": dict(rec.schedules),
         "lambda_timeouts": dict(rec.lambda_timeouts),

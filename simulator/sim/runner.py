@@ -100,6 +100,7 @@ class Record:
     handler_errors: list[str] = field(default_factory=list)
     invocations: dict[str, int] = field(default_factory=dict)
     lambda_invocations: list[Invocation] = field(default_factory=list)  # every invocation that ran, in order of end
+    foreign_sleeps: int = 0  # clock sleeps on threads the scheduler does not know (no virtual time passed)
     wall_seconds: float = 0.0
     handler_wall_seconds: float = 0.0  # wall time spent inside scheduled and async handler invocations
     handler_wall_by_function: dict[str, float] = field(default_factory=dict)
@@ -565,6 +566,7 @@ class Simulation:
             by_zone[zone] = by_zone.get(zone, 0) + 1
         rec.events_processed = self.loop.processed
         rec.lambda_invocations = list(self.loop.invocations)
+        rec.foreign_sleeps = self.loop.foreign_sleeps
         rec.handler_wall_by_function = {f: w for f, w in self.loop.wall_by_function.items()
                                         if f in self.loop.functions}
         rec.handler_wall_seconds = sum(rec.handler_wall_by_function.values())
