@@ -13,10 +13,14 @@ EventBridge matches them (exact values; a list in an event matches when any elem
 
 The queue is modelled here rather than in moto, whose visibility timeouts run on the wall clock: a
 message becomes visible ``delivery_seconds`` after the event; Lambda's SQS event source mapping hands
-visible messages to the real interruption handler in batches of ``batch_size``; messages named in the
-handler's ``batchItemFailures`` come back after ``retry_visibility_seconds`` (the handler shortens their
-visibility to that), a failed invocation returns the whole batch after the queue's visibility timeout,
-and a message received ``max_receive_count`` times goes to the dead-letter queue.
+visible messages to the real interruption handler in batches of ``batch_size``, several batches at once:
+it starts with ``INITIAL_BATCHES`` (5) concurrent batches, adds one every ``SCALE_UP_SECONDS`` (300 a
+minute) while visible messages wait for a free poller, up to the event source's maximum concurrency
+(``interruption.maxConcurrency``, which the stack sets on the mapping), and falls back to 5 when nothing
+waits (docs/simulation.md quotes the AWS documentation). Each batch is its own invocation with its own
+``batchItemFailures``: messages named there come back after ``retry_visibility_seconds`` (the handler
+shortens their visibility to that), a failed invocation returns its whole batch after the queue's
+visibility timeout, and a message received ``max_receive_count`` times goes to the dead-letter queue.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ from simulator.sim.engine import EventLoop
 ACCOUNT = "123456789012"
 QUEUE_NAME = "autoscaler-interruption"
 RETIREMENT = "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"  # the commonest EC2 scheduled change
+# Lambda's SQS scaling: "Lambda starts processing five batches at a time with five concurrent invocations
+# of your function. If messages are still available, Lambda increases the number of processes that are
+# reading batches by up to 300 more instances per minute."
+INITIAL_BATCHES = 5
+SCALE_UP_SECONDS = 60.0 / 300
 
 
 def matches(pattern: Mapping[str, Any], event: Mapping[str, Any]) -> bool:
@@ -83,6 +92,7 @@ class InterruptionQueue:
     invoke: Callable[[dict[str, Any]], dict[str, Any]]  # the interruption handler, through the harness
     region: str
     batch_size: int = 10
+    max_concurrency: int = 10  # the event source mapping's ScalingConfig.MaximumConcurrency
     visibility_timeout_seconds: float = 130.0
     retry_visibility_seconds: float = 10.0
     max_receive_count: int = 3  # infra/interruption_queue.py MAX_RECEIVE_COUNT
@@ -95,7 +105,10 @@ class InterruptionQueue:
     scheduled: list[ScheduledChange] = field(default_factory=list)
     unrouted: int = 0  # events no rule of the stack matched (EventBridge drops them)
     _ids: Any = field(default_factory=itertools.count)
-    _poll_due: bool = False
+    _poll_at: float | None = None  # the earliest poll scheduled
+    _in_flight: int = 0  # batches being processed by an invocation
+    _pollers: int = 0  # concurrent batches the event source runs now (0: not started)
+    _scaling: bool = False  # a scale-up is due
 
     def interrupt(self, *, count: int, node_pool: str | None = None, rebalance: bool = False) -> list[str]:
         """Send interruption warnings to ``count`` live spot instances (of ``node_pool`` when given) and
@@ -202,27 +215,60 @@ class InterruptionQueue:
         self._schedule_poll(self.delivery_seconds)
 
     def _schedule_poll(self, delay: float) -> None:
-        if not self._poll_due:
-            self._poll_due = True
-            self.loop.after(delay, "interruption", self._poll, lambda_call=True)
+        at = self.loop.now + delay
+        if self._poll_at is not None and self._poll_at <= at:
+            return
+        self._poll_at = at
+        self.loop.at(at, "sqs event source", self._poll)
+
+    def _visible(self) -> list[Message]:
+        return [m for m in self.messages if m.visible_at <= self.loop.now]
 
     def _poll(self) -> None:
-        self._poll_due = False
+        """The event source's pollers: every free one receives a batch of visible messages and invokes
+        the function with it; more pollers while messages wait, back to the initial count when none do."""
         now = self.loop.now
-        visible = [m for m in self.messages if m.visible_at <= now][: self.batch_size]
-        if visible:
-            self._deliver(visible)
-        later = [m.visible_at for m in self.messages if m.visible_at > self.loop.now]
-        if any(m.visible_at <= self.loop.now for m in self.messages):
-            self._schedule_poll(0.0)
-        elif later:
-            self._schedule_poll(min(later) - self.loop.now)
+        if self._poll_at is not None and self._poll_at <= now:
+            self._poll_at = None
+        floor = min(INITIAL_BATCHES, self.max_concurrency)
+        self._pollers = max(self._pollers, floor)
+        while self._in_flight < self._pollers and (visible := self._visible()):
+            self._receive(visible[: self.batch_size])
+        if self._visible():
+            if self._pollers < self.max_concurrency and not self._scaling:
+                self._scaling = True
+                self.loop.after(SCALE_UP_SECONDS, "sqs event source scales up", self._scale_up)
+        else:
+            self._pollers = floor
+        later = [m.visible_at for m in self.messages if m.visible_at > now]
+        if later:
+            self._schedule_poll(min(later) - now)
 
-    def _deliver(self, batch: list[Message]) -> None:
-        arn = f"arn:aws:sqs:{self.region}:{ACCOUNT}:{QUEUE_NAME}"
+    def _scale_up(self) -> None:
+        self._scaling = False
+        if self._visible():
+            self._pollers = min(self._pollers + 1, self.max_concurrency)
+        self._poll()
+
+    def _receive(self, batch: list[Message]) -> None:
+        """ReceiveMessage: the batch is in flight (invisible for the visibility timeout) and an invocation
+        of the function with it starts now."""
         for m in batch:
             m.receive_count += 1
-            m.visible_at = self.loop.now + self.visibility_timeout_seconds  # in flight
+            m.visible_at = self.loop.now + self.visibility_timeout_seconds
+        self._in_flight += 1
+        self.loop.at(self.loop.now, "interruption", lambda: self._deliver(batch), lambda_call=True)
+
+    def _deliver(self, batch: list[Message]) -> None:
+        """One invocation of the interruption function with ``batch`` (a task: it runs beside the others)."""
+        try:
+            self._invoke_with(batch)
+        finally:
+            self._in_flight -= 1
+            self._schedule_poll(0.0)
+
+    def _invoke_with(self, batch: list[Message]) -> None:
+        arn = f"arn:aws:sqs:{self.region}:{ACCOUNT}:{QUEUE_NAME}"
         event = {"Records": [{
             "messageId": m.message_id, "receiptHandle": f"rh-{m.message_id}-{m.receive_count}", "body": m.body,
             "attributes": {"ApproximateReceiveCount": str(m.receive_count),

@@ -7,9 +7,8 @@ Defaults come from where the deployment takes them: the cluster file (``provisio
 (``infra/lambda_limits.py``: reserved concurrency, the 60 s maximum event age of scheduled functions).
 A scenario's explicit ``provisioner:`` block or ``settings:`` periods and timeout override them.
 
-One approximation: the interruption function (unreserved, scaled by its SQS event source) runs one batch
-at a time here, because its drains run on threads that take turns on the one virtual clock; a second
-invocation nested inside the first one's drain would wait on the first one's threads.
+The interruption function is unreserved, as the stack deploys it: its concurrency is its SQS event
+source's (several batches at once, up to ``interruption.maxConcurrency``; ``sim/interruption.py``).
 """
 
 from __future__ import annotations
@@ -71,7 +70,7 @@ def platform_for(scenario: Scenario, config: ClusterConfig) -> Platform:
     if s.lambda_timeout_seconds is not None:
         timeouts["provisioner"] = timeouts["disruption"] = s.lambda_timeout_seconds
     functions = {
-        name: Function(concurrency=1 if name == "interruption" else RESERVED_CONCURRENCY[name],
+        name: Function(concurrency=RESERVED_CONCURRENCY[name],
                        max_event_age=float(MAX_EVENT_AGE_SECONDS) if name in SCHEDULED_FUNCTIONS else None,
                        timeout=timeouts[name])
         for name in ("provisioner", "disruption", "interruption")}

@@ -61,6 +61,8 @@ def summary(rec: Record) -> dict[str, Any]:
         "launched_types": _count(f"{r.instance.instance_type}" for r in rec.instances if r.instance),
         "launched_capacity_types": _count(r.instance.capacity_type for r in rec.instances if r.instance),
         "invocations": dict(rec.invocations),
+        "max_concurrent_invocations": max_concurrent(rec),
+        "foreign_sleeps": rec.foreign_sleeps,
         "provisioner_mode": rec.provisioner_mode,
         "schedules": dict(rec.schedules),
         "lambda_timeouts": dict(rec.lambda_timeouts),
@@ -129,6 +131,17 @@ def _fact(facts: dict[str, Any], metric: str) -> float:
     return float(value)
 
 
+def max_concurrent(rec: Record) -> dict[str, int]:
+    """Per function, the most of its invocations that ran at once in virtual time (an invocation ending
+    when another starts does not overlap it)."""
+    most: dict[str, int] = {}
+    for i in rec.lambda_invocations:
+        at_once = 1 + sum(1 for o in rec.lambda_invocations
+                          if o is not i and o.function == i.function and o.started <= i.started < o.ended)
+        most[i.function] = max(most.get(i.function, 0), at_once)
+    return most
+
+
 def as_json(rec: Record, results: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "scenario": rec.scenario.name,
@@ -136,6 +149,8 @@ def as_json(rec: Record, results: list[dict[str, Any]]) -> dict[str, Any]:
         "assertions": results,
         "timeline": [{"t": round(t, 1), "source": src, "text": text} for t, src, text in rec.timeline],
         "samples": [asdict(s) for s in rec.samples],
+        "invocations": [{"function": i.function, "queued": round(i.queued_at, 1), "started": round(i.started, 1),
+                         "ended": round(i.ended, 1), "timedOut": i.timed_out} for i in rec.lambda_invocations],
         "handlerErrors": rec.handler_errors,
     }
 
@@ -159,7 +174,9 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
               f"  launched: {', '.join(f'{n} x {t}' for t, n in sorted(facts['launched_types'].items())) or 'nothing'}",
               f"  provisioner {facts['provisioner_mode']} mode"
               + (f" ({facts['watch_batches']} watch batches)" if facts["provisioner_mode"] != "scheduled" else "")
-              + f"; invocations {facts['invocations']}, handler errors {facts['handler_errors']}"]
+              + f"; invocations {facts['invocations']}, handler errors {facts['handler_errors']}"
+              + (f"; at most {facts['max_concurrent_invocations']['interruption']} interruption invocation(s) at once"
+                 if "interruption" in facts["max_concurrent_invocations"] else "")]
     if facts["schedules"]:
         lines.append(f"  schedules: provisioner {facts['schedules'].get('provisioner')}, disruption "
                      f"{facts['schedules'].get('disruption')}; timeouts {facts['lambda_timeouts'] or 'none'}, "

@@ -2,9 +2,11 @@
 with the real provisioner and disruption handlers on their schedules, kube-scheduler, kubelets and
 controllers around them, the scenario's timeline, and a record of what happened.
 
-Everything runs in one thread: an event's API writes are turned into reactions by an informer that
-reads the emulator's change log after every event (kubelet starts and stops pods, controllers replace
-pods, kube-scheduler is scheduled to run a moment later).
+One thing runs at a time: the world's events on the loop's thread, each Lambda invocation and each of
+its workers as a cooperative task (``sim/engine.py``) in its own execution environment
+(``sim/containers.py``). After every event and every task's turn, an informer reads the emulator's change
+log and turns API writes into reactions (kubelet starts and stops pods, controllers replace pods,
+kube-scheduler is scheduled to run a moment later).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from simulator.local import Catalog, LocalCluster, _builtin_images, publish_imag
 from simulator.moto_server import MOTO_LOCK
 from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
+from simulator.sim.containers import Containers
 from simulator.sim.controllers import Controllers, Deployment, Job
 from simulator.sim.describe import FastDescribeInstances
 from simulator.sim.engine import EventLoop, Invocation, VirtualClock
@@ -96,6 +99,8 @@ class Record:
     pdb_violations: int = 0
     handler_errors: list[str] = field(default_factory=list)
     invocations: dict[str, int] = field(default_factory=dict)
+    lambda_invocations: list[Invocation] = field(default_factory=list)  # every invocation that ran, in order of end
+    foreign_sleeps: int = 0  # clock sleeps on threads the scheduler does not know (no virtual time passed)
     wall_seconds: float = 0.0
     handler_wall_seconds: float = 0.0  # wall time spent inside scheduled and async handler invocations
     handler_wall_by_function: dict[str, float] = field(default_factory=dict)
@@ -158,7 +163,9 @@ class Simulation:
         icfg = env.config.interruption
         self.queue = InterruptionQueue(
             self.loop, self.cloud, self._invoke_interruption, env.config.region, batch_size=icfg.batch_size,
-            visibility_timeout_seconds=icfg.timeout_seconds + 10, log=self.log)
+            max_concurrency=icfg.max_concurrency, visibility_timeout_seconds=icfg.timeout_seconds + 10,
+            log=self.log)
+        self.containers = Containers(self.loop, lambda: self.runtime.cluster)
         self.hpas = Autoscalers(self.loop, self.controllers, log=self.log)
         image = _builtin_images(self.cloud.ec2, env.config.region)["x86_64"]
         self.node_groups = ManagedNodeGroups(
@@ -341,27 +348,19 @@ class Simulation:
         self.log(ran.function, f"timed out: ran {took:.0f} s, Lambda would have stopped it at {timeout:.0f} s")
 
     def _invoke(self, name: str, payload: dict[str, Any] | None = None) -> None:
-        wall = time.monotonic()
-        try:
-            self._invoke_timed(name, payload)
-        finally:
-            took = time.monotonic() - wall
-            self.record.handler_wall_seconds += took
-            by = self.record.handler_wall_by_function
-            by[name] = by.get(name, 0.0) + took
-
-    def _invoke_timed(self, name: str, payload: dict[str, Any] | None) -> None:
         self.record.invocations[name] = self.record.invocations.get(name, 0) + 1
         timeout_ms = int((self.loop.functions[name].timeout or 900.0) * 1000)
         try:
             if name == "provisioner":
-                result = self.env.invoke_provisioner(payload, remaining_ms=timeout_ms)
+                with self.containers.enter(name):
+                    result = self.env.invoke_provisioner(payload, remaining_ms=timeout_ms)
                 for p in result.get("passes") or ():
                     if p.get("planned") or p.get("failures") or (p.get("unschedulable") and p.get("pendingPods")):
                         self.log("provisioner", p.get("summary", ""))
             else:
-                report = self.env.invoke(disruption_handler, {"source": "schedule", "kind": "disruption"},
-                                         remaining_ms=timeout_ms, function_name="disruption")
+                with self.containers.enter(name):
+                    report = self.env.invoke(disruption_handler, {"source": "schedule", "kind": "disruption"},
+                                             remaining_ms=timeout_ms, function_name="disruption")
                 for d in report.get("decisions") or ():
                     self.log("disruption", f"{d['reason']}: {d['action']} {', '.join(d['nodes'])} "
                                            f"({d['pods']} pod(s), saving ${d['savingPerHour']:.4f}/h)")
@@ -373,8 +372,9 @@ class Simulation:
         self.record.invocations["interruption"] = self.record.invocations.get("interruption", 0) + 1
         timeout_ms = int((self.loop.functions["interruption"].timeout or 900.0) * 1000)
         try:
-            result: dict[str, Any] = self.env.invoke(interruption_handler, event, remaining_ms=timeout_ms,
-                                                     function_name="interruption")
+            with self.containers.enter("interruption"):
+                result: dict[str, Any] = self.env.invoke(interruption_handler, event, remaining_ms=timeout_ms,
+                                                         function_name="interruption")
         except Exception as exc:
             self.record.handler_errors.append(f"{clock_text(self.loop.now)} interruption: {type(exc).__name__}: {exc}")
             raise
@@ -531,9 +531,13 @@ class Simulation:
                                 start=s.disruption_offset_seconds, lambda_call=True)
         self.loop.every(s.sample_seconds, "sample", self.sample)
         self._observe()
-        self.loop.run_until(self.until)
-        self.sample()
-        self._finish(started)
+        try:
+            self.loop.run_until(self.until)
+            self.sample()
+            self._finish(started)
+        finally:
+            self.loop.close()
+            self.containers.close()
         return self.record
 
     def _finish(self, started: float) -> None:
@@ -561,6 +565,11 @@ class Simulation:
             zone = zones.get(pod["spec"].get("nodeName", ""), "?")
             by_zone[zone] = by_zone.get(zone, 0) + 1
         rec.events_processed = self.loop.processed
+        rec.lambda_invocations = list(self.loop.invocations)
+        rec.foreign_sleeps = self.loop.foreign_sleeps
+        rec.handler_wall_by_function = {f: w for f, w in self.loop.wall_by_function.items()
+                                        if f in self.loop.functions}
+        rec.handler_wall_seconds = sum(rec.handler_wall_by_function.values())
         rec.lambda_dropped = dict(self.loop.dropped)
         rec.describe_instances = {"answered": self.describe.answered, "learned": self.describe.learned}
         rec.watch_batches = self.watch.batches if self.watch is not None else 0

@@ -175,8 +175,9 @@ def test_a_handler_running_past_its_timeout_is_reported(moto_server: ThreadedMot
         return {"decisions": []}
 
     monkeypatch.setattr(runner, "disruption_handler", slow_pass)
-    scenario = _scenario(until="100s", settings={"lambdaTimeoutSeconds": 30, "disruptionPeriodSeconds": 60})
-    # When it runs (passes at 0:30 and 1:30)
+    scenario = _scenario(until="140s", settings={"lambdaTimeoutSeconds": 30, "disruptionPeriodSeconds": 60})
+    # When it runs (passes at 0:30 and 1:30, ending at 1:15 and 2:15: an invocation still running when the
+    # run ends is not reported, so the run lasts past the second one's end)
     record = run_scenario(scenario, moto_server=moto_server, catalog=local_catalog)
     facts = summary(record)
     # Then each pass is a timeout of the disruption function, reported as a handler error and in the timeline

@@ -13,7 +13,7 @@ from autoscaler.domain.interruption import EventKind, InterruptionEvent, parse_e
 from simulator.kube_store import Store
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment
-from simulator.sim.engine import EventLoop, VirtualClock
+from simulator.sim.engine import EventLoop, Function, VirtualClock
 from simulator.sim.hpa import Autoscalers, Hpa
 from simulator.sim.interruption import InterruptionQueue, rule_for
 from tests.events import load_event
@@ -91,6 +91,56 @@ def test_interruption_warnings_reach_the_handler_in_batches() -> None:
     assert {b["detail-type"] for b in bodies} == {"EC2 Spot Instance Interruption Warning"}
     assert seen[0]["Records"][0]["eventSourceARN"].startswith("arn:aws:sqs:us-east-1:")
     assert queue.outcomes == {"handled": 3}
+
+
+def test_the_event_source_runs_five_batches_at_once_then_scales_up_to_its_maximum_concurrency() -> None:
+    # Given 20 spot instances interrupted at once, batches of 2, an event source capped at 7 concurrent
+    # batches (the stack's maxConcurrency), and an unreserved function whose every invocation takes 10 s
+    loop, cloud, queue, _ = _queue([])
+    loop.functions = {"interruption": Function(concurrency=None)}
+    queue.max_concurrency = 7
+    for i in range(3, 20):
+        cloud.instances[f"i-{i}"] = _record(f"i-{i}")
+    starts: list[float] = []
+
+    def invoke(event: dict[str, Any]) -> dict[str, Any]:
+        starts.append(round(loop.now, 1))
+        loop.sleep(10)
+        return {"batchItemFailures": []}
+
+    queue.invoke = invoke
+    queue.interrupt(count=20)
+    # When the messages become visible (1 s) and the batches run
+    loop.run_until(60)
+    # Then five batches start at once, one more every 0.2 s (300 a minute) while messages wait, up to 7;
+    # the last three start as the first ones end, and every message is handled
+    assert starts == [1.0] * 5 + [1.2, 1.4] + [11.0] * 3
+    assert max(sum(1 for i in loop.invocations if i.started <= s < i.ended) for s in starts) == 7
+    assert queue.outcomes == {"handled": 20}
+
+
+def test_concurrent_batches_each_answer_for_their_own_messages() -> None:
+    # Given three instances interrupted at once, batches of one, and invocations that take 30 s each,
+    # the one holding the second message returning it for retry
+    loop, _, queue, _ = _queue([])
+    loop.functions = {"interruption": Function(concurrency=None)}
+    seen: list[tuple[float, str, int]] = []
+
+    def invoke(event: dict[str, Any]) -> dict[str, Any]:
+        record = event["Records"][0]
+        seen.append((round(loop.now, 1), record["messageId"], int(record["attributes"]["ApproximateReceiveCount"])))
+        loop.sleep(30)
+        failed = record["messageId"] == "msg-3" and record["attributes"]["ApproximateReceiveCount"] == "1"
+        return {"batchItemFailures": [{"itemIdentifier": record["messageId"]}] if failed else []}
+
+    queue.batch_size, queue.invoke = 1, invoke
+    queue.interrupt(count=3)
+    # When the batches run
+    loop.run_until(100)
+    # Then all three ran at once; only the returned message came back, 10 s after its own invocation
+    # ended (the others' success did not acknowledge it, its failure did not return them)
+    assert seen == [(1.0, "msg-1", 1), (1.0, "msg-3", 1), (1.0, "msg-5", 1), (41.0, "msg-3", 2)]
+    assert queue.outcomes == {"handled": 3, "retried": 1} and queue.messages == []
 
 
 def test_failed_messages_come_back_and_end_in_the_dlq() -> None:
