@@ -34,7 +34,7 @@ from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchedInstance
 from autoscaler.domain.initialization import as_capacity, is_initialized
 from autoscaler.domain.models import Node, Pod
-from autoscaler.domain.node_state import Owner, mark_provisioned
+from autoscaler.domain.node_state import Owner, awaits_replacement, mark_provisioned
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
@@ -148,7 +148,7 @@ class Provisioner:
         # replacement, and its pods move once that has registered.
         static = {n.name for n in [*snap.nodes, *(self.cluster.get_node(name) for name in nodes_leaving)]
                   if n is not None and self._static(n)}
-        awaiting = {n.name: n for n in snap.nodes if self.states.read(n).awaiting_replacement and n.name not in static}
+        awaiting = {n.name: n for n in snap.nodes if awaits_replacement(n.annotations) and n.name not in static}
         if set(awaiting) - nodes_leaving or nodes_leaving & static:
             nodes_leaving = (nodes_leaving | set(awaiting)) - static
             snap = self._gather(nodes_leaving)
@@ -159,9 +159,11 @@ class Provisioner:
             log.warning("%s", problem)
         result = PassResult(reason=reason, dry_run=self.settings.dry_run, plan=plan, started_at=started,
                             blocked=self._blocked, claims=self._reconciled)
-        pods = {p.key: p for p in snap.pods}
+        # Only pending pods are ever looked up (those the plan names): unbound, so bound pods are skipped cheaply.
+        pods = {p.key: p for p in snap.pods if p.node_name is None}
         result.groups = self._launch(plan, pods, blocked=self._blocked)
-        price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings}
+        price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings
+                 } if any(g.launched for g in result.groups) else {}
         for g in result.groups:
             g.prices = {i.instance_id: price.get((i.instance_type, i.zone, i.capacity_type), 0.0) for i in g.launched}
         self._mark_provisioned(result, awaiting)
