@@ -189,18 +189,22 @@ class _State:
             bound = bound_pods(self.snap.pods)
         out = []
         registered = set()
+        keys, zero, launched_for = self.keys, self.vec({}), self.snap.launched_for
+        # Per node once: this loop runs over every existing node on every pass.
         for n in self.snap.nodes:
-            if n.instance_id:
-                registered.add(n.instance_id)
+            instance_id = n.instance_id
+            if instance_id:
+                registered.add(instance_id)
             if n.unschedulable or n.deleting:
                 continue
             on, requests = bound.load(n.name)
-            free = res.subtract(n.allocatable, requests)
+            alloc = n.allocatable
+            free = tuple(alloc.get(k, 0) - requests.get(k, 0) for k in keys)
             zone = n.zone or ""
             labels = {**n.labels, HOSTNAME_LABEL: n.labels.get(HOSTNAME_LABEL, n.name)}
-            out.append(_Node(n.name, labels, _live_taints(n), self.vec(free), self.vec({}),
+            out.append(_Node(n.name, labels, _live_taints(n), free, zero,
                              frozenset({zone}), frozenset({n.labels.get(CAPACITY_TYPE_LABEL, "on-demand")}),
-                             bound=on, launched_for=self.snap.launched_for.get(n.instance_id or "", ())))
+                             bound=on, launched_for=launched_for.get(instance_id or "", ()) if launched_for else ()))
         types = {it.name: it for it in self.snap.instance_types}
         pools = {p.pool.name: p for p in self.pools}
         for f in self.snap.in_flight:
