@@ -103,6 +103,7 @@ class Provisioner:
         self._deadline: float | None = None
         self._owned: list[CloudInstance] | None = []
         self._claimed: list[CloudInstance] | None = None
+        self._stored: list[Claim] | None = None  # the claims this gather's claimed-instance read saw
         # A woken pass (handlers/provisioner.py): EC2's view of the claimed instances only before CreateFleet;
         # the full listing of owned instances waits for the lifecycle sweep (docs/provisioner.md).
         self.instances_from_claims = False
@@ -201,13 +202,16 @@ class Provisioner:
                     pending: Collection[str]) -> tuple[Sequence[InFlightNode], Mapping[str, tuple[str, ...]]]:
             # A dry run or a pass without the lease reads the claims but changes nothing.
             writes = not (self.settings.dry_run or self._blocked)
+            # Read once per gather: the worker thread that described the claimed instances read them (the
+            # listing's result, awaited before this runs, orders the two threads).
+            stored, self._stored = (self._stored if not self._blocked else None), None
             registered = {n.instance_id for n in nodes if n.instance_id}
             initialized = {n.instance_id for n in nodes if n.instance_id and is_initialized(n)}
             try:
                 self._reconciled = self.claims.reconcile(
                     listed=listed, registered=registered, pending=pending, now=self._now(),
                     resume=self._resume if writes else None, write=writes, initialized=initialized,
-                    describe=self.cloud.describe_instances)
+                    describe=self.cloud.describe_instances, stored=stored)
             except CloudError as exc:  # without the record of launches, planning is advice only
                 log.warning("node claims could not be read: %s", exc)
                 self._blocked = self._blocked or f"the node claim store is unavailable ({exc.code or exc})"
@@ -232,6 +236,7 @@ class Provisioner:
         """One DescribeInstances listing per gather, shared by the planner's in-flight view and the lifecycle
         sweep (at 10k instances each listing costs seconds and most of the pass's memory). A woken pass
         describes only the instances its claims name: its in-flight capacity comes from the claims."""
+        self._stored = None  # never a claims read of an earlier gather
         owned = self._claimed = self._claimed_instances() if self.instances_from_claims else None
         if owned is None:
             owned = self._owned = self.cloud.owned_instances()
@@ -240,9 +245,11 @@ class Provisioner:
         return owned
 
     def _claimed_instances(self) -> list[CloudInstance] | None:
-        """EC2's view of the instances the node claims name (None: list every owned instance instead)."""
+        """EC2's view of the instances the node claims name (None: list every owned instance instead). The
+        claims read here are the ones this gather reconciles: only a pass holding the lease writes claims."""
         try:
-            ids = {c.instance_id for c in self.claims.store.claims() if c.instance_id}
+            stored = self._stored = self.claims.store.claims()
+            ids = {c.instance_id for c in stored if c.instance_id}
             return self.cloud.describe_instances(ids) if ids else []
         except CloudError as exc:
             log.warning("claimed instances not described (listing every owned instance): %s", exc)
