@@ -6,7 +6,9 @@ provisioner's quicker reads of the same facts agree with the slow ones."""
 
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 from dataclasses import replace
 
 import pytest
@@ -194,3 +196,18 @@ def test_the_quick_awaiting_replacement_check_agrees_with_the_record(annotations
     # Given a node's annotations, When the provisioner asks whether it awaits replacement without reading
     # the whole record, Then the answer is the record's
     assert awaits_replacement(annotations) == read_state(annotations).awaiting_replacement
+
+
+def test_the_index_keeps_no_pod_alive() -> None:
+    # Given an index of a list of pods, bound and pending
+    cluster, prep = _Cluster("plain", 3, limits=False), PlanPrep()
+    pods = [replace(p) for p in cluster.pods]
+    prep.bound.index(pods)
+    alive = [weakref.ref(p) for p in pods]
+    # When the list is dropped (a cold list replaces the warm cache's objects)
+    del pods
+    gc.collect()
+    # Then none of its pods is kept alive by the index, and the next list is indexed right
+    assert all(r() is None for r in alive)
+    fresh = [replace(p) for p in cluster.pods]
+    assert prep.bound.index(fresh).by_node == bound_pods(fresh).by_node
