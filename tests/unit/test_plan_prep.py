@@ -1,14 +1,12 @@
-"""A warm provisioner plans exactly what a cold one plans: ``app/plan_prep.PlanPrep`` keeps the bound pods
-of every node (updated by the pods that changed) and the NodePool table between passes; across sequences
-of passes in which pods are added, removed, rebound and finish, nodes are deleted, DaemonSets appear and
-offerings become unavailable, every warm plan equals the plan made from scratch on the same input. The
-provisioner's quicker reads of the same facts agree with the slow ones."""
+"""A warm provisioner plans exactly what a cold one plans: ``app/plan_prep.PlanPrep`` keeps the NodePool
+table between passes; across sequences of passes in which pods are added, removed, rebound and finish,
+nodes are deleted, DaemonSets appear and offerings become unavailable, every warm plan equals the plan made
+from scratch on the same input. The provisioner's quicker reads of the same facts agree with the slow
+ones."""
 
 from __future__ import annotations
 
-import gc
 import random
-import weakref
 from dataclasses import replace
 
 import pytest
@@ -35,7 +33,6 @@ from autoscaler.domain.models import (
 from autoscaler.domain.node_state import awaits_replacement, read_state
 from autoscaler.domain.plan import PlanInput
 from autoscaler.domain.scheduling import plan_reserved_first
-from autoscaler.domain.scheduling.prepared import bound_pods
 from tests.unit.scheduling_world import GI, TYPES, ZONES, pod, pool, world
 
 NODE_TYPES = [t for t in TYPES if t.name in ("m5.large", "m5.xlarge", "c5.xlarge", "r5.large")]
@@ -148,36 +145,10 @@ def test_a_warm_pass_plans_what_a_cold_pass_plans(shape: str, limits: bool) -> N
             # Then the plans are the same
             assert warm == cold, (shape, seed, number, change)
             placed += len(warm.existing)
-        # And the warm container updated its index by what changed (it was built once, at the first pass)
-        assert prep.bound.rebuilds == 1
+        # And the warm container built its NodePool table again only for some passes (a DaemonSet or an
+        # unavailable offering changed it), not for each
+        assert 1 <= prep.rebuilt < 25
     assert placed  # the plans put pods on existing nodes: the bound pods mattered
-
-
-def test_the_bound_pods_index_follows_every_change() -> None:
-    # Given an index kept across 200 random changes
-    cluster, prep = _Cluster("plain", 7, limits=False), PlanPrep()
-    for _ in range(200):
-        cluster.step()
-        pods = list(cluster.pods)
-        # When it is brought up to date
-        warm = prep.bound.index(pods)
-        # Then each node has the pods and requests a fresh computation gives (order aside)
-        cold = bound_pods(pods)
-        assert warm.pods is pods
-        assert {n: (sorted(p.key for p in on), req) for n, (on, req) in warm.by_node.items()} == {
-            n: (sorted(p.key for p in on), req) for n, (on, req) in cold.by_node.items()}
-
-
-def test_a_cold_list_rebuilds_the_index() -> None:
-    # Given an index of one list
-    cluster, prep = _Cluster("plain", 1, limits=False), PlanPrep()
-    prep.bound.index(list(cluster.pods))
-    # When every pod comes back as a new object (a list from the API server, not the warm cache)
-    fresh = [replace(p) for p in cluster.pods]
-    index = prep.bound.index(fresh)
-    # Then it is rebuilt from scratch, not updated pod by pod, and is right
-    assert prep.bound.rebuilds == 2
-    assert index.by_node == bound_pods(fresh).by_node
 
 
 @pytest.mark.parametrize("annotations", [
@@ -196,18 +167,3 @@ def test_the_quick_awaiting_replacement_check_agrees_with_the_record(annotations
     # Given a node's annotations, When the provisioner asks whether it awaits replacement without reading
     # the whole record, Then the answer is the record's
     assert awaits_replacement(annotations) == read_state(annotations).awaiting_replacement
-
-
-def test_the_index_keeps_no_pod_alive() -> None:
-    # Given an index of a list of pods, bound and pending
-    cluster, prep = _Cluster("plain", 3, limits=False), PlanPrep()
-    pods = [replace(p) for p in cluster.pods]
-    prep.bound.index(pods)
-    alive = [weakref.ref(p) for p in pods]
-    # When the list is dropped (a cold list replaces the warm cache's objects)
-    del pods
-    gc.collect()
-    # Then none of its pods is kept alive by the index, and the next list is indexed right
-    assert all(r() is None for r in alive)
-    fresh = [replace(p) for p in cluster.pods]
-    assert prep.bound.index(fresh).by_node == bound_pods(fresh).by_node

@@ -159,11 +159,10 @@ class ObjectRef:
     uid: str = ""
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)
+@dataclass(frozen=True, slots=True)
 class Pod:
     """A pod as the scheduler and drain see it. ``requests`` is the effective request:
-    max(largest init container, sum of app containers) + pod overhead. (Weakly referable: a warm caller
-    tracks the pods it has seen without keeping them alive, ``app/plan_prep.py``.)"""
+    max(largest init container, sum of app containers) + pod overhead."""
 
     namespace: str
     name: str

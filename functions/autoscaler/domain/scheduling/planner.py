@@ -347,8 +347,7 @@ def plan(snapshot: PlanInput, *, unavailable: Collection[tuple[str, str, str]] =
              if p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity)}
     while True:
         snap = _preferences_as_required(snapshot, terms, relaxed)
-        scheduler = _Scheduler(snap, unavailable, prepared=prepared.for_pods(snapshot.pods, snap.pods)
-                               if prepared else None)
+        scheduler = _Scheduler(snap, unavailable, prepared=prepared)
         scheduler.soft = {k: frozenset(t for _, t in v[relaxed.get(k, 0):]) for k, v in terms.items()}
         result = scheduler.run()
         stuck = [u.pod for u in result.unschedulable if relaxed.get(u.pod, 0) < len(terms.get(u.pod, ()))]

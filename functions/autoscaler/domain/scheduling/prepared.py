@@ -1,10 +1,9 @@
-"""What a plan derives from the cluster before placing anything, as immutable values a warm caller may
-keep between passes: the bound pods of every node with their summed requests (``BoundPods``) and each
-NodePool's instance types, offerings and allocatable less DaemonSet overhead (``PoolTable``).
+"""What a plan derives from the cluster before placing anything: the bound pods of every node with their
+summed requests (``BoundPods``) and each NodePool's instance types, offerings and allocatable less
+DaemonSet overhead (``PoolTable``), the latter as an immutable value a warm caller may keep between passes.
 
-A plan made with them decides exactly what a plan made without them decides: a ``PoolTable`` is used only
-when the inputs it was made from equal this plan's (compared by value), ``BoundPods`` only for the very pod
-list it describes (``app/plan_prep.py`` keeps it up to date by the pods that changed)."""
+A plan made with a kept ``PoolTable`` decides exactly what a plan made without it decides: the table is
+used only when the inputs it was made from equal this plan's (compared by value); ``app/plan_prep.py``."""
 
 from __future__ import annotations
 
@@ -30,19 +29,13 @@ _NO_LOAD: NodeLoad = ((), {})
 
 @dataclass(frozen=True, slots=True)
 class BoundPods:
-    """The bound, unfinished pods of each node of ``pods`` (that very list: a plan uses it only for the
-    list it was made from) and their summed requests, by node name."""
+    """The bound, unfinished pods of each node of ``pods`` and their summed requests, by node name."""
 
     pods: Sequence[Pod]
     by_node: Mapping[str, NodeLoad]
 
     def load(self, node: str) -> NodeLoad:
         return self.by_node.get(node, _NO_LOAD)
-
-
-def is_bound(p: Pod) -> bool:
-    """Whether a pod takes room on its node in a plan: bound and not finished."""
-    return p.node_name is not None and p.node_name != "" and not p.is_finished
 
 
 def bound_pods(pods: Sequence[Pod]) -> BoundPods:
@@ -187,14 +180,6 @@ def _parts(snap: PlanInput, unavailable: frozenset[tuple[str, str, str]], keys: 
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """What a warm caller hands a plan: either may be absent (then the plan derives it)."""
+    """What a warm caller hands a plan (absent: the plan derives it)."""
 
-    bound: BoundPods | None = None
     pools: PoolTable | None = None
-
-    def for_pods(self, old: Sequence[Pod], new: Sequence[Pod]) -> Prepared:
-        """The same values for a snapshot whose pod list ``new`` differs from ``old`` only in pending pods
-        (preferences taken as required, pods left out of a reserved round): the bound pods are the same."""
-        if self.bound is None or self.bound.pods is not old or new is old:
-            return self
-        return Prepared(BoundPods(new, self.bound.by_node), self.pools)

@@ -108,7 +108,7 @@ def plan_reserved_first(snapshot: PlanInput, *, unavailable: Collection[tuple[st
             break
         first = plan(replace(snapshot, node_pools=restricted, pods=eligible,
                              in_flight=[*snapshot.in_flight, *slots]), unavailable=unavailable, timer=timer,
-                     prepared=prepared.for_pods(snapshot.pods, eligible) if prepared else None)
+                     prepared=prepared)
         spent += first.solve_seconds
         taken, placed = len(kept), {k for launch in kept for k in launch.pods}
         for launch in first.launches:

@@ -42,7 +42,6 @@ from autoscaler.domain.scheduling.model import (
     _variants,
 )
 from autoscaler.domain.scheduling.prepared import (
-    BoundPods,
     PoolTable,
     Prepared,
     bound_pods,
@@ -77,7 +76,7 @@ class _State:
         self.keys = list(plan_keys(pending))
         self.classes = self._classes(pending)
         self.pools = self._pools(prepared.pools if prepared else None)
-        self.existing = self._existing_nodes(prepared.bound if prepared else None)
+        self.existing = self._existing_nodes()
         self.open: list[_Node] = []  # new nodes that may still take pods
         self.new_nodes: list[_Node] = []  # every new node, for the output
         self.late: list[tuple[_Class, int, str]] = []
@@ -184,9 +183,8 @@ class _State:
                 usage = res.add(usage, {**most, "nodes": 1})
         return usage
 
-    def _existing_nodes(self, bound: BoundPods | None) -> list[_Node]:
-        if bound is None or bound.pods is not self.snap.pods:
-            bound = bound_pods(self.snap.pods)
+    def _existing_nodes(self) -> list[_Node]:
+        bound = bound_pods(self.snap.pods)
         out = []
         registered = set()
         keys, zero, launched_for = self.keys, self.vec({}), self.snap.launched_for
