@@ -344,7 +344,7 @@ def plan(snapshot: PlanInput, *, unavailable: Collection[tuple[str, str, str]] =
     start = timer() if timer else 0.0
     relaxed: dict[str, int] = {}
     terms = {p.key: _preferred_terms(p) for p in snapshot.pods
-             if p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity)}
+             if (p.preferred_pod_affinity or p.preferred_pod_anti_affinity) and p.is_pending}
     while True:
         snap = _preferences_as_required(snapshot, terms, relaxed)
         scheduler = _Scheduler(snap, unavailable, prepared=prepared)

@@ -58,7 +58,8 @@ def plan_keys(pending: Sequence[Pod]) -> tuple[str, ...]:
 
 
 def pending_pods(snap: PlanInput) -> list[Pod]:
-    return [p for p in snap.pods if p.is_pending and not p.is_daemonset_pod]
+    # ``node_name is None`` first: a plain attribute that rules out the (many) bound pods before the property.
+    return [p for p in snap.pods if p.node_name is None and p.is_pending and not p.is_daemonset_pod]
 
 
 def vec(keys: Sequence[str], r: Mapping[str, int]) -> Vec:

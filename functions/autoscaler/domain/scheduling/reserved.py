@@ -95,7 +95,9 @@ def plan_reserved_first(snapshot: PlanInput, *, unavailable: Collection[tuple[st
     kept: list[Launch] = []
     slots: list[InFlightNode] = []
     spent = 0.0
-    eligible = [q for p in snapshot.pods if (q := _for_reserved(p) if p.is_pending else p) is not None]
+    # Only when a reservation has room (the rounds below): it visits every pod.
+    eligible = [q for p in snapshot.pods if (q := _for_reserved(p) if p.is_pending else p) is not None
+                ] if any(room.values()) else []
     # One round per reservation at most: a round sizes its nodes to one type, so a reservation of another
     # type still with room gets the next round (its nodes planned around the slots taken so far).
     for _ in range(len(room)):
