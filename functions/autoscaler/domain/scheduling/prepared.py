@@ -39,7 +39,7 @@ class BoundPods:
 
 
 def bound_pods(pods: Sequence[Pod]) -> BoundPods:
-    """``BoundPods`` of ``pods``, from scratch."""
+    """``BoundPods`` of ``pods``."""
     grouped: dict[str, list[Pod]] = defaultdict(list)
     for p in pods:
         if p.node_name and not p.is_finished:
@@ -58,6 +58,7 @@ def plan_keys(pending: Sequence[Pod]) -> tuple[str, ...]:
 
 
 def pending_pods(snap: PlanInput) -> list[Pod]:
+    """The pods a plan places: pending, not DaemonSet pods."""
     # ``node_name is None`` first: a plain attribute that rules out the (many) bound pods before the property.
     return [p for p in snap.pods if p.node_name is None and p.is_pending and not p.is_daemonset_pod]
 
