@@ -252,6 +252,20 @@ class _Latency:
         main, pools = self.split(t0, t1)
         return main + pools
 
+    def overlapped(self, t0: float, t1: float) -> float:
+        """The time within [t0, t1] during which at least one request was waiting: requests that really
+        overlapped (on different threads, by their recorded start and length) count once, requests one
+        after another add up. Never more than ``within``, which adds a worker chain to the main thread's
+        waits even when they ran at the same time."""
+        with self._lock:
+            spans = sorted((max(t0, c[0]), min(t1, c[0] + c[3])) for c in self._calls if t0 <= c[0] < t1)
+        total, end = 0.0, t0
+        for start, stop in spans:
+            if stop > end:
+                total += stop - max(start, end)
+                end = stop
+        return total
+
     def split(self, t0: float, t1: float) -> tuple[float, float]:
         """(the main thread's waits, the longest worker chain plus the longest tagging chain)."""
         main, workers, taggers = 0.0, Counter[int](), Counter[int]()

@@ -40,10 +40,19 @@ def ec2_reads(env: LocalCluster) -> list[str]:
     return seen
 
 
+def claim_reads(env: LocalCluster) -> list[str]:
+    """DynamoDB Queries (reads of the node claims) as "claims" and CreateFleet calls as "fleet", in order."""
+    seen: list[str] = []
+    env.session.events.register("before-parameter-build.dynamodb.Query", lambda **_: seen.append("claims"))
+    env.session.events.register("before-parameter-build.ec2.CreateFleet", lambda **_: seen.append("fleet"))
+    return seen
+
+
 def test_woken_passes_catch_up_and_plan_the_pods_that_went_pending_between_them(local: LocalCluster) -> None:
     # Given a warm container: the safety pass has run and listed the (empty) cluster
     calls = count_create_fleet(local)
     reads = ec2_reads(local)
+    with_claims = claim_reads(local)
     assert local.invoke_provisioner()["passes"][0]["launched"] == []
     pod_lists, node_lists = lists(local, "pods"), lists(local, "nodes")
     assert pod_lists >= 1 and node_lists >= 1
@@ -58,8 +67,12 @@ def test_woken_passes_catch_up_and_plan_the_pods_that_went_pending_between_them(
     (registered,) = local.register_nodes(bind=False)
     local.scale("inflate", 4)
     reads.clear()
+    with_claims.clear()
     pod_lists = lists(local, "pods")
     second = wake(local, pods=2, version=newest_pod_version(local))
+    # Then it read the node claims once before its CreateFleet (the read that named the claimed instances is
+    # the one it reconciled)
+    assert with_claims[:with_claims.index("fleet")].count("claims") == 1
     # Then it described only the claimed instances (before its CreateFleet, and for its sweep), never listed
     # every owned instance, and its sweep registered the claimed node (the registration taint is gone)
     assert reads[:reads.index("fleet")] == ["describe"] and "list" not in reads

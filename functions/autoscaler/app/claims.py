@@ -94,12 +94,14 @@ class ClaimBook:
 
     def reconcile(self, *, listed: Sequence[CloudInstance], registered: Collection[str], pending: Collection[str],
                   now: float, resume: Resume | None, write: bool = True,
-                  initialized: Collection[str] = (), describe: Describe | None = None) -> Reconciled:
+                  initialized: Collection[str] = (), describe: Describe | None = None,
+                  stored: Sequence[Claim] | None = None) -> Reconciled:
         """Read every claim, apply ``reconcile_claims`` and (with ``write``) store the outcome and resume
         stale launches. A store that cannot be read raises CloudError: planning without knowing what is
         in flight could launch twice. ``describe`` (DescribeInstances by id) tells which launched claims
-        whose instance is out of view have ended."""
-        stored = self.store.claims()
+        whose instance is out of view have ended. ``stored``: the claims as the caller read them from the
+        store in this pass (read here otherwise)."""
+        stored = self.store.claims() if stored is None else stored
         if describe is not None:
             listed = [*listed, *_gone(stored, listed=listed, registered=registered, now=now, describe=describe)]
         decisions = reconcile_claims(stored, listed=listed, registered=registered, pending=pending, now=now,

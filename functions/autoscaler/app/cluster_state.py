@@ -89,7 +89,7 @@ def _gather(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool
     in_flight = [f for f in (in_flight_node(i) for i in listed) if f is not None]
     launched_for: Mapping[str, tuple[str, ...]] = {}
     if claimed is not None:
-        pending = {p.key for p in pods if p.is_pending}
+        pending = {p.key for p in pods if p.node_name is None and p.is_pending}
         flying, launched_for = claimed(listed, all_nodes, pending)
         from_claims = [f for f in flying if f.instance_id not in registered]
         ids = {f.instance_id for f in from_claims}

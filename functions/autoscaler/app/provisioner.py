@@ -25,6 +25,7 @@ from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResu
 from autoscaler.app.node_state import NodeStates
 from autoscaler.app.pass_metrics import emit_pass_metrics
 from autoscaler.app.pass_report import GroupOutcome, PassResult, group_launches
+from autoscaler.app.plan_prep import PlanPrep
 from autoscaler.app.pod_events import PodEvent, PodEvents
 from autoscaler.app.ports import ClaimStore, Clock, CloudError, CloudPort, ClusterError, ClusterPort
 from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
@@ -33,7 +34,7 @@ from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchedInstance
 from autoscaler.domain.initialization import as_capacity, is_initialized
 from autoscaler.domain.models import Node, Pod
-from autoscaler.domain.node_state import Owner, mark_provisioned
+from autoscaler.domain.node_state import Owner, awaits_replacement, mark_provisioned
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
@@ -102,10 +103,12 @@ class Provisioner:
         self._deadline: float | None = None
         self._owned: list[CloudInstance] | None = []
         self._claimed: list[CloudInstance] | None = None
+        self._stored: list[Claim] | None = None  # the claims this gather's claimed-instance read saw
         # A woken pass (handlers/provisioner.py): EC2's view of the claimed instances only before CreateFleet;
         # the full listing of owned instances waits for the lifecycle sweep (docs/provisioner.md).
         self.instances_from_claims = False
         self.events = PodEvents(cluster, clock)  # rate-limited, de-duplicated pod Events
+        self.prep = PlanPrep()  # planning inputs kept between passes: same plans, less CPU on a warm pass
 
     # ----- one pass ----------------------------------------------------------------------------
     def run_pass(self, *, reason: str = "scheduled", leaving_nodes: Collection[str] = (),
@@ -146,7 +149,7 @@ class Provisioner:
         # replacement, and its pods move once that has registered.
         static = {n.name for n in [*snap.nodes, *(self.cluster.get_node(name) for name in nodes_leaving)]
                   if n is not None and self._static(n)}
-        awaiting = {n.name: n for n in snap.nodes if self.states.read(n).awaiting_replacement and n.name not in static}
+        awaiting = {n.name: n for n in snap.nodes if awaits_replacement(n.annotations) and n.name not in static}
         if set(awaiting) - nodes_leaving or nodes_leaving & static:
             nodes_leaving = (nodes_leaving | set(awaiting)) - static
             snap = self._gather(nodes_leaving)
@@ -157,9 +160,11 @@ class Provisioner:
             log.warning("%s", problem)
         result = PassResult(reason=reason, dry_run=self.settings.dry_run, plan=plan, started_at=started,
                             blocked=self._blocked, claims=self._reconciled)
-        pods = {p.key: p for p in snap.pods}
+        # Only pending pods are ever looked up (those the plan names): unbound, so bound pods are skipped cheaply.
+        pods = {p.key: p for p in snap.pods if p.node_name is None}
         result.groups = self._launch(plan, pods, blocked=self._blocked)
-        price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings}
+        price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings
+                 } if any(g.launched for g in result.groups) else {}
         for g in result.groups:
             g.prices = {i.instance_id: price.get((i.instance_type, i.zone, i.capacity_type), 0.0) for i in g.launched}
         self._mark_provisioned(result, awaiting)
@@ -197,13 +202,16 @@ class Provisioner:
                     pending: Collection[str]) -> tuple[Sequence[InFlightNode], Mapping[str, tuple[str, ...]]]:
             # A dry run or a pass without the lease reads the claims but changes nothing.
             writes = not (self.settings.dry_run or self._blocked)
+            # Read once per gather: the worker thread that described the claimed instances read them (the
+            # listing's result, awaited before this runs, orders the two threads).
+            stored, self._stored = (self._stored if not self._blocked else None), None
             registered = {n.instance_id for n in nodes if n.instance_id}
             initialized = {n.instance_id for n in nodes if n.instance_id and is_initialized(n)}
             try:
                 self._reconciled = self.claims.reconcile(
                     listed=listed, registered=registered, pending=pending, now=self._now(),
                     resume=self._resume if writes else None, write=writes, initialized=initialized,
-                    describe=self.cloud.describe_instances)
+                    describe=self.cloud.describe_instances, stored=stored)
             except CloudError as exc:  # without the record of launches, planning is advice only
                 log.warning("node claims could not be read: %s", exc)
                 self._blocked = self._blocked or f"the node claim store is unavailable ({exc.code or exc})"
@@ -228,6 +236,7 @@ class Provisioner:
         """One DescribeInstances listing per gather, shared by the planner's in-flight view and the lifecycle
         sweep (at 10k instances each listing costs seconds and most of the pass's memory). A woken pass
         describes only the instances its claims name: its in-flight capacity comes from the claims."""
+        self._stored = None  # never a claims read of an earlier gather
         owned = self._claimed = self._claimed_instances() if self.instances_from_claims else None
         if owned is None:
             owned = self._owned = self.cloud.owned_instances()
@@ -236,9 +245,11 @@ class Provisioner:
         return owned
 
     def _claimed_instances(self) -> list[CloudInstance] | None:
-        """EC2's view of the instances the node claims name (None: list every owned instance instead)."""
+        """EC2's view of the instances the node claims name (None: list every owned instance instead). The
+        claims read here are the ones this gather reconciles: only a pass holding the lease writes claims."""
         try:
-            ids = {c.instance_id for c in self.claims.store.claims() if c.instance_id}
+            stored = self._stored = self.claims.store.claims()
+            ids = {c.instance_id for c in stored if c.instance_id}
             return self.cloud.describe_instances(ids) if ids else []
         except CloudError as exc:
             log.warning("claimed instances not described (listing every owned instance): %s", exc)
@@ -255,7 +266,8 @@ class Provisioner:
         return self.cloud.launch(replace(request, count=first.group_size, tags=tags))
 
     def _plan(self, snap: PlanInput) -> tuple[Plan, float]:
-        plan = schedule(snap, unavailable=self.cloud.unavailable(), timer=self._mono)
+        unavailable = self.cloud.unavailable()
+        plan = schedule(snap, unavailable=unavailable, timer=self._mono, prepared=self.prep.prepare(snap, unavailable))
         return plan, plan.solve_seconds
 
     def _launch(self, plan: Plan, pods: Mapping[str, Pod], *, blocked: str) -> list[GroupOutcome]:

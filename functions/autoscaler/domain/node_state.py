@@ -99,6 +99,12 @@ def read_state(annotations: Mapping[str, str]) -> NodeState:
                      empty_since=_epoch(annotations.get(EMPTY_SINCE_ANNOTATION)))
 
 
+def awaits_replacement(annotations: Mapping[str, str]) -> bool:
+    """``read_state(annotations).awaiting_replacement``, without reading the whole record of the (many)
+    nodes nobody asked to replace."""
+    return bool(annotations.get(REPLACEMENT_REQUESTED_ANNOTATION)) and read_state(annotations).awaiting_replacement
+
+
 def _text(value: float | None) -> str | None:
     return None if value is None else str(int(value))
 

@@ -60,6 +60,8 @@ class AwsCloud:
                                    templates=self.templates, profiles=self.profiles,
                                    unavailable=self.unavailable_offerings, reservations=self.reservations)
         self.instances = Instances(ec2, cluster_name=cluster.name, adopt_karpenter=adopt_karpenter)
+        # The last offerings and the inputs they were built from (copies, compared by value).
+        self._offerings: tuple[tuple[object, ...], list[Offering]] | None = None
 
     @classmethod
     def from_session(
@@ -91,12 +93,26 @@ class AwsCloud:
         return self.catalog.instance_types()
 
     def offerings(self) -> list[Offering]:
+        """Priced offerings. Unchanged inputs give the same Offering objects as the last call (a new list),
+        which lets the planner see at once that its NodePool table still holds (scheduling/prepared.py)."""
         types = self.catalog.instance_types()
         on_demand = self.prices.on_demand()
         spot = self.prices.spot()
         blocked = self.unavailable_offerings.snapshot()
+        offered = self.catalog.offered()
+        inputs = (dict(types), dict(offered), dict(on_demand), dict(spot), blocked)
+        if self._offerings is not None and self._offerings[0] == inputs:
+            return list(self._offerings[1])
+        out = self._build_offerings(types, offered, on_demand, spot, blocked)
+        self._offerings = (inputs, out)
+        return list(out)
+
+    @staticmethod
+    def _build_offerings(types: Mapping[str, InstanceType], offered: Mapping[str, frozenset[str]],
+                         on_demand: Mapping[str, float], spot: Mapping[tuple[str, str], float],
+                         blocked: Collection[tuple[str, str, str]]) -> list[Offering]:
         out: list[Offering] = []
-        for name, zones in sorted(self.catalog.offered().items()):
+        for name, zones in sorted(offered.items()):
             it = types[name]
             for zone in sorted(zones):
                 candidates: list[tuple[CapacityType, float | None]] = [

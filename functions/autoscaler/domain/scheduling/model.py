@@ -222,7 +222,7 @@ class _Node:
     used: Vec
     zones: frozenset[str]
     cts: frozenset[str]
-    bound: list[Pod] = field(default_factory=list)
+    bound: Sequence[Pod] = ()  # an existing node's bound, unfinished pods
     classes: dict[int, int] = field(default_factory=dict)
     target: _Target | None = None
     type_: _Type | None = None

@@ -28,6 +28,7 @@ from autoscaler.domain.scheduling.model import (
     _Type,
 )
 from autoscaler.domain.scheduling.placement import _Placement
+from autoscaler.domain.scheduling.prepared import Prepared
 from autoscaler.domain.scheduling.rules import (
     _fill_balanced,
     _frontier,
@@ -330,7 +331,7 @@ class _Scheduler(_Placement):
 
 
 def plan(snapshot: PlanInput, *, unavailable: Collection[tuple[str, str, str]] = (),
-         timer: Callable[[], float] | None = None) -> Plan:
+         timer: Callable[[], float] | None = None, prepared: Prepared | None = None) -> Plan:
     """Decide where every pending pod goes. ``unavailable`` lists (instance type, zone, capacity type)
     offerings to avoid (recent insufficient-capacity errors, interrupted spot pools).
 
@@ -338,13 +339,15 @@ def plan(snapshot: PlanInput, *, unavailable: Collection[tuple[str, str, str]] =
     gives up one preferred term and the plan is made again, until it is placed or has none left.
 
     ``timer`` (a monotonic seconds reading, injected: the domain reads no clock) measures
-    ``solve_seconds``; without it that is 0."""
+    ``solve_seconds``; without it that is 0. ``prepared``: what a warm caller kept (``prepared.py``);
+    the plan is the same without it."""
     start = timer() if timer else 0.0
     relaxed: dict[str, int] = {}
     terms = {p.key: _preferred_terms(p) for p in snapshot.pods
-             if p.is_pending and (p.preferred_pod_affinity or p.preferred_pod_anti_affinity)}
+             if (p.preferred_pod_affinity or p.preferred_pod_anti_affinity) and p.is_pending}
     while True:
-        scheduler = _Scheduler(_preferences_as_required(snapshot, terms, relaxed), unavailable)
+        snap = _preferences_as_required(snapshot, terms, relaxed)
+        scheduler = _Scheduler(snap, unavailable, prepared=prepared)
         scheduler.soft = {k: frozenset(t for _, t in v[relaxed.get(k, 0):]) for k, v in terms.items()}
         result = scheduler.run()
         stuck = [u.pod for u in result.unschedulable if relaxed.get(u.pod, 0) < len(terms.get(u.pod, ()))]

@@ -23,6 +23,7 @@ from autoscaler.domain.nodepool import NodePool, requirement_allows
 from autoscaler.domain.plan import InFlightNode, Launch, Plan, PlanInput, Unschedulable
 from autoscaler.domain.reservations import CapacityReservation
 from autoscaler.domain.scheduling.planner import plan
+from autoscaler.domain.scheduling.prepared import Prepared
 
 _SLOT = "reserved-slot-"  # the synthetic in-flight ids of the first plan's nodes
 
@@ -84,17 +85,19 @@ def _reserved_only(result: Plan, pools: Mapping[str, NodePool]) -> Plan:
 
 
 def plan_reserved_first(snapshot: PlanInput, *, unavailable: Collection[tuple[str, str, str]] = (),
-                        timer: Callable[[], float] | None = None) -> Plan:
+                        timer: Callable[[], float] | None = None, prepared: Prepared | None = None) -> Plan:
     """``plan`` with ``snapshot.reservations`` used first (see the module docstring). Without usable
-    reservations it is exactly ``plan``."""
+    reservations it is exactly ``plan``. ``prepared``: as for ``plan``."""
     pools = {p.name: p for p in snapshot.node_pools}
     room = {r.reservation_id: r.available for rs in snapshot.reservations.values() for r in rs}
     if not any(p.is_pending for p in snapshot.pods):
-        return _reserved_only(plan(snapshot, unavailable=unavailable, timer=timer), pools)
+        return _reserved_only(plan(snapshot, unavailable=unavailable, timer=timer, prepared=prepared), pools)
     kept: list[Launch] = []
     slots: list[InFlightNode] = []
     spent = 0.0
-    eligible = [q for p in snapshot.pods if (q := _for_reserved(p) if p.is_pending else p) is not None]
+    # Only when a reservation has room (the rounds below): it visits every pod.
+    eligible = [q for p in snapshot.pods if (q := _for_reserved(p) if p.is_pending else p) is not None
+                ] if any(room.values()) else []
     # One round per reservation at most: a round sizes its nodes to one type, so a reservation of another
     # type still with room gets the next round (its nodes planned around the slots taken so far).
     for _ in range(len(room)):
@@ -106,7 +109,8 @@ def plan_reserved_first(snapshot: PlanInput, *, unavailable: Collection[tuple[st
         if not restricted:
             break
         first = plan(replace(snapshot, node_pools=restricted, pods=eligible,
-                             in_flight=[*snapshot.in_flight, *slots]), unavailable=unavailable, timer=timer)
+                             in_flight=[*snapshot.in_flight, *slots]), unavailable=unavailable, timer=timer,
+                     prepared=prepared)
         spent += first.solve_seconds
         taken, placed = len(kept), {k for launch in kept for k in launch.pods}
         for launch in first.launches:
@@ -125,12 +129,12 @@ def plan_reserved_first(snapshot: PlanInput, *, unavailable: Collection[tuple[st
         if len(kept) == taken or len(kept) - taken == len(first.launches):
             break  # nothing more fits a reservation, or every pending pod has a reserved node
     if not kept:
-        return _reserved_only(plan(snapshot, unavailable=unavailable, timer=timer), pools)
+        return _reserved_only(plan(snapshot, unavailable=unavailable, timer=timer, prepared=prepared), pools)
     # The last plan sees the pods as they are: the reserved nodes carry the capacity type they will have.
     final_slots = [replace(f, capacity_type="reserved", labels={**f.labels, CAPACITY_TYPE_LABEL: "reserved"})
                    for f in slots]
     rest = plan(replace(snapshot, in_flight=[*snapshot.in_flight, *final_slots]), unavailable=unavailable,
-                timer=timer)
+                timer=timer, prepared=prepared)
     reserved_pods = {k for launch in kept for k in launch.pods}
     extra: dict[int, list[str]] = {}
     existing = {}

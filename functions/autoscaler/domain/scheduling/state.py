@@ -4,7 +4,6 @@ spread domains, limits)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
@@ -24,11 +23,9 @@ from autoscaler.domain.models import (
     Requirement,
     tolerates_all,
 )
-from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
 from autoscaler.domain.nodepool import NodePool, requirement_allows
 from autoscaler.domain.plan import Plan, PlanInput, Unschedulable
 from autoscaler.domain.scheduling.model import (
-    _CT,
     Vec,
     _add,
     _Class,
@@ -44,6 +41,15 @@ from autoscaler.domain.scheduling.model import (
     _Type,
     _variants,
 )
+from autoscaler.domain.scheduling.prepared import (
+    PoolTable,
+    Prepared,
+    bound_pods,
+    kubelet_of,
+    pending_pods,
+    plan_keys,
+    pool_table,
+)
 from autoscaler.domain.scheduling.rules import (
     _describe,
     _fmt,
@@ -58,20 +64,18 @@ from autoscaler.domain.scheduling.rules import (
 class _State:
     """Classes, pools, nodes and what has been placed so far; the queries placement asks."""
 
-    def __init__(self, snap: PlanInput, unavailable: Collection[tuple[str, str, str]]) -> None:
+    def __init__(self, snap: PlanInput, unavailable: Collection[tuple[str, str, str]], *,
+                 prepared: Prepared | None = None) -> None:
+        """``prepared``: what a warm caller kept from earlier passes (``prepared.py``); the decisions are
+        the same without it."""
         self.snap = snap
         self.unavailable = set(unavailable)
         self.plan = Plan()
-        pending = [p for p in snap.pods if p.is_pending and not p.is_daemonset_pod]
+        pending = pending_pods(snap)
         self.plan.pending_pods = len(pending)
-        keys = [res.CPU, res.MEMORY, res.PODS]
-        for p in pending:
-            for k, v in p.requests.items():
-                if v > 0 and k not in keys:
-                    keys.append(k)
-        self.keys = keys
+        self.keys = list(plan_keys(pending))
         self.classes = self._classes(pending)
-        self.pools = self._pools()
+        self.pools = self._pools(prepared.pools if prepared else None)
         self.existing = self._existing_nodes()
         self.open: list[_Node] = []  # new nodes that may still take pods
         self.new_nodes: list[_Node] = []  # every new node, for the output
@@ -154,78 +158,10 @@ class _State:
                 c.cap = 1
         return out
 
-    def _kubelet(self, pool: NodePool) -> tuple[KubeletConfiguration | None, int | None]:
-        nc: NodeClass | None = self.snap.node_classes.get(pool.node_class_ref)
-        kubelet = pool.kubelet or (nc.kubelet if nc else None)
-        root = None
-        if nc is not None:
-            for bdm in nc.block_device_mappings:
-                if (bdm.root_volume or len(nc.block_device_mappings) == 1) and bdm.ebs and bdm.ebs.volume_size:
-                    root = res.parse_resource_list({"x": bdm.ebs.volume_size})["x"]
-        return kubelet, root
-
-    def _pools(self) -> list[_Pool]:
-        by_type: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
-        for o in self.snap.offerings:
-            if o.available and (o.instance_type, o.zone, o.capacity_type) not in self.unavailable:
-                by_type[o.instance_type].append((o.zone, o.capacity_type, o.price))
-        out = []
-        # A static NodePool keeps its own node count (domain/static_pools.py): never launched into for pods.
-        dynamic = [p for p in self.snap.node_pools if not p.is_static]
-        for idx, pool in enumerate(sorted(dynamic, key=lambda p: (-p.weight, p.name))):
-            kubelet, root = self._kubelet(pool)
-            # A template label on a well-known key (zone, capacity type, arch...) constrains like a requirement.
-            reqs = [*pool.requirements, *(Requirement(k, "In", (v,)) for k, v in pool.labels.items()
-                                          if k in WELL_KNOWN_KEYS and k != NODEPOOL_LABEL)]
-            type_reqs = [r for r in reqs if r.key in WELL_KNOWN_KEYS
-                         and r.key not in ZONE_KEYS and r.key not in _CT and r.key != NODEPOOL_LABEL]
-            zone_reqs = [r for r in reqs if r.key in ZONE_KEYS]
-            ct_reqs = [r for r in reqs if r.key == CAPACITY_TYPE_LABEL]
-            reserved = pool.allows_reserved
-            pool_labels = {**pool.labels, NODEPOOL_LABEL: pool.name}
-            landing = [d for d in self.snap.daemonsets if not tolerates_all(d.template.tolerations, pool.taints)]
-            daemons = [d.template for d in landing]
-            types: list[_Type] = []
-            zones: set[str] = set()
-            cts: set[str] = set()
-            subnet_zones = self.snap.node_class_zones.get(pool.node_class_ref)
-            for it in self.snap.instance_types:
-                labels = instance_type_labels(it)
-                if not all(requirement_allows(r, labels.get(r.key)) for r in type_reqs):
-                    continue
-                offers = {}
-                for zone, ct, price in by_type.get(it.name, ()):
-                    if (ct == "spot" and not it.supports_spot) or (ct == "on-demand" and not it.supports_on_demand):
-                        continue
-                    if subnet_zones is not None and zone not in subnet_zones:
-                        continue  # the node class has no subnet there: EC2 could not launch it
-                    # A reservation is on-demand capacity: a pool allowing only `reserved` is planned on
-                    # on-demand offerings and launched into its reservations (app/launcher.py).
-                    if all(requirement_allows(r, zone) for r in zone_reqs) and (all(
-                            requirement_allows(r, ct) for r in ct_reqs) or (ct == "on-demand" and reserved)):
-                        offers[(zone, ct)] = price
-                if not offers:
-                    continue
-                alloc = allocatable(it, kubelet=kubelet, root_volume_bytes=root)
-                node_view = {**labels, **pool_labels}
-                overhead: dict[str, int] = {}
-                for d in daemons:
-                    if any(all(_label_ok(r, node_view) for r in v) for v in _variants(d)[-1:]):
-                        overhead = res.add(overhead, d.requests)
-                alloc = res.subtract(alloc, overhead)
-                types.append(_Type(it.name, labels, self.vec(alloc),
-                                   {**capacity(it, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers,
-                                   overhead))
-                zones.update(z for z, _ in offers)
-                cts.update(c for _, c in offers)
-            custom: dict[str, list[Requirement]] = defaultdict(list)
-            for r in pool.requirements:
-                if r.key not in WELL_KNOWN_KEYS:
-                    custom[r.key].append(r)
-            ports = {(hp.port, hp.protocol): f"{d.namespace}/{d.name}" for d in landing for hp in d.template.host_ports}
-            out.append(_Pool(pool, pool.node_class_ref, types, frozenset(zones), frozenset(cts), dict(custom),
-                             self._usage(pool), idx, ports))
-        return out
+    def _pools(self, table: PoolTable | None) -> list[_Pool]:
+        table = pool_table(self.snap, self.unavailable, tuple(self.keys), previous=table)
+        return [_Pool(part.pool, part.pool.node_class_ref, list(part.types), part.zones, part.cts, dict(part.custom),
+                      self._usage(part.pool), idx, dict(part.daemon_ports)) for idx, part in enumerate(table.parts)]
 
     def _usage(self, pool: NodePool) -> dict[str, int]:
         usage: dict[str, int] = {}
@@ -235,7 +171,7 @@ class _State:
             if n.node_pool == pool.name and not n.deleting:
                 usage = res.add(usage, {**n.capacity, "nodes": 1})
         types = {it.name: it for it in self.snap.instance_types}
-        kubelet, root = self._kubelet(pool)
+        kubelet, root = kubelet_of(pool, self.snap.node_classes)
         for f in self.snap.in_flight:
             if f.node_pool != pool.name:
                 continue
@@ -248,23 +184,25 @@ class _State:
         return usage
 
     def _existing_nodes(self) -> list[_Node]:
-        bound: dict[str, list[Pod]] = defaultdict(list)
-        for p in self.snap.pods:
-            if p.node_name and not p.is_finished:
-                bound[p.node_name].append(p)
+        bound = bound_pods(self.snap.pods)
         out = []
         registered = set()
+        keys, zero, launched_for = self.keys, self.vec({}), self.snap.launched_for
+        # Per node once: this loop runs over every existing node on every pass.
         for n in self.snap.nodes:
-            if n.instance_id:
-                registered.add(n.instance_id)
+            instance_id = n.instance_id
+            if instance_id:
+                registered.add(instance_id)
             if n.unschedulable or n.deleting:
                 continue
-            free = res.subtract(n.allocatable, res.total(p.requests for p in bound[n.name]))
+            on, requests = bound.load(n.name)
+            alloc = n.allocatable
+            free = tuple(alloc.get(k, 0) - requests.get(k, 0) for k in keys)
             zone = n.zone or ""
             labels = {**n.labels, HOSTNAME_LABEL: n.labels.get(HOSTNAME_LABEL, n.name)}
-            out.append(_Node(n.name, labels, _live_taints(n), self.vec(free), self.vec({}),
+            out.append(_Node(n.name, labels, _live_taints(n), free, zero,
                              frozenset({zone}), frozenset({n.labels.get(CAPACITY_TYPE_LABEL, "on-demand")}),
-                             bound=bound[n.name], launched_for=self.snap.launched_for.get(n.instance_id or "", ())))
+                             bound=on, launched_for=launched_for.get(instance_id or "", ()) if launched_for else ()))
         types = {it.name: it for it in self.snap.instance_types}
         pools = {p.pool.name: p for p in self.pools}
         for f in self.snap.in_flight:
@@ -272,7 +210,7 @@ class _State:
             if it is None or f.instance_id in registered:
                 continue
             pool = pools.get(f.node_pool)
-            kubelet, root = self._kubelet(pool.pool) if pool else (None, None)
+            kubelet, root = kubelet_of(pool.pool, self.snap.node_classes) if pool else (None, None)
             alloc = allocatable(it, kubelet=kubelet, root_volume_bytes=root)
             t = next((t for t in pool.types if t.name == it.name), None) if pool else None
             labels = {**instance_type_labels(it), ZONE_LABEL: f.zone, CAPACITY_TYPE_LABEL: f.capacity_type,
