@@ -13,8 +13,11 @@ How current a read must be (``docs/provisioner.md``, "The warm cluster cache"):
   or a version that is not an integer: list again.
 - nodes (and pods without a marker, after this invocation's list) catch up until the stream has been quiet
   for ``quiet_seconds``, bounded by ``quiet_cap_seconds``.
-- ``resync()``: the next read of each collection lists and refreshes the cache (a scheduled safety pass, a
-  replacement request, any invocation without a marker: the periodic resync).
+- ``catch_up()``: any invocation without a marker (a scheduled pass, a replacement request, every disruption
+  pass). A collection listed less than ``resync_seconds`` ago catches up until the stream is quiet; one that
+  does not go quiet within ``catch_up_cap_seconds`` lists. A collection never listed, or listed longer ago
+  than that, lists: the periodic resync.
+- ``resync()``: the next read of each collection lists and refreshes the cache.
 - ``list_always()``: every read lists, as without a cache (watch-mode invocations).
 """
 
@@ -54,6 +57,11 @@ class CacheSettings:
     quiet_seconds: float = 0.05
     quiet_cap_seconds: float = 1.0
     marker_cap_seconds: float = 2.0
+    # A pass without a marker trusts its incremental state for at most this long after the collection's
+    # last list (docs/provisioner.md, "The warm cluster cache": why 5 minutes), and gives the backlog of
+    # changes since its last read this long to go quiet before it lists instead.
+    resync_seconds: float = 300.0
+    catch_up_cap_seconds: float = 2.0
 
 
 @dataclass
@@ -87,6 +95,8 @@ class _Collection(Generic[T]):
         self.version = ""
         self.primed = False
         self.stale = True  # the next read lists
+        self.strict = False  # the next read must go quiet within the catch-up cap, or it lists
+        self.listed_at: float | None = None  # wall clock: a frozen Lambda container's monotonic clock may stop
         self.ordered = True
 
     def apply(self, event: Raw) -> None:
@@ -106,7 +116,7 @@ class _Collection(Generic[T]):
         return list(self.items.values())
 
 
-Mode = Literal["marker", "quiet", "list"]
+Mode = Literal["marker", "catch-up", "quiet", "list"]
 
 
 class ClusterCache:
@@ -134,6 +144,19 @@ class ClusterCache:
             self._mode, self._marker = "quiet", ""
             self._pods.stale = self._nodes.stale = True
 
+    def catch_up(self) -> None:
+        """The next read of each collection catches up until quiet, as current as a list taken when the stream
+        went quiet; it lists instead when the collection's last list is ``resync_seconds`` old (or was never
+        made) or the stream is not quiet within ``catch_up_cap_seconds``. Later reads catch up until quiet."""
+        with self._lock:
+            self._mode, self._marker = "catch-up", ""
+            now = self._clock.now()
+            for col in (self._pods, self._nodes):
+                age = None if col.listed_at is None else now - col.listed_at
+                # A clock that went backwards proves nothing about the age: list.
+                col.stale = col.stale or age is None or not 0 <= age < self.settings.resync_seconds
+                col.strict = True
+
     def list_always(self) -> None:
         with self._lock:
             self._mode, self._marker = "list", ""
@@ -144,7 +167,7 @@ class ClusterCache:
 
     @property
     def rule(self) -> str:
-        """The current rule, for logs and tests: ``marker <version>``, ``quiet`` or ``list``."""
+        """The current rule, for logs and tests: ``marker <version>``, ``catch-up``, ``quiet`` or ``list``."""
         return f"marker {self._marker}" if self._mode == "marker" else self._mode
 
     # ----- reads ---------------------------------------------------------------------------------------
@@ -167,8 +190,12 @@ class ClusterCache:
             elif have < want and not self._catch_up(col, until=want):
                 self._relist(col, f"resourceVersion {marker} not reached within "
                                   f"{self.settings.marker_cap_seconds:g} s")
-        elif not self._catch_up(col, until=None):
-            self._relist(col, "the watch could not resume")
+        else:
+            strict, col.strict = col.strict, False
+            if not self._catch_up(col, until=None, strict=strict):
+                self._relist(col, f"the watch could not resume, or was not quiet within "
+                                  f"{self.settings.catch_up_cap_seconds:g} s" if strict else
+                                  "the watch could not resume")
         return col.values()
 
     def _list(self, col: _Collection[T]) -> None:
@@ -176,6 +203,7 @@ class ClusterCache:
         items, version = self._source.list_parsed(col.path, col.parse)
         col.items = {col.key(item): item for item in items}
         col.version, col.primed, col.stale, col.ordered = version, True, False, True
+        col.strict, col.listed_at = False, self._clock.now()
         self.stats.lists[col.path] += 1
 
     def _relist(self, col: _Collection[T], reason: str) -> None:
@@ -184,12 +212,15 @@ class ClusterCache:
             log.warning("%s cache: listing again: %s", col.path, reason)
         self._list(col)
 
-    def _catch_up(self, col: _Collection[T], *, until: int | None) -> bool:
+    def _catch_up(self, col: _Collection[T], *, until: int | None, strict: bool = False) -> bool:
         """Apply the watch from the collection's version: until ``until`` is reached, else until the stream
-        is quiet. False when the cache must list again (410 Gone, an error, a marker not reached in time)."""
+        is quiet. False when the cache must list again (410 Gone, an error, a marker not reached in time,
+        ``strict``: a stream not quiet within ``catch_up_cap_seconds``)."""
         s = self.settings
-        deadline = self._clock.monotonic() + (s.marker_cap_seconds if until is not None else s.quiet_cap_seconds)
+        cap = s.marker_cap_seconds if until is not None else s.catch_up_cap_seconds if strict else s.quiet_cap_seconds
+        deadline = self._clock.monotonic() + cap
         resumes = streams = 0
+        capped = False
         # Bounded by requests too: a clock that does not move (a simulation's) must not keep the loop going.
         while (left := deadline - self._clock.monotonic()) > 0 and streams < _STREAMS:
             streams += 1
@@ -202,6 +233,7 @@ class ClusterCache:
                     if until is not None and (_int(col.version) or 0) >= until:
                         return True
                     if self._clock.monotonic() >= deadline:
+                        capped = True
                         break
             except ClusterError as exc:
                 if exc.status == 410 or not exc.retryable or resumes >= _RESUMES:
@@ -210,5 +242,7 @@ class ClusterCache:
                 resumes += 1  # a broken stream: resume from the last event applied
                 continue
             if until is None:
-                return True  # quiet (or capped: what arrived so far is applied)
-        return until is None
+                # Quiet; or capped, where a pass's later reads keep what arrived so far and its first read
+                # (strict) lists: it cannot tell the backlog it owes from changes still arriving.
+                return not (strict and capped)
+        return until is None and not strict
