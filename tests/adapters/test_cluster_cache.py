@@ -262,3 +262,32 @@ def test_a_catch_up_not_quiet_within_its_cap_lists(kube_api: KubeApiServer) -> N
     # And a later read of the same pass is not held to the cap: it keeps what its watch delivered, no list
     cluster.pods()
     assert lists(kube_api, "pods") == 2
+
+
+def test_a_resync_list_keeps_the_objects_whose_version_is_unchanged(kube_api: KubeApiServer) -> None:
+    # Given a warm cache holding two pods and a node
+    st = kube_api.store
+    st.create("pods", pod("a"))
+    st.create("pods", pod("b"))
+    st.create("nodes", node("n1"))
+    clock = ShiftedClock()
+    cluster = warm(kube_api, clock)
+    assert cluster.cache is not None
+    before = {p.name: p for p in cluster.pods()}
+    (n1,) = cluster.nodes()
+    # When one pod is bound, a pod is added, and the next pass runs after the resync period (it lists)
+    st.bind("default", "b", "n1")
+    st.create("pods", pod("c"))
+    clock.shift = 301.0
+    cluster.cache.catch_up()
+    after = {p.name: p for p in cluster.pods()}
+    (n1_again,) = cluster.nodes()
+    assert (lists(kube_api, "pods"), lists(kube_api, "nodes")) == (3, 2)  # one page of pods, then two
+    # Then the unchanged pod and node are the objects already held (not parsed again), the changed and new
+    # ones are parsed from the list
+    assert after["a"] is before["a"] and n1_again is n1
+    assert after["b"] is not before["b"] and after["b"].node_name == "n1"
+    assert sorted(after) == ["a", "b", "c"]
+    # And a later catch-up still applies changes to them (the versions were kept with the objects)
+    st.delete("pods", "default", "a")
+    assert keys(cluster) == ["default/b", "default/c"]

@@ -5,7 +5,8 @@ for the provisioner: the first read of a collection lists it (page by page, pars
 with one watch request from the last resourceVersion (ADDED / MODIFIED / DELETED applied to the parsed
 objects, keyed by namespace and name; BOOKMARK moves the version), so a warm pass costs what changed, not
 the cluster. 410 Gone, an ERROR event or a stream that keeps breaking lists again, as client-go's reflector
-does. Only parsed objects are kept, never raw JSON.
+does. Only parsed objects are kept, never raw JSON; a list (the periodic resync) keeps the held objects whose
+resourceVersion is unchanged instead of parsing them again.
 
 How current a read must be (``docs/provisioner.md``, "The warm cluster cache"):
 - ``expect(version)``: a watcher's wake-up names the newest pod resourceVersion of its batch; pods catch up
@@ -81,6 +82,10 @@ def _int(version: str) -> int | None:
         return None
 
 
+def _version(obj: Raw) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
 def _key(obj: Raw) -> Key:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -92,6 +97,7 @@ class _Collection(Generic[T]):
     def __init__(self, path: str, parse: Callable[[Raw], T], key: Callable[[T], Key]) -> None:
         self.path, self.parse, self.key = path, parse, key
         self.items: dict[Key, T] = {}
+        self.versions: dict[Key, str] = {}  # each held object's resourceVersion
         self.version = ""
         self.primed = False
         self.stale = True  # the next read lists
@@ -106,8 +112,10 @@ class _Collection(Generic[T]):
             key = _key(obj)
             self.ordered = self.ordered and key in self.items
             self.items[key] = self.parse(obj)
+            self.versions[key] = _version(obj)
         elif kind == "DELETED":
             self.items.pop(_key(obj), None)
+            self.versions.pop(_key(obj), None)
 
     def values(self) -> list[T]:
         if not self.ordered:
@@ -199,9 +207,24 @@ class ClusterCache:
         return col.values()
 
     def _list(self, col: _Collection[T]) -> None:
-        col.items, col.primed = {}, False  # the old objects go before the new ones are parsed: one copy at a time
-        items, version = self._source.list_parsed(col.path, col.parse)
+        # An object whose resourceVersion is the one already held is that object, unchanged (the API server
+        # gives every write a new version): it is kept, not parsed again, so a resync parses what changed.
+        # Only the changed objects exist twice while the list runs.
+        held, held_versions = col.items, col.versions
+        col.items, col.versions, col.primed = {}, {}, False
+        seen: dict[Key, str] = {}
+
+        def parse(raw: Raw) -> T:
+            key, version = _key(raw), _version(raw)
+            seen[key] = version
+            kept = held.get(key)
+            if kept is not None and version and held_versions.get(key) == version:
+                return kept
+            return col.parse(raw)
+
+        items, version = self._source.list_parsed(col.path, parse)
         col.items = {col.key(item): item for item in items}
+        col.versions = {key: seen.get(key, "") for key in col.items}
         col.version, col.primed, col.stale, col.ordered = version, True, False, True
         col.strict, col.listed_at = False, self._clock.now()
         self.stats.lists[col.path] += 1
