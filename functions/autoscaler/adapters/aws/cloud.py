@@ -60,6 +60,8 @@ class AwsCloud:
                                    templates=self.templates, profiles=self.profiles,
                                    unavailable=self.unavailable_offerings, reservations=self.reservations)
         self.instances = Instances(ec2, cluster_name=cluster.name, adopt_karpenter=adopt_karpenter)
+        # The last offerings built and what they were built from (see offerings).
+        self._offerings: tuple[tuple[object, ...], frozenset[Any], list[Offering]] | None = None
 
     @classmethod
     def from_session(
@@ -95,8 +97,15 @@ class AwsCloud:
         on_demand = self.prices.on_demand()
         spot = self.prices.spot()
         blocked = self.unavailable_offerings.snapshot()
+        offered = self.catalog.offered()
+        # The catalog and price book replace their maps when they refresh, never change them in place: the
+        # same maps and the same blocked set give the same offerings, so a pass re-uses the last ones.
+        sources: tuple[object, ...] = (types, offered, on_demand, spot)
+        last = self._offerings
+        if last is not None and all(a is b for a, b in zip(last[0], sources, strict=True)) and last[1] == blocked:
+            return list(last[2])
         out: list[Offering] = []
-        for name, zones in sorted(self.catalog.offered().items()):
+        for name, zones in sorted(offered.items()):
             it = types[name]
             for zone in sorted(zones):
                 candidates: list[tuple[CapacityType, float | None]] = [
@@ -106,7 +115,8 @@ class AwsCloud:
                         continue
                     out.append(Offering(instance_type=name, zone=zone, capacity_type=ct, price=price,
                                         available=(name, zone, ct) not in blocked))
-        return out
+        self._offerings = (sources, blocked, out)
+        return list(out)
 
     def subnet_zones(self, node_class: NodeClass) -> frozenset[str]:
         return frozenset(self.network.subnets_by_zone(node_class.subnet_selector_terms, node_class=node_class.name))
