@@ -166,3 +166,128 @@ def test_a_clock_that_does_not_move_cannot_keep_a_catch_up_going(kube_api: KubeA
     # When it is read / Then a bounded number of watch requests later it lists instead
     assert keys(cluster) == []
     assert lists(kube_api, "pods") == 2 and cluster.cache.stats.watches <= 8
+
+
+class ShiftedClock(SystemClock):
+    """Real time plus ``shift`` seconds of wall clock: a test can be "six minutes later" without waiting."""
+
+    shift: float = 0.0
+
+    def now(self) -> float:
+        return super().now() + self.shift
+
+
+class TickingClock(SystemClock):
+    """Its monotonic reading moves a second per look: any catch-up cap runs out after an event or two."""
+
+    ticks: float = 0.0
+
+    def monotonic(self) -> float:
+        self.ticks += 1.0
+        return super().monotonic() + self.ticks
+
+
+def warm(kube_api: KubeApiServer, clock: SystemClock, **settings: float) -> KubeCluster:
+    """A cache that has listed pods and nodes once (a cold container's first pass)."""
+    cluster = KubeCluster(client_for(kube_api.url), page_size=2)
+    cluster.cache = ClusterCache(cluster, clock=clock, settings=CacheSettings(**{"quiet_seconds": 0.3, **settings}))
+    cluster.cache.catch_up()
+    cluster.pods()
+    cluster.nodes()
+    return cluster
+
+
+def test_a_scheduled_catch_up_in_a_warm_cache_makes_no_list_and_sees_what_changed(kube_api: KubeApiServer) -> None:
+    # Given a warm cache (its container's first pass listed both collections)
+    kube_api.store.create("pods", pod("a"))
+    cluster = warm(kube_api, ShiftedClock())
+    assert cluster.cache is not None
+    assert (lists(kube_api, "pods"), lists(kube_api, "nodes")) == (1, 1)
+    # When a pod and a node are created between passes, and the next scheduled pass (no marker) reads
+    kube_api.store.create("pods", pod("b"))
+    kube_api.store.create("nodes", node("n1"))
+    cluster.cache.catch_up()
+    # Then it sees both without listing: one watch per collection, read until quiet
+    assert keys(cluster) == ["default/a", "default/b"]
+    assert [n.name for n in cluster.nodes()] == ["n1"]
+    assert (lists(kube_api, "pods"), lists(kube_api, "nodes")) == (1, 1)
+    assert cluster.cache.rule == "catch-up" and cluster.cache.stats.watches == 2
+
+
+@pytest.mark.parametrize(("case", "age", "listed"), [
+    ("a last list younger than the resync period", 299.0, False),
+    ("a last list as old as the resync period", 300.0, True),
+    ("a clock that went back before the last list", -60.0, True),
+])
+def test_a_catch_up_lists_once_the_resync_period_has_passed(kube_api: KubeApiServer, case: str, age: float,
+                                                              listed: bool) -> None:
+    # Given a warm cache with the product's 5-minute resync period
+    clock = ShiftedClock()
+    cluster = warm(kube_api, clock)
+    assert cluster.cache is not None and cluster.cache.settings.resync_seconds == 300.0
+    kube_api.store.create("pods", pod("a"))
+    # When a scheduled pass runs that long after the last list
+    clock.shift = age
+    cluster.cache.catch_up()
+    # Then it lists both collections exactly when the period has passed (and sees the pod either way)
+    assert keys(cluster) == ["default/a"], case
+    cluster.nodes()
+    assert (lists(kube_api, "pods"), lists(kube_api, "nodes")) == ((2, 2) if listed else (1, 1)), case
+
+
+def test_a_catch_up_that_hits_410_gone_lists(kube_api: KubeApiServer) -> None:
+    # Given a warm cache whose resourceVersion the API server has since compacted away
+    cluster = warm(kube_api, ShiftedClock())
+    assert cluster.cache is not None
+    kube_api.store.create("pods", pod("a"))
+    kube_api.store.compact()
+    # When the next scheduled pass catches up / Then the watch's 410 leads to a list, which has the pod
+    cluster.cache.catch_up()
+    assert keys(cluster) == ["default/a"]
+    assert lists(kube_api, "pods") == 2 and sum(cluster.cache.stats.relists.values()) == 1
+
+
+def test_a_catch_up_not_quiet_within_its_cap_lists(kube_api: KubeApiServer) -> None:
+    # Given a warm cache, two pods created since its last read, and a cap that runs out after one event
+    cluster = warm(kube_api, TickingClock(), catch_up_cap_seconds=1.5)
+    assert cluster.cache is not None
+    kube_api.store.create("pods", pod("a"))
+    kube_api.store.create("pods", pod("b"))
+    # When a scheduled pass catches up
+    cluster.cache.catch_up()
+    # Then it cannot tell its backlog from changes still arriving, and lists instead (both pods are there)
+    assert keys(cluster) == ["default/a", "default/b"]
+    assert lists(kube_api, "pods") == 2
+    assert [r for r in cluster.cache.stats.relists if "not quiet within 1.5 s" in r]
+    # And a later read of the same pass is not held to the cap: it keeps what its watch delivered, no list
+    cluster.pods()
+    assert lists(kube_api, "pods") == 2
+
+
+def test_a_resync_list_keeps_the_objects_whose_version_is_unchanged(kube_api: KubeApiServer) -> None:
+    # Given a warm cache holding two pods and a node
+    st = kube_api.store
+    st.create("pods", pod("a"))
+    st.create("pods", pod("b"))
+    st.create("nodes", node("n1"))
+    clock = ShiftedClock()
+    cluster = warm(kube_api, clock)
+    assert cluster.cache is not None
+    before = {p.name: p for p in cluster.pods()}
+    (n1,) = cluster.nodes()
+    # When one pod is bound, a pod is added, and the next pass runs after the resync period (it lists)
+    st.bind("default", "b", "n1")
+    st.create("pods", pod("c"))
+    clock.shift = 301.0
+    cluster.cache.catch_up()
+    after = {p.name: p for p in cluster.pods()}
+    (n1_again,) = cluster.nodes()
+    assert (lists(kube_api, "pods"), lists(kube_api, "nodes")) == (3, 2)  # one page of pods, then two
+    # Then the unchanged pod and node are the objects already held (not parsed again), the changed and new
+    # ones are parsed from the list
+    assert after["a"] is before["a"] and n1_again is n1
+    assert after["b"] is not before["b"] and after["b"].node_name == "n1"
+    assert sorted(after) == ["a", "b", "c"]
+    # And a later catch-up still applies changes to them (the versions were kept with the objects)
+    st.delete("pods", "default", "a")
+    assert keys(cluster) == ["default/b", "default/c"]

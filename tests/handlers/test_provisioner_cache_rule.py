@@ -1,5 +1,7 @@
-"""Which invocations catch the provisioner's warm cache up and which list (handlers/provisioner.py's
-``sync_cluster_cache``): only a watcher's wake-up with a resourceVersion is a woken pass."""
+"""Which invocations catch the provisioner's warm cache up and how (handlers/provisioner.py's
+``sync_cluster_cache``): a watcher's wake-up with a resourceVersion catches up to it (a woken pass); every
+other invocation but watch mode's catches up until quiet (or lists when the resync period has passed);
+watch mode lists on every read."""
 
 from __future__ import annotations
 
@@ -17,13 +19,14 @@ from simulator.kube_api import KubeApiServer, client_for
 
 @pytest.mark.parametrize(("case", "payload", "watch", "expected"), [
     ("the watcher's wake-up", {"source": "watcher", "pods": 2, "resourceVersion": "41"}, False, ("marker 41", True)),
-    ("a wake-up without a version (an older watcher)", {"source": "watcher", "pods": 2}, False, ("quiet", False)),
-    ("the scheduled safety pass", {"source": "schedule"}, False, ("quiet", False)),
+    ("a wake-up without a version (an older watcher)", {"source": "watcher", "pods": 2}, False,
+     ("catch-up", False)),
+    ("the scheduled pass", {"source": "schedule"}, False, ("catch-up", False)),
     ("a replacement request", {"source": "interruption", "kind": "replacement", "nodes": ["n1"]}, False,
-     ("quiet", False)),
+     ("catch-up", False)),
     ("a watch-mode invocation", {"source": "schedule"}, True, ("list", False)),
 ])
-def test_only_a_versioned_wake_up_catches_up(kube_api: KubeApiServer, case: str, payload: dict[str, Any],
+def test_each_invocation_reads_by_its_rule(kube_api: KubeApiServer, case: str, payload: dict[str, Any],
                                              watch: bool, expected: tuple[str, bool]) -> None:
     # Given a provisioner runtime whose cache is warm from an earlier invocation
     runtime = cast(Runtime, SimpleNamespace(cluster=KubeCluster(client_for(kube_api.url)), clock=SystemClock()))

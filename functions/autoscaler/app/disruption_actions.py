@@ -118,7 +118,16 @@ class DisruptionActions:
                       report: PassReport) -> None:
         started = self.clock.now()
         marked = []
-        for n in nodes:
+        for seen in nodes:
+            # The record decides who owns the node: read it from the API server, not from the pass's (cached)
+            # view, so a node the interruption function took since that view was taken is left to it.
+            try:
+                n = self.cluster.get_node(seen.name)
+            except ClusterError as exc:
+                log.warning("could not start draining %s: %s", seen.name, exc)
+                continue
+            if n is None:
+                continue
             state = self.states.read(n)
             draining = with_empty_since(start_drain(state, owner=Owner.DISRUPTION, reason=DRAIN_REASONS[reason],
                                                     at=started), None)

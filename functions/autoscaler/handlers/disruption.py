@@ -59,10 +59,11 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         return {"skipped": "disruption is disabled in the cluster configuration"}
     dry_run = True if isinstance(event, Mapping) and event.get("dryRun") is True else None
     deadline = rt.clock.monotonic() + context.get_remaining_time_in_millis() / 1000.0 - MARGIN_SECONDS
-    # The pass's first reads of pods and nodes list (never a view older than the invocation); its later
-    # reads (the snapshot it decides on, after its drains) catch up from them by watch instead of listing
-    # the cluster again (adapters/kube/informer.py).
-    warm_cluster_cache(rt).resync()
+    # The pass's first reads of pods and nodes catch the container's cache up until the watch is quiet (as
+    # current as a list taken then), or list (cold container, last list older than the resync period, 410,
+    # not quiet in time); its later reads (the snapshot after its drains) catch up likewise
+    # (adapters/kube/informer.py; why this is safe: docs/disruption.md).
+    warm_cluster_cache(rt).catch_up()
     report = service_for(rt, dry_run=dry_run).run_pass(deadline=deadline)
     logger.info("disruption pass done", extra={"report": report.to_json()})
     return report.to_json()

@@ -108,9 +108,10 @@ def watch_seconds(runtime: Runtime, context: Any, *, enabled: bool) -> float:
 def sync_cluster_cache(runtime: Runtime, payload: ProvisionerEvent, *, watch: bool) -> bool:
     """How current this invocation's pods and nodes must be (docs/provisioner.md, "The warm cluster cache"):
     a watcher's wake-up catches the warm cache up to its resourceVersion; every other invocation (the
-    safety pass, a replacement request, a wake-up without a version) lists and refreshes it, which is the
-    cache's periodic resync; a watch-mode invocation lists on every read, as before the cache. Whether this
-    is a woken pass (it also describes only its claims' instances before CreateFleet)."""
+    scheduled pass, a replacement request, a wake-up without a version) catches it up until the watch is
+    quiet, or lists when the cache is cold, its last list is older than the resync period or the catch-up
+    fails; a watch-mode invocation lists on every read, as before the cache. Whether this is a woken pass
+    (it also describes only its claims' instances before CreateFleet)."""
     cache = warm_cluster_cache(runtime)
     woken = not watch and payload.kind == "provisioner" and payload.source == "watcher" \
         and bool(payload.resource_version)
@@ -119,7 +120,7 @@ def sync_cluster_cache(runtime: Runtime, payload: ProvisionerEvent, *, watch: bo
     elif woken:
         cache.expect(payload.resource_version)
     else:
-        cache.resync()
+        cache.catch_up()
     return woken
 
 

@@ -298,3 +298,25 @@ def test_instances_carry_the_drift_hashes(ec2: Any, cloud: AwsCloud) -> None:
     tags = {t["Key"]: t["Value"] for t in raw["Tags"]}
     assert tags["karpenter.sh/nodepool-hash"] == "123"
     assert tags["karpenter.k8s.aws/ec2nodeclass-hash"] == node_class_hash(req.node_class)
+
+
+def test_offerings_are_built_once_until_the_catalog_prices_or_unavailable_offerings_change(
+        cloud: AwsCloud, moto_catalog: Any) -> None:
+    # Given the offerings a pass builds
+    first = cloud.offerings()
+    assert first
+    # When the next pass asks again with nothing changed / Then it gets the same offerings, not rebuilt,
+    # in a list of its own
+    again = cloud.offerings()
+    assert again == first and all(a is b for a, b in zip(again, first, strict=True))
+    again.clear()
+    assert cloud.offerings() == first
+    # When an offering is marked unavailable / Then they are rebuilt with it unavailable
+    spot = next(o for o in first if o.capacity_type == "spot")
+    cloud.mark_unavailable(spot.instance_type, spot.zone, "spot")
+    marked = {(o.instance_type, o.zone, o.capacity_type): o.available for o in cloud.offerings()}
+    assert marked[(spot.instance_type, spot.zone, "spot")] is False
+    # When the catalog is loaded again (a refresh) / Then they are rebuilt from it
+    cloud.catalog.load(*moto_catalog)
+    rebuilt = cloud.offerings()
+    assert len(rebuilt) == len(first) and rebuilt[0] is not first[0]

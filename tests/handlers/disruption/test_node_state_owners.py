@@ -125,3 +125,33 @@ def test_pending_pods_return_to_zero_once_a_replacement_is_planned(make_world: A
     assert second["pendingPods"] == 0 and second["launched"] == []
     state = read_state(w.nodes()[leaving]["metadata"]["annotations"])
     assert state.replacement_provisioned == state.replacement_requested and not state.awaiting_replacement
+
+
+def test_a_node_the_interruption_function_takes_while_a_pass_decides_is_left_to_it(make_world: Any,
+                                                                                 monkeypatch: Any) -> None:
+    # GIVEN an empty node of ours, seen empty by a first pass and past consolidateAfter by the second
+    w = make_world()
+    iid = w.launch("m5.large")
+    name = w.register(iid)
+    w.run()
+    w.clock.advance(60)
+    # AND the interruption function taints it for a rebalance recommendation after the second pass took its
+    # (cached) view of the cluster, just as the pass announces it is removing the node
+    record_event = w.cluster.record_event
+    raced: list[str] = []
+
+    def racing(target: Any, **kw: Any) -> bool:
+        if kw.get("reason") == "DisruptionTerminating" and not raced:
+            [outcome] = _interruption(w).begin(_event("rebalance-recommendation", iid))
+            raced.append(outcome.outcome.value)
+        return bool(record_event(target, **kw))
+
+    monkeypatch.setattr(w.cluster, "record_event", racing)
+    # WHEN that pass goes on to drain the node it decided on
+    report = w.run()
+    # THEN it read the node's record again before writing its own: the node is the interruption function's,
+    # keeps its instance, and is neither removed nor drained by this pass
+    assert raced == ["tainted"]
+    assert report["decisions"] and report["decisions"][0]["reason"] == "Empty"
+    assert name not in report["removed"] + report["draining"] and w.state(iid) == "running"
+    assert read_state(w.nodes()[name]["metadata"]["annotations"]).owner is Owner.INTERRUPTION

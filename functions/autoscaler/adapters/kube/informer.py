@@ -5,7 +5,8 @@ for the provisioner: the first read of a collection lists it (page by page, pars
 with one watch request from the last resourceVersion (ADDED / MODIFIED / DELETED applied to the parsed
 objects, keyed by namespace and name; BOOKMARK moves the version), so a warm pass costs what changed, not
 the cluster. 410 Gone, an ERROR event or a stream that keeps breaking lists again, as client-go's reflector
-does. Only parsed objects are kept, never raw JSON.
+does. Only parsed objects are kept, never raw JSON; a list (the periodic resync) keeps the held objects whose
+resourceVersion is unchanged instead of parsing them again.
 
 How current a read must be (``docs/provisioner.md``, "The warm cluster cache"):
 - ``expect(version)``: a watcher's wake-up names the newest pod resourceVersion of its batch; pods catch up
@@ -13,8 +14,11 @@ How current a read must be (``docs/provisioner.md``, "The warm cluster cache"):
   or a version that is not an integer: list again.
 - nodes (and pods without a marker, after this invocation's list) catch up until the stream has been quiet
   for ``quiet_seconds``, bounded by ``quiet_cap_seconds``.
-- ``resync()``: the next read of each collection lists and refreshes the cache (a scheduled safety pass, a
-  replacement request, any invocation without a marker: the periodic resync).
+- ``catch_up()``: any invocation without a marker (a scheduled pass, a replacement request, every disruption
+  pass). A collection listed less than ``resync_seconds`` ago catches up until the stream is quiet; one that
+  does not go quiet within ``catch_up_cap_seconds`` lists. A collection never listed, or listed longer ago
+  than that, lists: the periodic resync.
+- ``resync()``: the next read of each collection lists and refreshes the cache.
 - ``list_always()``: every read lists, as without a cache (watch-mode invocations).
 """
 
@@ -54,6 +58,11 @@ class CacheSettings:
     quiet_seconds: float = 0.05
     quiet_cap_seconds: float = 1.0
     marker_cap_seconds: float = 2.0
+    # A pass without a marker trusts its incremental state for at most this long after the collection's
+    # last list (docs/provisioner.md, "The warm cluster cache": why 5 minutes), and gives the backlog of
+    # changes since its last read this long to go quiet before it lists instead.
+    resync_seconds: float = 300.0
+    catch_up_cap_seconds: float = 2.0
 
 
 @dataclass
@@ -73,6 +82,10 @@ def _int(version: str) -> int | None:
         return None
 
 
+def _version(obj: Raw) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
 def _key(obj: Raw) -> Key:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -84,9 +97,12 @@ class _Collection(Generic[T]):
     def __init__(self, path: str, parse: Callable[[Raw], T], key: Callable[[T], Key]) -> None:
         self.path, self.parse, self.key = path, parse, key
         self.items: dict[Key, T] = {}
+        self.versions: dict[Key, str] = {}  # each held object's resourceVersion
         self.version = ""
         self.primed = False
         self.stale = True  # the next read lists
+        self.strict = False  # the next read must go quiet within the catch-up cap, or it lists
+        self.listed_at: float | None = None  # wall clock: a frozen Lambda container's monotonic clock may stop
         self.ordered = True
 
     def apply(self, event: Raw) -> None:
@@ -96,8 +112,10 @@ class _Collection(Generic[T]):
             key = _key(obj)
             self.ordered = self.ordered and key in self.items
             self.items[key] = self.parse(obj)
+            self.versions[key] = _version(obj)
         elif kind == "DELETED":
             self.items.pop(_key(obj), None)
+            self.versions.pop(_key(obj), None)
 
     def values(self) -> list[T]:
         if not self.ordered:
@@ -106,7 +124,7 @@ class _Collection(Generic[T]):
         return list(self.items.values())
 
 
-Mode = Literal["marker", "quiet", "list"]
+Mode = Literal["marker", "catch-up", "quiet", "list"]
 
 
 class ClusterCache:
@@ -134,6 +152,19 @@ class ClusterCache:
             self._mode, self._marker = "quiet", ""
             self._pods.stale = self._nodes.stale = True
 
+    def catch_up(self) -> None:
+        """The next read of each collection catches up until quiet, as current as a list taken when the stream
+        went quiet; it lists instead when the collection's last list is ``resync_seconds`` old (or was never
+        made) or the stream is not quiet within ``catch_up_cap_seconds``. Later reads catch up until quiet."""
+        with self._lock:
+            self._mode, self._marker = "catch-up", ""
+            now = self._clock.now()
+            for col in (self._pods, self._nodes):
+                age = None if col.listed_at is None else now - col.listed_at
+                # A clock that went backwards proves nothing about the age: list.
+                col.stale = col.stale or age is None or not 0 <= age < self.settings.resync_seconds
+                col.strict = True
+
     def list_always(self) -> None:
         with self._lock:
             self._mode, self._marker = "list", ""
@@ -144,7 +175,7 @@ class ClusterCache:
 
     @property
     def rule(self) -> str:
-        """The current rule, for logs and tests: ``marker <version>``, ``quiet`` or ``list``."""
+        """The current rule, for logs and tests: ``marker <version>``, ``catch-up``, ``quiet`` or ``list``."""
         return f"marker {self._marker}" if self._mode == "marker" else self._mode
 
     # ----- reads ---------------------------------------------------------------------------------------
@@ -167,15 +198,35 @@ class ClusterCache:
             elif have < want and not self._catch_up(col, until=want):
                 self._relist(col, f"resourceVersion {marker} not reached within "
                                   f"{self.settings.marker_cap_seconds:g} s")
-        elif not self._catch_up(col, until=None):
-            self._relist(col, "the watch could not resume")
+        else:
+            strict, col.strict = col.strict, False
+            if not self._catch_up(col, until=None, strict=strict):
+                self._relist(col, f"the watch could not resume, or was not quiet within "
+                                  f"{self.settings.catch_up_cap_seconds:g} s" if strict else
+                                  "the watch could not resume")
         return col.values()
 
     def _list(self, col: _Collection[T]) -> None:
-        col.items, col.primed = {}, False  # the old objects go before the new ones are parsed: one copy at a time
-        items, version = self._source.list_parsed(col.path, col.parse)
+        # An object whose resourceVersion is the one already held is that object, unchanged (the API server
+        # gives every write a new version): it is kept, not parsed again, so a resync parses what changed.
+        # Only the changed objects exist twice while the list runs.
+        held, held_versions = col.items, col.versions
+        col.items, col.versions, col.primed = {}, {}, False
+        seen: dict[Key, str] = {}
+
+        def parse(raw: Raw) -> T:
+            key, version = _key(raw), _version(raw)
+            seen[key] = version
+            kept = held.get(key)
+            if kept is not None and version and held_versions.get(key) == version:
+                return kept
+            return col.parse(raw)
+
+        items, version = self._source.list_parsed(col.path, parse)
         col.items = {col.key(item): item for item in items}
+        col.versions = {key: seen.get(key, "") for key in col.items}
         col.version, col.primed, col.stale, col.ordered = version, True, False, True
+        col.strict, col.listed_at = False, self._clock.now()
         self.stats.lists[col.path] += 1
 
     def _relist(self, col: _Collection[T], reason: str) -> None:
@@ -184,12 +235,15 @@ class ClusterCache:
             log.warning("%s cache: listing again: %s", col.path, reason)
         self._list(col)
 
-    def _catch_up(self, col: _Collection[T], *, until: int | None) -> bool:
+    def _catch_up(self, col: _Collection[T], *, until: int | None, strict: bool = False) -> bool:
         """Apply the watch from the collection's version: until ``until`` is reached, else until the stream
-        is quiet. False when the cache must list again (410 Gone, an error, a marker not reached in time)."""
+        is quiet. False when the cache must list again (410 Gone, an error, a marker not reached in time,
+        ``strict``: a stream not quiet within ``catch_up_cap_seconds``)."""
         s = self.settings
-        deadline = self._clock.monotonic() + (s.marker_cap_seconds if until is not None else s.quiet_cap_seconds)
+        cap = s.marker_cap_seconds if until is not None else s.catch_up_cap_seconds if strict else s.quiet_cap_seconds
+        deadline = self._clock.monotonic() + cap
         resumes = streams = 0
+        capped = False
         # Bounded by requests too: a clock that does not move (a simulation's) must not keep the loop going.
         while (left := deadline - self._clock.monotonic()) > 0 and streams < _STREAMS:
             streams += 1
@@ -202,6 +256,7 @@ class ClusterCache:
                     if until is not None and (_int(col.version) or 0) >= until:
                         return True
                     if self._clock.monotonic() >= deadline:
+                        capped = True
                         break
             except ClusterError as exc:
                 if exc.status == 410 or not exc.retryable or resumes >= _RESUMES:
@@ -210,5 +265,7 @@ class ClusterCache:
                 resumes += 1  # a broken stream: resume from the last event applied
                 continue
             if until is None:
-                return True  # quiet (or capped: what arrived so far is applied)
-        return until is None
+                # Quiet; or capped, where a pass's later reads keep what arrived so far and its first read
+                # (strict) lists: it cannot tell the backlog it owes from changes still arriving.
+                return not (strict and capped)
+        return until is None and not strict

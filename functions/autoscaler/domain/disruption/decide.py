@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from autoscaler.domain.disruption.budgets import Budgets
 from autoscaler.domain.disruption.consolidation import consolidate, consolidation_reason
-from autoscaler.domain.disruption.drift import drifted
+from autoscaler.domain.disruption.drift import drift_hashes, drifted
 from autoscaler.domain.disruption.expiration import expired
 from autoscaler.domain.disruption.guards import guard_for
 from autoscaler.domain.disruption.model import (
@@ -52,6 +52,7 @@ class _Pass:
         self.pool_of = {n.name: n.node_pool for n in self.snap.nodes}
         self.handled: set[str] = set()
         self.static_added: dict[str, int] = {}
+        self.drift_hashes: dict[str, dict[str, str]] = {}  # by NodePool: one pass, one hash per pool and class
 
     def ours(self) -> list[Node]:
         return [n for n in sorted(self.snap.nodes, key=lambda n: n.name) if is_ours(n, self.pools)
@@ -159,8 +160,12 @@ class _Pass:
 
     def _drift(self, node: Node, pool: NodePool) -> str | None:
         instance = self.inp.instances.get(node.instance_id or "")
-        return drifted(node, pool, node_class=self.snap.node_classes.get(pool.node_class_ref), instance=instance,
-                       resolved=self.inp.resolved.get(pool.node_class_ref))
+        node_class = self.snap.node_classes.get(pool.node_class_ref)
+        hashes = self.drift_hashes.get(pool.name)
+        if hashes is None:
+            hashes = self.drift_hashes[pool.name] = drift_hashes(pool, node_class)
+        return drifted(node, pool, node_class=node_class, instance=instance,
+                       resolved=self.inp.resolved.get(pool.node_class_ref), hashes=hashes)
 
     def replace_each(self, nodes: list[Node], reason: Reason, why: Mapping[str, str], leaving: list[str]) -> None:
         """Expired / Drifted: one candidate per node, oldest first, each replaced before its drain."""

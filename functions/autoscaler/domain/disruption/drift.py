@@ -14,6 +14,8 @@ An instance launched before the hashes were written (no tag) does not drift by h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from autoscaler.domain.fleet import CloudInstance, ResolvedNodeClass
 from autoscaler.domain.keys import NODECLASS_HASH_TAG, NODEPOOL_HASH_TAG, WELL_KNOWN_KEYS
 from autoscaler.domain.models import Node
@@ -23,14 +25,16 @@ from autoscaler.domain.spec_hash import node_class_hash, node_pool_hash
 
 
 def drifted(node: Node, pool: NodePool, *, node_class: NodeClass | None, instance: CloudInstance | None,
-            resolved: ResolvedNodeClass | None) -> str | None:
-    """Why ``node`` has drifted (a sentence for the Event and log), or None."""
+            resolved: ResolvedNodeClass | None, hashes: Mapping[str, str] | None = None) -> str | None:
+    """Why ``node`` has drifted (a sentence for the Event and log), or None. ``hashes``: the pool's and node
+    class's hashes already computed for this pass (by ``drift_hashes``), else computed here."""
     tags = instance.tags if instance is not None else {}
+    hashes = hashes if hashes is not None else drift_hashes(pool, node_class)
     stamped = tags.get(NODEPOOL_HASH_TAG)
-    if stamped and stamped != node_pool_hash(pool):
+    if stamped and stamped != hashes[NODEPOOL_HASH_TAG]:
         return f"NodePool {pool.name}'s template changed since the node was launched (nodepool-hash)"
     stamped = tags.get(NODECLASS_HASH_TAG)
-    if node_class is not None and stamped and stamped != node_class_hash(node_class):
+    if node_class is not None and stamped and stamped != hashes[NODECLASS_HASH_TAG]:
         return f"EC2NodeClass {node_class.name}'s spec changed since the node was launched (ec2nodeclass-hash)"
     if instance is not None and resolved is not None:
         if instance.image_id and resolved.amis and instance.image_id not in resolved.amis:
@@ -51,3 +55,11 @@ def drifted(node: Node, pool: NodePool, *, node_class: NodeClass | None, instanc
             return (f"label {r.key} ({shown}) no longer satisfies NodePool {pool.name}'s requirement "
                     f"{r.operator} {list(r.values)}")
     return None
+
+
+def drift_hashes(pool: NodePool, node_class: NodeClass | None) -> dict[str, str]:
+    """The hashes ``drifted`` compares a node's instance tags with: the same for every node of the pool."""
+    out = {NODEPOOL_HASH_TAG: node_pool_hash(pool)}
+    if node_class is not None:
+        out[NODECLASS_HASH_TAG] = node_class_hash(node_class)
+    return out

@@ -140,8 +140,13 @@ def node_price(node: Node, offerings: Iterable[Offering]) -> float | None:
 def node_prices(nodes: Iterable[Node], offerings: Iterable[Offering]) -> dict[str, float | None]:
     """``node_price`` of every node, by name, from one pass over the offerings (a 500-node pass against
     thousands of offerings scanned them once per node)."""
+    nodes = list(nodes)
+    # Only the types the nodes run: the catalog's other offerings (most of them) cannot price a node.
+    wanted = {node.labels.get(INSTANCE_TYPE_LABEL) for node in nodes}
     cheapest: dict[tuple[str, str, str | None], float] = {}
     for o in offerings:
+        if o.instance_type not in wanted:
+            continue
         for key in ((o.instance_type, o.capacity_type, o.zone), (o.instance_type, o.capacity_type, None)):
             if key not in cheapest or o.price < cheapest[key]:
                 cheapest[key] = o.price
