@@ -29,9 +29,8 @@ _NO_LOAD: NodeLoad = ((), {})
 
 @dataclass(frozen=True, slots=True)
 class BoundPods:
-    """The bound, unfinished pods of each node of ``pods`` and their summed requests, by node name."""
+    """The bound, unfinished pods of each node and their summed requests, by node name."""
 
-    pods: Sequence[Pod]
     by_node: Mapping[str, NodeLoad]
 
     def load(self, node: str) -> NodeLoad:
@@ -44,7 +43,7 @@ def bound_pods(pods: Sequence[Pod]) -> BoundPods:
     for p in pods:
         if p.node_name and not p.is_finished:
             grouped[p.node_name].append(p)
-    return BoundPods(pods, {name: (tuple(on), res.total(p.requests for p in on)) for name, on in grouped.items()})
+    return BoundPods({name: (tuple(on), res.total(p.requests for p in on)) for name, on in grouped.items()})
 
 
 def plan_keys(pending: Sequence[Pod]) -> tuple[str, ...]:

@@ -49,6 +49,7 @@ from autoscaler.domain.scheduling.prepared import (
     pending_pods,
     plan_keys,
     pool_table,
+    vec,
 )
 from autoscaler.domain.scheduling.rules import (
     _describe,
@@ -92,7 +93,7 @@ class _State:
         self.deferred: dict[tuple[object, ...], tuple[_Target, frozenset[str], frozenset[str], list[list[object]]]] = {}
 
     def vec(self, r: Mapping[str, int]) -> Vec:
-        return tuple(r.get(k, 0) for k in self.keys)
+        return vec(self.keys, r)
 
     def _classes(self, pending: list[Pod]) -> list[_Class]:
         groups: dict[tuple[object, ...], list[Pod]] = {}
