@@ -78,24 +78,6 @@ def test_a_wake_up_catches_up_to_its_version_without_listing(kube_api: KubeApiSe
     assert kube_api.requests().get("GET pods", 0) == before
 
 
-def test_an_invocation_without_a_marker_lists(kube_api: KubeApiServer) -> None:
-    # Given a warm cache
-    cluster = cached(kube_api)
-    kube_api.store.create("pods", pod("a"))
-    cluster.pods()
-    cluster.nodes()
-    assert cluster.cache is not None
-    # When the next invocation has no marker (the safety pass, a replacement request)
-    cluster.cache.resync()
-    cluster.pods()
-    cluster.nodes()
-    # Then each collection was listed again, and later reads of that invocation catch up instead
-    assert (lists(kube_api, "pods"), lists(kube_api, "nodes")) == (2, 2)
-    kube_api.store.create("pods", pod("b"))
-    assert keys(cluster) == ["default/a", "default/b"]
-    assert lists(kube_api, "pods") == 2
-
-
 def test_list_always_lists_on_every_read(kube_api: KubeApiServer) -> None:
     # Given a warm cache put in watch mode's rule
     cluster = cached(kube_api)

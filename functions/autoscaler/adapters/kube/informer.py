@@ -18,7 +18,6 @@ How current a read must be (``docs/provisioner.md``, "The warm cluster cache"):
   pass). A collection listed less than ``resync_seconds`` ago catches up until the stream is quiet; one that
   does not go quiet within ``catch_up_cap_seconds`` lists. A collection never listed, or listed longer ago
   than that, lists: the periodic resync.
-- ``resync()``: the next read of each collection lists and refreshes the cache.
 - ``list_always()``: every read lists, as without a cache (watch-mode invocations).
 """
 
@@ -145,12 +144,6 @@ class ClusterCache:
         """Pods must include every change up to ``pods_version`` (the watcher's wake-up)."""
         with self._lock:
             self._mode, self._marker = "marker", pods_version
-
-    def resync(self) -> None:
-        """The next read of each collection lists; later ones catch up until quiet."""
-        with self._lock:
-            self._mode, self._marker = "quiet", ""
-            self._pods.stale = self._nodes.stale = True
 
     def catch_up(self) -> None:
         """The next read of each collection catches up until quiet, as current as a list taken when the stream
