@@ -115,12 +115,14 @@ def _container(name: str, image: str, resources: Mapping[str, Any], env: int, rn
 
 def realistic_pod(i: int, rng: random.Random, *, name: str, namespace: str = "default",
                   labels: Mapping[str, str], resources: Mapping[str, Any],
-                  scheduling: Mapping[str, Any] | None = None, controller: str | None = None) -> dict[str, Any]:
+                  scheduling: Mapping[str, Any] | None = None, controller: str | None = None,
+                  node_name: str | None = None) -> dict[str, Any]:
     """Pending pod ``i`` as kube-apiserver returns it: the scheduling shape given (``labels``, the first
     container's ``resources``, ``scheduling`` merged into the spec: affinity, topologySpreadConstraints,
     nodeSelector, tolerations added to the defaults) wrapped in a real pod's other fields. ``controller``
     (Deployment, StatefulSet or Job; by default one of them in proportion 3:1:1) sets the owner and its
-    labels. ``name`` is the pod's name (the benchmarks' names stay stable across the mix)."""
+    labels. ``name`` is the pod's name (the benchmarks' names stay stable across the mix). With
+    ``node_name`` the pod is bound there and running, with the kubelet's status (IPs, container states)."""
     controller = controller or ("Deployment", "Deployment", "Deployment", "StatefulSet", "Job")[i % 5]
     app = labels.get("app", "app")
     meta_labels: dict[str, str] = {**labels, "app.kubernetes.io/name": app,
@@ -213,7 +215,55 @@ def realistic_pod(i: int, rng: random.Random, *, name: str, namespace: str = "de
              ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:message": {}, "f:reason": {},
              "f:status": {}, "f:type": {}}}}}},
     ]
+    if node_name:
+        spec["nodeName"] = node_name
+        status = {"phase": "Running", "hostIP": "10.0.12.34", "podIP": f"10.0.{i % 250}.{i % 200 + 20}",
+                  "startTime": _TIME, "qosClass": "Burstable",
+                  "conditions": [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": _TIME}
+                                 for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
+                                           "PodScheduled")],
+                  "containerStatuses": [{"name": c["name"], "ready": True, "restartCount": 0, "started": True,
+                                         "image": c["image"], "imageID": f"{c['image']}@sha256:{_hex(rng, 64)}",
+                                         "containerID": f"containerd://{_hex(rng, 64)}",
+                                         "state": {"running": {"startedAt": _TIME}}} for c in containers]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+def realistic_node(node: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
+    """A node (its name, labels, taints, providerID, allocatable and capacity as given) with what a kubelet
+    and the cloud controller add: addresses, node info, the images it pulled (the bulk of a real node:
+    ~30 images with their digests), daemon endpoints, the four pressure conditions, managedFields."""
+    meta, spec, status = dict(node["metadata"]), dict(node.get("spec") or {}), dict(node.get("status") or {})
+    name = meta["name"]
+    meta.update({"uid": _uid(rng), "resourceVersion": str(rng.randint(1000, 10**6)), "creationTimestamp": _TIME,
+                 "annotations": {"alpha.kubernetes.io/provided-node-ip": "10.0.12.34",
+                                 "node.alpha.kubernetes.io/ttl": "0",
+                                 "volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+                 "managedFields": [{"manager": m, "operation": "Update", "apiVersion": "v1", "time": _TIME,
+                                    "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {
+                                        "f:conditions": {}, "f:images": {}, "f:nodeInfo": {}, "f:addresses": {}}}}
+                                   for m in ("kubelet", "kube-controller-manager", "aws-cloud-controller-manager")]})
+    conditions = [{"type": t, "status": "False", "lastHeartbeatTime": _TIME, "lastTransitionTime": _TIME,
+                   "reason": f"KubeletHas{r}", "message": f"kubelet has {m}"}
+                  for t, r, m in (("MemoryPressure", "SufficientMemory", "sufficient memory available"),
+                                  ("DiskPressure", "NoDiskPressure", "no disk pressure"),
+                                  ("PIDPressure", "SufficientPID", "sufficient PID available"))]
+    conditions += list(status.get("conditions") or ())
+    images = [{"names": [f"{_IMAGES[j % len(_IMAGES)]}@sha256:{_hex(rng, 64)}",
+                         f"{_IMAGES[j % len(_IMAGES)]}:v{j}.{rng.randint(0, 40)}.0"],
+               "sizeBytes": rng.randint(10**7, 10**9)} for j in range(30)]
+    status.update({
+        "conditions": conditions, "images": images,
+        "addresses": [{"type": "InternalIP", "address": "10.0.12.34"}, {"type": "InternalDNS", "address": name},
+                      {"type": "Hostname", "address": name}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": {"machineID": _hex(rng, 32), "systemUUID": _uid(rng), "bootID": _uid(rng),
+                     "kernelVersion": "6.1.112-124.190.amzn2023.aarch64", "osImage": "Amazon Linux 2023.6.20241111",
+                     "containerRuntimeVersion": "containerd://1.7.23", "kubeletVersion": "v1.31.2-eks-94953ac",
+                     "kubeProxyVersion": "v1.31.2-eks-94953ac", "operatingSystem": "linux",
+                     "architecture": "amd64"},
+    })
+    return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec, "status": status}
 
 
 def pod_bytes(pod: Mapping[str, Any]) -> int:

@@ -23,6 +23,7 @@ from autoscaler.app.cluster_state import gather_plan_input
 from autoscaler.app.launcher import fleet_request_for, new_claim_id
 from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile, register_claimed
 from autoscaler.app.node_state import NodeStates
+from autoscaler.app.nominations import Nominations
 from autoscaler.app.pass_metrics import emit_pass_metrics
 from autoscaler.app.pass_report import GroupOutcome, PassResult, group_launches
 from autoscaler.app.plan_prep import PlanPrep
@@ -109,6 +110,7 @@ class Provisioner:
         self.instances_from_claims = False
         self.events = PodEvents(cluster, clock)  # rate-limited, de-duplicated pod Events
         self.prep = PlanPrep()  # planning inputs kept between passes: same plans, less CPU on a warm pass
+        self.nominations = Nominations()  # pods placed on existing nodes, until they bind (app/nominations.py)
 
     # ----- one pass ----------------------------------------------------------------------------
     def run_pass(self, *, reason: str = "scheduled", leaving_nodes: Collection[str] = (),
@@ -167,6 +169,9 @@ class Provisioner:
                  } if any(g.launched for g in result.groups) else {}
         for g in result.groups:
             g.prices = {i.instance_id: price.get((i.instance_type, i.zone, i.capacity_type), 0.0) for i in g.launched}
+        if not (self.settings.dry_run or self._blocked):
+            nodes = {n.name for n in snap.nodes if n.name not in nodes_leaving}
+            self.nominations.remember(plan.existing, pods, nodes, now=self._now())
         self._mark_provisioned(result, awaiting)
         self._nominate(result, pods)
         owned: list[CloudInstance] | None = []
@@ -230,6 +235,8 @@ class Provisioner:
         now = self._now()
         snap.nodes = [as_capacity(n, self.pools_by_name, now=now,
                                   registration_timeout=self.settings.registration_timeout) for n in snap.nodes]
+        # Pods an earlier pass of this container placed on existing nodes, not bound yet: still there.
+        snap.pods = self.nominations.apply(snap.pods, {n.name for n in snap.nodes if n.name not in leaving}, now=now)
         return snap
 
     def _instances(self) -> list[CloudInstance]:
