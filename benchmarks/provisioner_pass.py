@@ -207,12 +207,12 @@ def serve(conn: Any, pods: int, existing: int) -> None:
         iam.add_role_to_instance_profile(InstanceProfileName=INSTANCE_PROFILE, RoleName=config.node_role_name)
         store = env.kube.store
         rng = random.Random(42)
-        sample = []
-        for i in range(pods):
-            pod = pending_pod(i, rng)
-            if i < 2000:
-                sample.append(pod)
-            store.create("pods", pod)
+        # Bulk-seeded (no watch history, no copies): the passes list before they watch.
+        seeded = [pending_pod(i, rng) for i in range(pods)]
+        sample = seeded[:2000]
+        store.seed("pods", seeded)
+        seeded_nodes: list[dict[str, Any]] = []
+        seeded = []
         if existing:
             infos, _ = moto_catalog()
             it = instance_type_from_ec2(next(i for i in infos if i["InstanceType"] == EXISTING_TYPE))
@@ -238,7 +238,7 @@ def serve(conn: Any, pods: int, existing: int) -> None:
                         labels = {**node_labels(it, zone=zone, capacity_type="on-demand", node_pool="default"),
                                   "kubernetes.io/hostname": name, INITIALIZED_LABEL: "true",
                                   "karpenter.sh/registered": "true"}
-                        store.create("nodes", realistic_node({
+                        seeded_nodes.append(realistic_node({
                             "metadata": {"name": name, "labels": labels},
                             "spec": {"providerID": f"aws:///{zone}/{inst['InstanceId']}"},
                             "status": {"allocatable": {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]),
@@ -247,12 +247,14 @@ def serve(conn: Any, pods: int, existing: int) -> None:
                                                     "pods": str(cap["pods"])},
                                        "conditions": [{"type": "Ready", "status": "True"}]}}, rng))
                         for j in range(RUNNING_PER_NODE):
-                            store.create("pods", realistic_pod(
+                            seeded.append(realistic_pod(
                                 made * RUNNING_PER_NODE + j, rng, name=f"running-{made:05d}-{j:02d}",
                                 labels={"app": f"running-{j}"}, node_name=name,
                                 resources={"requests": {"cpu": "500m", "memory": "512Mi"}}))
                         made += 1
                     want -= batch
+            store.seed("nodes", seeded_nodes)
+            store.seed("pods", seeded)
         conn.send({"endpoint": env.endpoint, "kube": env.kube.url, "catalogLoaded": True,
                    "podSizes": size_summary(sample)})
         while conn.recv() == "stats":  # until the measuring process is done

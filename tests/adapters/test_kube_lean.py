@@ -21,7 +21,7 @@ from autoscaler.adapters.kube import lean
 from autoscaler.adapters.kube.cluster import lean_decoder
 from autoscaler.domain.node_wake import wake_reasons
 from autoscaler.domain.objects import node_from_dict, pod_from_dict
-from autoscaler.domain.provisionable import is_provisionable, unschedulable_since
+from autoscaler.domain.provisionable import is_provisionable, pod_key, unschedulable_since
 from benchmarks._realistic import CONTROLLERS, pod_bytes, realistic_pod
 from tests import kube_objects as k
 
@@ -123,6 +123,24 @@ def test_every_pod_parses_the_same_from_the_lean_page() -> None:
         assert pod_from_dict(slim) == pod_from_dict(full)
         assert is_provisionable(slim) == is_provisionable(full)
         assert unschedulable_since(slim) == unschedulable_since(full)
+
+
+def test_the_watchers_pods_are_provisionable_the_same() -> None:
+    pods = _pods()
+    mirror = k.pod("static-web")
+    mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc", "other": "x"}
+    mirror["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    pods.append(mirror)
+    page = lean.watched_pod_page(_page(pods, resourceVersion="9"))
+    for full, slim in zip(pods, page["items"], strict=True):
+        assert is_provisionable(slim) == is_provisionable(full)
+        assert unschedulable_since(slim) == unschedulable_since(full)
+        assert pod_key(slim) == pod_key(full) and slim["metadata"].get("resourceVersion") == full["metadata"].get(
+            "resourceVersion")
+    assert not is_provisionable(page["items"][-1]) and page["items"][-1]["metadata"]["annotations"] == {
+        "kubernetes.io/config.mirror": "abc"}
+    assert any(is_provisionable(p) for p in page["items"])
+    assert sum(map(pod_bytes, page["items"])) < sum(map(pod_bytes, pods)) / 5
 
 
 def test_the_rich_pod_keeps_what_matters() -> None:

@@ -431,10 +431,12 @@ class KubeCluster:
         return str((page.get("metadata") or {}).get("resourceVersion") or "")
 
     def list_unbound_pods_raw(self) -> tuple[list[Raw], str]:
-        """Every unbound, unfinished pod as JSON, and the list's resourceVersion (the watcher's list): the
-        fields the domain reads only (``adapters/kube/lean.py``), so 50,000 pending pods fit the watcher."""
+        """Every unbound, unfinished pod as JSON, and the list's resourceVersion (the watcher's list): only the
+        fields the provisionable test reads (``lean.watched_pod_page``), so 50,000 pending pods fit the
+        128 MB watcher."""
         with gc_paused():
-            return self._list_all("/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR, decode=lean.pod_page)
+            return self._list_all("/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR,
+                                  decode=lean.watched_pod_page)
 
     def watch_unbound_pods_raw(self, *, resource_version: str, timeout_seconds: float) -> Iterator[Raw]:
         """One watch stream of unbound, unfinished pods (a pod that gets bound arrives as DELETED: it left

@@ -132,6 +132,52 @@ class _NodePage(TypedDict, total=False):
     items: list[LeanNode]
 
 
+# The watcher's pods (``domain/provisionable.py`` reads these only): at 50,000 pending pods in a 128 MB
+# function every kept field counts, so annotations keep only the mirror-pod key and owners their kind.
+_WatchAnnotations = TypedDict("_WatchAnnotations", {"kubernetes.io/config.mirror": str}, total=False)
+
+
+class _WatchOwner(TypedDict, total=False):
+    kind: str
+    controller: bool
+
+
+class _WatchMeta(TypedDict, total=False):
+    name: str
+    namespace: str
+    resourceVersion: str
+    annotations: _WatchAnnotations
+    ownerReferences: list[_WatchOwner]
+    deletionTimestamp: Any
+
+
+class _WatchSpec(TypedDict, total=False):
+    nodeName: str
+
+
+class _WatchCondition(TypedDict, total=False):
+    type: str
+    reason: str
+    lastTransitionTime: Any
+
+
+class _WatchStatus(TypedDict, total=False):
+    phase: str
+    nominatedNodeName: str
+    conditions: list[_WatchCondition]
+
+
+class WatchedPod(TypedDict, total=False):
+    metadata: _WatchMeta
+    spec: _WatchSpec
+    status: _WatchStatus
+
+
+class _WatchPage(TypedDict, total=False):
+    metadata: _ListMeta
+    items: list[WatchedPod]
+
+
 class _PodEvent(TypedDict, total=False):
     type: str
     object: LeanPod
@@ -141,6 +187,7 @@ _POD_PAGE = msgspec.json.Decoder(_PodPage)
 _NODE_PAGE = msgspec.json.Decoder(_NodePage)
 _POD = msgspec.json.Decoder(LeanPod)
 _POD_EVENT = msgspec.json.Decoder(_PodEvent)
+_WATCH_PAGE = msgspec.json.Decoder(_WatchPage)
 
 
 def _decode(decoder: msgspec.json.Decoder[Any], data: bytes) -> dict[str, Any]:
@@ -156,6 +203,11 @@ def _decode(decoder: msgspec.json.Decoder[Any], data: bytes) -> dict[str, Any]:
 def pod_page(data: bytes) -> dict[str, Any]:
     """A pod list page (``/api/v1/pods``): ``{"metadata": {...}, "items": [lean pods]}``."""
     return _decode(_POD_PAGE, data)
+
+
+def watched_pod_page(data: bytes) -> dict[str, Any]:
+    """A page of the watcher's unbound-pod list: only what the provisionable test reads of each pod."""
+    return _decode(_WATCH_PAGE, data)
 
 
 def node_page(data: bytes) -> dict[str, Any]:
