@@ -89,9 +89,11 @@ def _post(url: str, obj: dict[str, Any]) -> None:
 
 
 def _arriving_pod(i: int) -> dict[str, Any]:
-    from simulator.local import inflate_pod  # noqa: PLC0415
+    """A 3-CPU Deployment pod as kube-apiserver returns it (``_realistic``), just found unschedulable."""
+    from benchmarks._realistic import realistic_pod  # noqa: PLC0415
 
-    pod = inflate_pod(f"arrive-{i:04d}", app="arrive", cpu="3")
+    pod = realistic_pod(i, random.Random(i), name=f"arrive-{i:04d}", labels={"app": "arrive"},
+                        resources={"requests": {"cpu": "3"}}, controller="Deployment")
     pod["status"]["conditions"] = [UNSCHEDULABLE]
     return pod
 

@@ -430,12 +430,12 @@ class KubeCluster:
                           query=[("limit", "1"), ("fieldSelector", PENDING_FIELD_SELECTOR)])
         return str((page.get("metadata") or {}).get("resourceVersion") or "")
 
-    def list_unbound_pods_raw(self) -> tuple[list[Raw], str]:
-        """Every unbound, unfinished pod as JSON, and the list's resourceVersion (the watcher's list): only the
-        fields the provisionable test reads (``lean.watched_pod_page``), so 50,000 pending pods fit the
-        128 MB watcher."""
+    def list_unbound_pods(self, parse: Callable[[Raw], T]) -> tuple[list[T], str]:
+        """Every unbound, unfinished pod, ``parse``d page by page from only the fields the provisionable test
+        reads (``lean.watched_pod_page``), and the list's resourceVersion (the watcher's list): 50,000 pending
+        pods fit the 128 MB watcher."""
         with gc_paused():
-            return self._list_all("/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR,
+            return self._list_all("/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR, parse=parse,
                                   decode=lean.watched_pod_page)
 
     def watch_unbound_pods_raw(self, *, resource_version: str, timeout_seconds: float) -> Iterator[Raw]:
