@@ -160,9 +160,31 @@ class _Class:
     domain_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # key -> value -> pods put there
 
 
-def _class_key(p: Pod) -> tuple[object, ...]:
+def selected_label_keys(pods: Iterable[Pod]) -> frozenset[str]:
+    """Every label key a label selector of these pods looks at (spread constraints, pod affinity and
+    anti-affinity, required and preferred): the only labels that can tell two pending pods apart here."""
+    keys: set[str] = set()
+    for p in pods:
+        if not (p.topology_spread or p.pod_affinity or p.pod_anti_affinity or p.preferred_pod_affinity
+                or p.preferred_pod_anti_affinity):
+            continue
+        selectors = [t.label_selector for t in p.topology_spread]
+        selectors += [t.label_selector for t in (*p.pod_affinity, *p.pod_anti_affinity)]
+        selectors += [t.label_selector for _, t in (*p.preferred_pod_affinity, *p.preferred_pod_anti_affinity)]
+        for s in selectors:
+            if s is not None:
+                keys.update(k for k, _ in s.match_labels)
+                keys.update(r.key for r in s.match_expressions)
+    return frozenset(keys)
+
+
+def _class_key(p: Pod, label_keys: frozenset[str] | None = None) -> tuple[object, ...]:
+    """Pods with equal keys schedule alike. Only the labels in ``label_keys`` (``selected_label_keys`` of
+    every pod, pending and bound) count: a StatefulSet's pods differ in ``statefulset.kubernetes.io/pod-name``
+    and a Job's in their completion index, and one class per pod made planning quadratic in pods."""
+    labels = p.labels.items() if label_keys is None else ((k, v) for k, v in p.labels.items() if k in label_keys)
     return (
-        p.namespace, tuple(sorted(p.labels.items())), tuple(sorted(p.requests.items())),
+        p.namespace, tuple(sorted(labels)), tuple(sorted(p.requests.items())),
         tuple(sorted(p.node_selector.items())), p.required_node_affinity, p.preferred_node_affinity,
         p.tolerations, p.topology_spread, p.pod_affinity, p.pod_anti_affinity, p.host_ports, p.volume_claims,
     )

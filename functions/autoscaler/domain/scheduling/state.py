@@ -40,6 +40,7 @@ from autoscaler.domain.scheduling.model import (
     _Target,
     _Type,
     _variants,
+    selected_label_keys,
 )
 from autoscaler.domain.scheduling.prepared import (
     PoolTable,
@@ -97,8 +98,9 @@ class _State:
 
     def _classes(self, pending: list[Pod]) -> list[_Class]:
         groups: dict[tuple[object, ...], list[Pod]] = {}
+        label_keys = selected_label_keys(self.snap.pods)
         for p in pending:
-            groups.setdefault(_class_key(p), []).append(p)
+            groups.setdefault(_class_key(p, label_keys), []).append(p)
         pvcs = {(c.namespace, c.name): c for c in self.snap.pvcs}
         pvs = {v.name: v for v in self.snap.pvs}
         scs = {s.name: s for s in self.snap.storage_classes}
