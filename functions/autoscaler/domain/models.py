@@ -62,7 +62,7 @@ class Toleration:
         return self.operator == "Exists" or self.value == taint.value
 
 
-def tolerates_all(tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]) -> list[Taint]:
+def untolerated_taints(tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]) -> list[Taint]:
     """The taints (NoSchedule / NoExecute) that no toleration covers; empty means schedulable."""
     return [
         t for t in taints
