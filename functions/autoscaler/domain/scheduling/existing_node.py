@@ -36,11 +36,11 @@ class ExistingNode:
     def __post_init__(self) -> None:
         self.free = minus(self.limit, self.used)
 
-    def admits(self, cls: PodClass, variant: Variant, *, taints: bool = True) -> bool:
+    def admits(self, cls: PodClass, variant: Variant, *, taints: bool = True, volumes: bool = True) -> bool:
         """Whether ``cls`` with requirements ``variant`` may run here (taints, volume zones, labels)."""
         if taints and untolerated_taints(cls.sample.tolerations, self.taints):
             return False
-        if cls.zone_pin is not None and not (self.zones & cls.zone_pin):
+        if volumes and cls.zone_pin is not None and not (self.zones & cls.zone_pin):
             return False
         return all(label_satisfies(requirement, self.labels) for requirement in variant)
 

@@ -43,15 +43,17 @@ class InstanceTypeIndex:
     # --- targets ----------------------------------------------------------------------------------------
 
     def policy_target(self, cls: PodClass, variant: Variant, view: NodePoolView) -> Target | Rejection:
-        """``cls``'s target on ``view`` with taints left out (a spread's nodeTaintsPolicy decides them)."""
-        key = (view.index, variant, cls.zone_pin, None, cls.sample.host_ports)
+        """``cls``'s target on ``view`` as a topology spread's node policies see it: taints left out (its
+        nodeTaintsPolicy decides them), and its volumes' zones too (kube-scheduler measures the skew over
+        every domain the node policies admit; the volume only limits where the pod itself may go)."""
+        key = (view.index, variant, None, None, cls.sample.host_ports)
         target = self._targets.get(key)
         if target is None:
-            target = self._targets[key] = self._target(cls, variant, view, taints=False)
+            target = self._targets[key] = self._target(cls, variant, view, taints=False, volumes=False)
         return target
 
     def _target(self, cls: PodClass, variant: Variant, view: NodePoolView, *,
-                taints: bool = True) -> Target | Rejection:
+                taints: bool = True, volumes: bool = True) -> Target | Rejection:
         pool = view.pool
         if not view.types:
             return Rejection(pool.name, Criterion.NO_PRICED_OFFERING, (str(list(pool.capacity_types)),))
@@ -65,7 +67,7 @@ class InstanceTypeIndex:
             if daemonset is not None:
                 return Rejection(pool.name, Criterion.HOST_PORT_TAKEN, (f"{port.port}/{port.protocol}", daemonset))
         zones, capacity_types = set(view.zones), set(view.capacity_types)
-        if cls.zone_pin is not None:
+        if volumes and cls.zone_pin is not None:
             zones &= cls.zone_pin
         type_requirements, labels = [], {}
         for requirement in variant:

@@ -82,7 +82,7 @@ def _launch(node: NewNode, cache: dict[tuple[object, ...], LaunchChoice], index:
             continue
         candidates = []
         for price, name, pool_type in index.launch_order(target, node.zones, capacity_type):
-            if not fits_within(node.used, pool_type.allocatable) or (node.allowed is not None
+            if not fits_within(node.used, pool_type.allocatable_on(capacity_type)) or (node.allowed is not None
                                                                      and name not in node.allowed):
                 continue
             if pool.limits and any(pool_type.capacity.get(limit, 0) > amount

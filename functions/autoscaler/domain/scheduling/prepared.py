@@ -20,7 +20,7 @@ from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
 from autoscaler.domain.nodepool import NodePool, requirement_allows
 from autoscaler.domain.plan import PlanInput
 from autoscaler.domain.scheduling.pool_type import PoolType
-from autoscaler.domain.scheduling.requirements import label_satisfies, variants
+from autoscaler.domain.scheduling.requirements import intersect, label_satisfies, required_variants
 from autoscaler.domain.scheduling.vector import vector
 
 # A node's bound, unfinished pods and the sum of their requests.
@@ -163,16 +163,19 @@ def _parts(snap: PlanInput, unavailable: frozenset[tuple[str, str, str]], keys: 
             if not offers:
                 continue
             room = allocatable(instance_type, kubelet=kubelet, root_volume_bytes=root)
-            node_view = {**labels, **pool_labels}
-            overhead: dict[str, int] = {}
-            for daemon in daemons:
-                if any(all(label_satisfies(requirement, node_view) for requirement in variant)
-                       for variant in variants(daemon)[-1:]):
-                    overhead = res.add(overhead, daemon.requests)
-            room = res.subtract(room, overhead)
+            node_labels = {**labels, **pool_labels}
+            offered_zones = {zone for zone, _ in offers}
+            offered_types = {capacity_type for _, capacity_type in offers}
+            # Karpenter's getDaemonOverhead: a DaemonSet counts when its pod is compatible with what such a
+            # node may be (its zone and capacity type not decided yet), and exactly once the capacity
+            # type is (``PoolType.allocatable_on``).
+            overhead = _daemon_overhead(daemons, node_labels, pool, offered_zones, offered_types)
+            exact = {capacity_type: vector(keys, res.subtract(room, _daemon_overhead(
+                daemons, node_labels, pool, offered_zones, {capacity_type}))) for capacity_type in offered_types}
             types.append(PoolType(
-                instance_type.name, labels, vector(keys, room),
-                {**capacity(instance_type, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers, overhead))
+                instance_type.name, labels, vector(keys, res.subtract(room, overhead)),
+                {**capacity(instance_type, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers, overhead,
+                allocatable_by_capacity_type=exact))
             zones.update(zone for zone, _ in offers)
             capacity_types.update(capacity_type for _, capacity_type in offers)
         custom: dict[str, list[Requirement]] = defaultdict(list)
@@ -183,6 +186,33 @@ def _parts(snap: PlanInput, unavailable: frozenset[tuple[str, str, str]], keys: 
                  for daemonset in landing for port in daemonset.template.host_ports}
         out.append(PoolPart(pool, tuple(types), frozenset(zones), frozenset(capacity_types), dict(custom), ports))
     return out
+
+
+def _daemon_overhead(daemons: Sequence[Pod], node_labels: Mapping[str, str], pool: NodePool, zones: set[str],
+                     capacity_types: set[str]) -> dict[str, int]:
+    """The summed requests of the DaemonSet pods that may land on a node with ``node_labels`` (its
+    instance type's and NodePool's) in one of ``zones`` with one of ``capacity_types``."""
+    overhead: dict[str, int] = {}
+    for daemon in daemons:
+        if any(all(_compatible(requirement, node_labels, pool, zones, capacity_types) for requirement in variant)
+               for variant in required_variants(daemon)):
+            overhead = res.add(overhead, daemon.requests)
+    return overhead
+
+
+def _compatible(requirement: Requirement, node_labels: Mapping[str, str], pool: NodePool, zones: set[str],
+                capacity_types: set[str]) -> bool:
+    """Whether a DaemonSet pod's node requirement may hold on such a node (Karpenter's ``Compatible``)."""
+    if requirement.key in ZONE_KEYS and requirement.key not in node_labels:
+        return any(requirement_allows(requirement, zone) for zone in zones)
+    if requirement.key == CAPACITY_TYPE_LABEL and requirement.key not in node_labels:
+        return any(requirement_allows(requirement, capacity_type) for capacity_type in capacity_types)
+    if requirement.key in node_labels or requirement.key in WELL_KNOWN_KEYS:
+        return label_satisfies(requirement, node_labels)
+    custom = [own for own in pool.requirements if own.key == requirement.key]
+    if custom:
+        return intersect(requirement, custom) is not False
+    return requirement_allows(requirement, None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,7 +141,8 @@ class Topology:
 
     def spread_node(self, cls: PodClass, node: ExistingNode, constraint: TopologySpreadConstraint) -> bool:
         """Whether an existing node is a domain of ``constraint`` (nodeAffinityPolicy, nodeTaintsPolicy)."""
-        if constraint.node_affinity_policy == "Honor" and not node.admits(cls, self.required(cls), taints=False):
+        if constraint.node_affinity_policy == "Honor" and not node.admits(cls, self.required(cls), taints=False,
+                                                                          volumes=False):
             return False
         return constraint.node_taints_policy == "Ignore" or not untolerated_taints(cls.sample.tolerations, node.taints)
 
