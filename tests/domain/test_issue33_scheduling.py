@@ -96,3 +96,43 @@ def test_issue33_item_3_host_ports_of_bound_pods_are_checked() -> None:
     assert "default/web-new" not in result.existing
     assert result.existing.get("default/web-other") == "busy"
     assert c.scheduled("web-new")
+
+
+def _raw_pod(name: str, namespace: str, *, app: str, node_name: str | None = None,
+             anti_namespaces: dict[str, str] | None = None) -> dict[str, object]:
+    spec: dict[str, object] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    if anti_namespaces is not None:
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "db"}},
+            "namespaceSelector": {"matchLabels": anti_namespaces}}]}}
+    return {"metadata": {"name": name, "namespace": namespace, "labels": {"app": app}}, "spec": spec,
+            "status": {"phase": "Running" if node_name else "Pending"}}
+
+
+def test_issue33_item_7_namespace_selector_on_anti_affinity() -> None:
+    from autoscaler.domain.objects import pod_from_dict
+    from autoscaler.domain.snapshot import parse_snapshot
+
+    # Given a node running an app=db pod in namespace team-a (labelled tier=data) and another node running
+    # an app=db pod in namespace team-b (no label)
+    nodes = [node(name, {ZONE: Z1, CT: "on-demand", ARCH: "amd64"}) for name in ("node-a", "node-b")]
+    bound = [pod_from_dict(_raw_pod("db-a", "team-a", app="db", node_name="node-a")),
+             pod_from_dict(_raw_pod("db-b", "team-b", app="db", node_name="node-b"))]
+    # When a pending pod in namespace web avoids app=db pods of namespaces labelled tier=data
+    pending = pod_from_dict(_raw_pod("cache", "web", app="cache", anti_namespaces={"tier": "data"}))
+    snap = PlanInput(node_pools=[nodepool()], node_classes={"default": NODE_CLASS}, pods=[*bound, pending],
+                     nodes=nodes, instance_types=[C5_2XLARGE],
+                     offerings=[Offering("c5.2xlarge", Z1, "on-demand", 0.34)],
+                     namespaces={"team-a": {"tier": "data"}, "team-b": {}, "web": {}})
+    # Then it goes on node-b (team-b is not selected), never next to team-a's db pod
+    assert plan(snap).existing == {"web/cache": "node-b"}
+    # And with team-b labelled tier=data too, neither node may take it: a new node is launched
+    both = replace(snap, namespaces={"team-a": {"tier": "data"}, "team-b": {"tier": "data"}, "web": {}})
+    result = plan(both)
+    assert result.existing == {} and [launch.pods for launch in result.launches] == [("web/cache",)]
+    # And a snapshot carries the namespaces (key ``namespaces``, v1 Namespace objects)
+    parsed = parse_snapshot({"namespaces": [{"apiVersion": "v1", "kind": "Namespace",
+                                             "metadata": {"name": "team-a", "labels": {"tier": "data"}}}]})
+    assert parsed.namespaces == {"team-a": {"tier": "data"}}

@@ -36,6 +36,7 @@ from autoscaler.domain.models import (
 )
 from autoscaler.domain.objects import (
     daemonset_from_dict,
+    namespace_from_dict,
     node_from_dict,
     pdb_from_dict,
     pod_from_dict,
@@ -228,6 +229,9 @@ class KubeCluster:
 
     def storage_classes(self) -> list[StorageClass]:
         return self._parse_all(storage_class_from_dict, "/apis/storage.k8s.io/v1/storageclasses")
+
+    def namespaces(self) -> dict[str, dict[str, str]]:
+        return dict(self._parse_all(namespace_from_dict, "/api/v1/namespaces"))
 
     # ----- node actions ----------------------------------------------------------------------
     def _node_path(self, name: str) -> str:

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from autoscaler.domain.models import Pod, PodAffinityTerm
 from autoscaler.domain.plan import Plan, PlanInput
+from autoscaler.domain.scheduling.namespace_selector import resolve_namespace_selectors
 from autoscaler.domain.scheduling.prepared import Prepared
 from autoscaler.domain.scheduling.scheduler import Scheduler
 
@@ -25,6 +26,7 @@ def plan(snapshot: PlanInput, *, unavailable: Collection[tuple[str, str, str]] =
     ``solve_seconds``; without it that is 0. ``prepared``: what a warm caller kept (``prepared.py``);
     the plan is the same without it."""
     start = timer() if timer else 0.0
+    snapshot = resolve_namespace_selectors(snapshot)
     relaxed: dict[str, int] = {}
     terms = {pod.key: preferred_terms(pod) for pod in snapshot.pods
              if (pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity) and pod.is_pending}
