@@ -29,9 +29,9 @@ from autoscaler.domain.plan import Plan
 from autoscaler.domain.scheduling import plan, plan_reserved_first
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ("tests/unit/test_karpenter_scheduling_suite.py", "tests/unit/test_karpenter_scheduling_topology.py",
-         "tests/unit/test_scheduler.py", "tests/unit/test_scheduler_spread.py", "tests/unit/test_reservations.py",
-         "tests/unit/test_scheduler_properties.py", "tests/unit/test_plan_prep.py", "tests/unit/test_provisioning.py")
+TESTS = ("tests/domain/test_karpenter_scheduling_suite.py", "tests/domain/test_karpenter_scheduling_topology.py",
+         "tests/domain/test_scheduler.py", "tests/domain/test_scheduler_spread.py", "tests/app/test_reservations.py",
+         "tests/domain/test_scheduler_properties.py", "tests/app/test_plan_prep.py", "tests/app/test_provisioning.py")
 BENCH_SIZES = (1000, 5000)
 
 

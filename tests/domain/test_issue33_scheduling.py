@@ -15,7 +15,7 @@ from autoscaler.domain.models import (
 )
 from autoscaler.domain.plan import PlanInput
 from autoscaler.domain.scheduling import plan
-from tests.unit.karpenter_port import (
+from tests.domain.karpenter_port import (
     ARCH,
     CT,
     LABELS,
@@ -31,7 +31,7 @@ from tests.unit.karpenter_port import (
     req,
     spread,
 )
-from tests.unit.scheduling_world import GI
+from tests.domain.scheduling_world import GI
 
 C5_2XLARGE = InstanceType("c5.2xlarge", "amd64", vcpus=8, memory_mib=16384, max_enis=4, ipv4_per_eni=15,
                           hypervisor="nitro")

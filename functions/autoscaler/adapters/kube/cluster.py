@@ -168,9 +168,7 @@ class KubeCluster:
     def _parse_all(self, parse: Callable[[Raw], T], path: str, *, field_selector: str | None = None,
                    label_selector: str | None = None) -> list[T]:
         with gc_paused():
-            items, _ = self._list_all(path, field_selector=field_selector, label_selector=label_selector,
-                                      parse=parse)
-            return items
+            return self._list_all(path, field_selector=field_selector, label_selector=label_selector, parse=parse)[0]
 
     def list_parsed(self, path: str, parse: Callable[[Raw], T], *,
                     label_selector: str | None = None) -> tuple[list[T], str]:
