@@ -136,3 +136,21 @@ def test_issue33_item_7_namespace_selector_on_anti_affinity() -> None:
     parsed = parse_snapshot({"namespaces": [{"apiVersion": "v1", "kind": "Namespace",
                                              "metadata": {"name": "team-a", "labels": {"tier": "data"}}}]})
     assert parsed.namespaces == {"team-a": {"tier": "data"}}
+
+
+def test_issue33_item_1_daemonset_overhead_is_exact_once_the_zone_is_decided() -> None:
+    from tests.domain.scheduling_world import TYPES  # noqa: PLC0415
+
+    # Given a DaemonSet on us-east-1a nodes only, too large to leave an m5.large room for the pod
+    daemon = DaemonSet("kube-system", "zonal-agent", kpod("agent", cpu=1500, memory=64 * 2**20,
+                                                          node_selector={ZONE: Z1}))
+    offers = [Offering(name, zone, "on-demand", price) for name, price in (("m5.large", 0.096), ("m5.xlarge", 0.192))
+              for zone in (Z1, Z2)]
+    pending = kpod("app", cpu=1000, memory=GI, node_selector={ZONE: Z2})
+    snap = PlanInput(node_pools=[nodepool()], node_classes={"default": NODE_CLASS}, pods=[pending],
+                     instance_types=[t for t in TYPES if t.name in ("m5.large", "m5.xlarge")], offerings=offers,
+                     daemonsets=[daemon])
+    # When the pod must go to us-east-1b, where the DaemonSet never lands
+    (launch,) = plan(snap).launches
+    # Then its node may be an m5.large: the overhead is counted exactly once the zone is decided
+    assert launch.zones == (Z2,) and launch.instance_types[0] == "m5.large"

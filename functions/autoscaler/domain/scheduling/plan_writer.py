@@ -82,8 +82,8 @@ def _launch(node: NewNode, cache: dict[tuple[object, ...], LaunchChoice], index:
             continue
         candidates = []
         for price, name, pool_type in index.launch_order(target, node.zones, capacity_type):
-            if not fits_within(node.used, pool_type.allocatable_on(capacity_type)) or (node.allowed is not None
-                                                                     and name not in node.allowed):
+            room = pool_type.allocatable_on(node.zones, capacity_type)
+            if not fits_within(node.used, room) or (node.allowed is not None and name not in node.allowed):
                 continue
             if pool.limits and any(pool_type.capacity.get(limit, 0) > amount
                                    for limit, amount in sized_on.capacity.items() if limit in pool.limits):

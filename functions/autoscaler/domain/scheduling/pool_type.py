@@ -19,14 +19,21 @@ class PoolType:
     capacity: dict[str, int]
     offerings: dict[tuple[str, str], float]  # (zone, capacity type) -> price
     overhead: dict[str, int] = field(default_factory=dict)  # the DaemonSet requests taken out of ``allocatable``
-    # capacity type -> allocatable less the DaemonSets that land once the node's capacity type is decided
-    allocatable_by_capacity_type: dict[str, Vec] = field(default_factory=dict)
+    # (zone, capacity type) -> allocatable less the DaemonSets that land on a node of that offering
+    allocatable_by_offering: dict[tuple[str, str], Vec] = field(default_factory=dict)
     # (zones, capacity types) -> sizing price: asked ~10^5 times per plan for a few dozen distinct keys
     sizing_prices: dict[tuple[frozenset[str], frozenset[str]], float] = field(default_factory=dict)
 
-    def allocatable_on(self, capacity_type: str) -> Vec:
-        """Its allocatable on a node whose capacity type is decided."""
-        return self.allocatable_by_capacity_type.get(capacity_type, self.allocatable)
+    def allocatable_on(self, zones: Iterable[str], capacity_type: str) -> Vec:
+        """Its allocatable on a node of ``capacity_type`` in one of ``zones``: what each such offering of it
+        leaves beside the DaemonSets landing there, the least of them (``allocatable`` when unknown)."""
+        if not self.overhead:
+            return self.allocatable  # no DaemonSet may land: nothing to be exact about
+        exact = [self.allocatable_by_offering.get((zone, capacity_type)) for zone in zones
+                 if (zone, capacity_type) in self.offerings]
+        if not exact or any(room is None for room in exact):
+            return self.allocatable
+        return tuple(min(values) for values in zip(*exact, strict=True))
 
     def price(self, zones: Iterable[str], capacity_type: str) -> float:
         """The lowest price of its offerings of ``capacity_type`` in ``zones`` (infinite when none)."""

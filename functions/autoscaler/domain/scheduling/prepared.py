@@ -167,15 +167,15 @@ def _parts(snap: PlanInput, unavailable: frozenset[tuple[str, str, str]], keys: 
             offered_zones = {zone for zone, _ in offers}
             offered_types = {capacity_type for _, capacity_type in offers}
             # Karpenter's getDaemonOverhead: a DaemonSet counts when its pod is compatible with what such a
-            # node may be (its zone and capacity type not decided yet), and exactly once the capacity
-            # type is (``PoolType.allocatable_on``).
+            # node may be (its zone and capacity type not decided yet), and exactly once they are
+            # (``PoolType.allocatable_on``).
             overhead = _daemon_overhead(daemons, node_labels, pool, offered_zones, offered_types)
-            exact = {capacity_type: vector(keys, res.subtract(room, _daemon_overhead(
-                daemons, node_labels, pool, offered_zones, {capacity_type}))) for capacity_type in offered_types}
+            exact = {(zone, capacity_type): vector(keys, res.subtract(room, _daemon_overhead(
+                daemons, node_labels, pool, {zone}, {capacity_type}))) for zone, capacity_type in offers}
             types.append(PoolType(
                 instance_type.name, labels, vector(keys, res.subtract(room, overhead)),
                 {**capacity(instance_type, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers, overhead,
-                allocatable_by_capacity_type=exact))
+                allocatable_by_offering=exact))
             zones.update(zone for zone, _ in offers)
             capacity_types.update(capacity_type for _, capacity_type in offers)
         custom: dict[str, list[Requirement]] = defaultdict(list)
