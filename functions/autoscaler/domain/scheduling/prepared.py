@@ -171,7 +171,8 @@ def _parts(snap: PlanInput, unavailable: frozenset[tuple[str, str, str]], keys: 
             # (``PoolType.allocatable_on``).
             overhead = _daemon_overhead(daemons, node_labels, pool, offered_zones, offered_types)
             exact = {(zone, capacity_type): vector(keys, res.subtract(room, _daemon_overhead(
-                daemons, node_labels, pool, {zone}, {capacity_type}))) for zone, capacity_type in offers}
+                daemons, node_labels, pool, {zone}, {capacity_type})))
+                for zone, capacity_type in offers} if overhead else {}
             types.append(PoolType(
                 instance_type.name, labels, vector(keys, res.subtract(room, overhead)),
                 {**capacity(instance_type, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers, overhead,
