@@ -133,7 +133,8 @@ def test_labels_no_selector_reads_do_not_split_pods_into_classes() -> None:
     pod made planning quadratic in pods); a label a selector does look at still tells pods apart."""
     from dataclasses import replace
 
-    from autoscaler.domain.scheduling.model import _class_key, selected_label_keys
+    from autoscaler.domain.scheduling.pod_class import class_key as _class_key
+    from autoscaler.domain.scheduling.pod_class import selected_label_keys
 
     tsc = TopologySpreadConstraint(max_skew=1, topology_key=ZONE, when_unsatisfiable="DoNotSchedule",
                                    label_selector=APP)
