@@ -98,6 +98,20 @@ def test_issue33_item_3_host_ports_of_bound_pods_are_checked() -> None:
     assert c.scheduled("web-new")
 
 
+def test_issue33_item_3_host_ports_held_on_a_node_not_ready_yet_and_by_any_namespace() -> None:
+    # Given a registered node that is not Ready yet whose kube-system pod (bound, not started) holds port 80
+    c = Cluster()
+    c.nodes.append(replace(node("booting", {ZONE: Z1, CT: "on-demand", ARCH: "amd64"}), ready=False))
+    c.pods.append(kpod("proxy", ns="kube-system", ports=[80], node_name="booting", phase="Pending"))
+    # When a pending pod asks for host port 80 (and another for 8080)
+    result = c.provision([nodepool()], [kpod("web-new", ports=[80], labels={"app": "new"}),
+                                        kpod("web-other", ports=[8080], labels={"app": "other"})])
+    # Then the port is taken there all the same: kube-scheduler counts every pod bound to the node
+    assert "default/web-new" not in result.existing
+    assert result.existing.get("default/web-other") == "booting"
+    assert c.scheduled("web-new")
+
+
 def _raw_pod(name: str, namespace: str, *, app: str, node_name: str | None = None,
              anti_namespaces: dict[str, str] | None = None) -> dict[str, object]:
     spec: dict[str, object] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}
