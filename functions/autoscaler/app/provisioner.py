@@ -24,7 +24,7 @@ from autoscaler.app.launcher import fleet_request_for, new_claim_id
 from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile, register_claimed
 from autoscaler.app.node_state import NodeStates
 from autoscaler.app.pass_metrics import emit_pass_metrics
-from autoscaler.app.pass_report import GroupOutcome, PassResult, group_launches
+from autoscaler.app.pass_report import GroupOutcome, LaunchFailure, LaunchFailureKind, PassResult, group_launches
 from autoscaler.app.plan_prep import PlanPrep
 from autoscaler.app.pod_events import PodEvent, PodEvents
 from autoscaler.app.ports import ClaimStore, Clock, CloudError, CloudPort, ClusterError, ClusterPort
@@ -284,7 +284,7 @@ class Provisioner:
                                             node_pools=self.pools_by_name, node_classes=self.node_classes)
             except ConfigError as exc:
                 outcomes.append(GroupOutcome(claim_id="-", launch=first, count=len(group), pods=keys,
-                                             failure=f"ConfigError: {exc}"))
+                                             failure=LaunchFailure(LaunchFailureKind.CONFIG, str(exc))))
                 continue
             # One identity per node: each planned node gets its own claim id, recorded (with its pods) in
             # the claims table; the instances of the one CreateFleet call carry the group's tags.
@@ -296,7 +296,7 @@ class Provisioner:
             if self.settings.dry_run:
                 continue
             if blocked:
-                outcome.failure = f"not launched: {blocked}"
+                outcome.failure = LaunchFailure(LaunchFailureKind.BLOCKED, blocked)
                 continue
             todo.append((outcome, request, group, ids))
         if len(todo) == 1:
@@ -310,23 +310,25 @@ class Provisioner:
                       ids: list[str]) -> None:
         deadline = self._deadline
         if deadline is not None and self._mono() > deadline - LAUNCH_RESERVE_SECONDS:
-            outcome.failure = "Deferred: the invocation is ending; planned again by the next pass"
+            outcome.failure = LaunchFailure(LaunchFailureKind.DEFERRED,
+                                            "the invocation is ending; planned again by the next pass")
             return
         claims = claims_for(group, ids, now=self._now())
         try:
             self.claims.record(claims)  # durable before CreateFleet, or no launch at all
         except CloudError as exc:
-            outcome.failure = f"ClaimStoreUnavailable: node claims could not be recorded ({exc})"
+            outcome.failure = LaunchFailure(LaunchFailureKind.CLAIM_STORE, f"node claims could not be recorded ({exc})")
             return
         try:
             fleet = self.cloud.launch(request)
         except ConfigError as exc:  # nothing was sent: the claims have nothing to wait for
-            outcome.failure = f"ConfigError: {exc}"
+            outcome.failure = LaunchFailure(LaunchFailureKind.CONFIG, str(exc))
             self.claims.complete(claims, [])
             return
-        except Exception as exc:  # one bad group must not stop the others; reported and metered
+        except Exception as exc:  # one bad group must not stop the others: logged, reported, metered by code
             log.exception("launch %s failed", request.claim_id)
-            outcome.failure = f"{type(exc).__name__}: {exc}"
+            code = exc.code if isinstance(exc, CloudError) and exc.code else type(exc).__name__
+            outcome.failure = LaunchFailure(LaunchFailureKind.ERROR, str(exc), code=code)
             # The claims stay: if EC2 did launch, the next pass finds the instances by their tags,
             # else it resumes the launch with the same client tokens.
             return
@@ -371,7 +373,7 @@ class Provisioner:
                             f"Pod should schedule on: nodeclaim/{i.claim_id} (new node: {i.instance_type} "
                             f"{i.capacity_type} in {i.zone}; instance {i.instance_id})")))
                 if g.failure or g.missing:
-                    why = g.failure or ", ".join(sorted({e.code for e in g.errors})) or "no capacity"
+                    why = str(g.failure or "") or ", ".join(sorted({e.code for e in g.errors})) or "no capacity"
                     todo += [PodEvent(pods[key], "LaunchFailed", (
                         f"Failed to launch a node for this pod (node claim {g.claim_id}): {why}; it is planned "
                         "again on the next pass"), "Warning") for key in g.pods if key in pods and key not in g.placed]
@@ -392,7 +394,8 @@ class Provisioner:
                                         claimed=self._claimed or [], node_pools=self.pools_by_name,
                                         dry_run=self.settings.dry_run), None
             owned = list(self._owned)  # listed by this pass's gather; this pass's launches are not due yet
-        except Exception as exc:  # lifecycle is housekeeping: never fail a pass that launched nodes
+        except Exception as exc:  # lifecycle is housekeeping: never fail a pass that launched nodes (logged,
+            # and reported in the pass's lifecycle errors)
             log.warning("lifecycle skipped: %s", exc)
             return LifecycleResult(errors=[f"lifecycle skipped: {exc}"]), []
         result = reconcile(cluster=self.cluster, cloud=self.cloud, nodes=nodes, owned=owned,
