@@ -424,3 +424,12 @@ class ProvisionerWaker(Protocol):
         pass's view of the pods must include. Raises CloudError when it could not be queued."""
         ...
 
+
+class MessageVisibility(Protocol):
+    """When a queue message returned for retry comes back (SQS ChangeMessageVisibility)."""
+
+    def change_visibility(self, *, source_arn: str, receipt_handle: str, seconds: int) -> bool:
+        """Make the message (its queue's ARN, as Lambda's SQS record names it, and its receipt handle) visible
+        again in ``seconds``. False, changing nothing, when the ARN or handle cannot name a message (a record
+        not read from SQS). Raises CloudError when SQS refuses or cannot be asked."""
+        ...
