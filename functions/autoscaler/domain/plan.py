@@ -68,6 +68,9 @@ class PlanInput:
     # EC2NodeClass name -> its usable capacity reservations, ``available`` being what each still takes
     # (only for node classes of NodePools allowing ``reserved``; scheduling/reserved.py).
     reservations: Mapping[str, tuple[CapacityReservation, ...]] = field(default_factory=dict)
+    # When the cluster was read (epoch seconds; 0: not known): a snapshot's ``takenAt``, the time
+    # ``autoscaler plan`` judges registration time-outs at.
+    taken_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

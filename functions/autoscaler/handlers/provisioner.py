@@ -137,13 +137,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     watch_enabled = wants_watch(cfg, payload)
     woken = sync_cluster_cache(runtime, payload, watch=watch_enabled)
     service = provisioner_for(runtime, dry_run=dry_run)
-    service.instances_from_claims = woken
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     deadline = runtime.clock.monotonic() + remaining_ms() / 1000.0 if callable(remaining_ms) else None
     passes: list[dict[str, Any]] = []
     results = run_invocation(service, watch_seconds=watch_seconds(runtime, context, enabled=watch_enabled),
                              replacement=replacement, deadline=deadline,
-                             reason=pass_reason(payload),
+                             reason=pass_reason(payload), woken=woken,
                              on_pass=lambda result: passes.append(publish_pass(result)))
     assert len(passes) == len(results)
     return {"passes": passes}
