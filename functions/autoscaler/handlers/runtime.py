@@ -19,12 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import boto3
-
 from autoscaler.adapters.aws._calls import client_config, use_fast_timestamps
 from autoscaler.adapters.aws.claims import DynamoClaimStore
 from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.adapters.aws.replacement import LambdaReplacementRequester
+from autoscaler.adapters.aws.session import aws_session, describe_eks_cluster
 from autoscaler.adapters.aws.sqs import SqsMessageVisibility
 from autoscaler.adapters.aws.userdata import ClusterInfo
 from autoscaler.adapters.clock import SystemClock
@@ -125,7 +124,7 @@ def _cluster_info(config: ClusterConfig, session: Any, env: Mapping[str, str]) -
         return ClusterInfo(name=config.cluster_name, endpoint=endpoint,
                            certificate_authority=env.get(ENV_KUBE_CA, ""),
                            k8s_version=config.kubernetes_version or DEFAULT_K8S_VERSION)
-    described = session.client("eks", region_name=config.region).describe_cluster(name=config.cluster_name)["cluster"]
+    described = describe_eks_cluster(session, name=config.cluster_name, region=config.region)
     network = described.get("kubernetesNetworkConfig") or {}
     return ClusterInfo(name=config.cluster_name, endpoint=described["endpoint"],
                        certificate_authority=(described.get("certificateAuthority") or {}).get("data", ""),
@@ -138,7 +137,7 @@ def build_runtime(*, config: ClusterConfig | None = None, environ: Mapping[str, 
     """Build every adapter. Arguments override what the environment would give (tests, simulation)."""
     env = os.environ if environ is None else environ
     config = config or load_runtime_config(environ=env)
-    session = session or boto3.Session(region_name=config.region)
+    session = session or aws_session(config.region)
     use_fast_timestamps(session)  # before any client is made from it
     clock = clock or SystemClock()
     node_pools = parse_node_pools(config.node_pools)
