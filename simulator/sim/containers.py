@@ -101,7 +101,7 @@ class Containers:
                 container.runtime.use_cluster_cache(container.cache)
             self._install(container)
 
-def _park(self, task: Task) -> None:
+    def _park(self, task: Task) -> None:
         container = task.invocation.context
         if isinstance(container, Container):
             container.cache, container.saved = container.runtime.warm.cluster_cache, True
