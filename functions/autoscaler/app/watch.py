@@ -138,7 +138,7 @@ def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
                 leaving_nodes=replacement.nodes, deadline=deadline, woken=woken)
         else:
             first = provisioner.run_pass(reason=reason, deadline=deadline, woken=woken)
-    except BaseException:
+    except BaseException:  # close the watch whatever stops the pass, then let it propagate unchanged
         if watcher is not None:
             watcher.close()
         raise
@@ -146,7 +146,7 @@ def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
     if on_pass is not None:
         try:
             on_pass(first)
-        except BaseException:
+        except BaseException:  # as above: the watch is closed, the error propagates unchanged
             if watcher is not None:
                 watcher.close()
             raise
