@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from autoscaler.app.ports import ClaimStore, CloudError, CloudPort, ClusterPort
@@ -65,6 +65,8 @@ class ClusterRead:
     owned: list[CloudInstance] | None = None  # ``Listing.OWNED``: every live instance of ours
     claimed: list[CloudInstance] | None = None  # ``Listing.CLAIMED``: the instances the claims name
     stored: list[Claim] | None = None  # ``Listing.CLAIMED``: the claims read with them
+    # Namespace name -> its labels, read only when a pod's (anti-)affinity has a namespaceSelector.
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def registered(self) -> set[str]:
@@ -111,7 +113,7 @@ class ClusterRead:
             daemonsets=self.daemonsets, pvcs=self.pvcs, pvs=self.pvs, storage_classes=self.storage_classes,
             instance_types=self.instance_types, offerings=self.offerings, in_flight=in_flight, region=region,
             launched_for=launched_for or {}, node_class_zones=self.node_class_zones,
-            reservations=self.reservations,
+            reservations=self.reservations, namespaces=self.namespaces,
         )
 
 
@@ -139,12 +141,18 @@ def read_cluster(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[Nod
             listed = owned if owned is not None else claimed or []
             unregistered = [i for i in listed if i.instance_id not in registered]
         daemonsets, pvcs, pvs, storage_classes = extras.result()
+    # Namespaces are read only for a namespaceSelector (a pending or bound pod's pod affinity).
+    selecting = any(term.namespace_selector is not None for pod in pods
+                    for term in (*pod.pod_affinity, *pod.pod_anti_affinity,
+                                 *(weighted for _, weighted in pod.preferred_pod_affinity),
+                                 *(weighted for _, weighted in pod.preferred_pod_anti_affinity)))
     return ClusterRead(
         pods=pods, nodes=nodes, daemonsets=daemonsets, pvcs=pvcs, pvs=pvs, storage_classes=storage_classes,
         instance_types=list(cloud.instance_types().values()), offerings=cloud.offerings(),
         node_class_zones=_subnet_zones(cloud, node_pools, node_classes),
         reservations=_reservations(cloud, node_pools, node_classes),
-        unregistered=unregistered, owned=owned, claimed=claimed, stored=stored)
+        unregistered=unregistered, owned=owned, claimed=claimed, stored=stored,
+        namespaces=cluster.namespaces() if selecting else {})
 
 
 _Instances = tuple[list[CloudInstance] | None, list[CloudInstance] | None, list[Claim] | None]
