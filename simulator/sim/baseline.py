@@ -31,6 +31,7 @@ come from ``simulator.local.node_manifest`` (the simulated kubelet's).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from simulator.kube_store import Store
 from simulator.local import node_manifest, spot_price
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.engine import EventLoop
-from simulator.sim.kubelet import BASELINE_GROUP_TAG
+from simulator.sim.kubelet import BASELINE_GROUP_TAG, BASELINE_LABELS_TAG, BASELINE_TAINTS_TAG
 from simulator.sim.nodegroups import ManagedNodeGroups
 from simulator.sim.scheduler import Snapshot, schedule, wants_scheduling
 
@@ -334,8 +335,10 @@ class ClusterAutoscaler:
             self.cloud.ec2.run_instances(
                 ImageId=self.image_id, InstanceType=itype, MinCount=1, MaxCount=1,
                 SubnetId=self.subnets[group.zone], **spot,
-                TagSpecifications=[{"ResourceType": "instance",
-                                    "Tags": [{"Key": BASELINE_GROUP_TAG, "Value": group.name}]}])
+                TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                    {"Key": BASELINE_GROUP_TAG, "Value": group.name},
+                    {"Key": BASELINE_LABELS_TAG, "Value": json.dumps(group.labels, sort_keys=True)},
+                    {"Key": BASELINE_TAINTS_TAG, "Value": json.dumps(group.taints)}]}])
         self.last_scale_up = self.loop.now
         return count
 
