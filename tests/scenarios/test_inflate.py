@@ -105,3 +105,16 @@ def test_watch_mode_runs_a_pass_after_the_batching_window(moto_server: ThreadedM
     # And nothing launched twice; every pod runs well within the scheduled mode's ~2 minutes
     assert facts["duplicate_launches"] == 0
     assert facts["pods_started"] == 5 and facts["time_to_running_max"] <= 60
+
+
+def test_baseline_groups_carry_their_nodepool_s_labels_and_taints(moto_server: ThreadedMotoServer,
+                                                                  local_catalog: Catalog) -> None:
+    # Given the banana scenario (a weighted NodePool with a fruit=banana taint and label) under the baseline
+    scenario = load_scenario(SCENARIOS / "banana.yaml")
+    # When it runs
+    record = run_scenario(scenario, moto_server=moto_server, catalog=local_catalog, policy="cluster-autoscaler")
+    # Then a banana group grew, its nodes registered with the NodePool's label and taint, and every pod
+    # (those selecting banana nodes included) runs
+    scaled = [text for _, src, text in record.timeline if src == "cluster-autoscaler" and "scale-up" in text]
+    assert any(t.startswith("scale-up: banana-") for t in scaled)
+    assert summary(record)["pods_never_running"] == 0
