@@ -43,7 +43,7 @@ from simulator.kube_store import Store
 from simulator.local import node_manifest, spot_price
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.engine import EventLoop
-from simulator.sim.kubelet import BASELINE_GROUP_TAG, BASELINE_LABELS_TAG, BASELINE_TAINTS_TAG
+from simulator.sim.kubelet import BASELINE_GROUP_TAG, BASELINE_LABELS_TAG, BASELINE_NODEPOOL_TAG, BASELINE_TAINTS_TAG
 from simulator.sim.nodegroups import ManagedNodeGroups
 from simulator.sim.scheduler import Snapshot, schedule, wants_scheduling
 
@@ -337,6 +337,7 @@ class ClusterAutoscaler:
                 SubnetId=self.subnets[group.zone], **spot,
                 TagSpecifications=[{"ResourceType": "instance", "Tags": [
                     {"Key": BASELINE_GROUP_TAG, "Value": group.name},
+                    {"Key": BASELINE_NODEPOOL_TAG, "Value": group.node_pool},
                     {"Key": BASELINE_LABELS_TAG, "Value": json.dumps(group.labels, sort_keys=True)},
                     {"Key": BASELINE_TAINTS_TAG, "Value": json.dumps(group.taints)}]}])
         self.last_scale_up = self.loop.now

@@ -45,6 +45,7 @@ UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 BASELINE_GROUP_TAG = "simulator/baseline-group"  # instances of the Cluster-Autoscaler baseline's groups
 BASELINE_LABELS_TAG = "simulator/baseline-labels"  # JSON: the group's kubelet --node-labels
 BASELINE_TAINTS_TAG = "simulator/baseline-taints"  # JSON: the group's kubelet --register-with-taints
+BASELINE_NODEPOOL_TAG = "simulator/baseline-nodepool"  # the NodePool the baseline's group was made for
 
 
 @dataclass
