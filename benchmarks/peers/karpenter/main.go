@@ -19,6 +19,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakecr "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -184,9 +186,18 @@ func buildInstanceTypes(ctx context.Context, snap snapshot, nc nodeClassDoc) ([]
 		return nil, fmt.Errorf("offerings: %w", err)
 	}
 	zones := map[string][]string{}
+	regionZones := map[string]bool{}
 	for _, l := range locs {
 		zones[l.InstanceType] = append(zones[l.InstanceType], l.Location)
+		regionZones[l.Location] = true
 	}
+	// The EC2NodeClass's subnets: one in every zone of the region (the provider intersects these with
+	// the zones each type is offered in).
+	var subnetZones []awsv1.ZoneInfo
+	for _, z := range lo.Keys(regionZones) {
+		subnetZones = append(subnetZones, awsv1.ZoneInfo{Zone: z})
+	}
+	sort.Slice(subnetZones, func(i, j int) bool { return subnetZones[i].Zone < subnetZones[j].Zone })
 	var out []*cloudprovider.InstanceType
 	for i, raw := range infos {
 		var info ec2types.InstanceTypeInfo
@@ -198,7 +209,7 @@ func buildInstanceTypes(ctx context.Context, snap snapshot, nc nodeClassDoc) ([]
 			continue
 		}
 		k := nc.Spec.Kubelet
-		it := instancetype.NewInstanceType(ctx, info, snap.Region, zones[name], nil, nil, nil, nil,
+		it := instancetype.NewInstanceType(ctx, info, snap.Region, zones[name], subnetZones, nil, nil, nil,
 			k.MaxPods, k.PodsPerCore, k.KubeReserved, k.SystemReserved, k.EvictionHard, k.EvictionSoft,
 			amiFamily(nc), nil)
 		usage := lo.Map(info.SupportedUsageClasses, func(u ec2types.UsageClassType, _ int) string { return string(u) })
@@ -299,7 +310,15 @@ func run(in io.Reader, concurrency int) (*output, error) {
 
 	cloudProvider := fake.NewCloudProvider()
 	cloudProvider.InstanceTypes = instanceTypes
-	kube := fakecr.NewFakeClient()
+	// The operator's field indexes that the cluster state's lookups use (pkg/operator/operator.go).
+	kube := fakecr.NewClientBuilder().
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
+			return []string{o.(*corev1.Pod).Spec.NodeName}
+		}).
+		WithIndex(&corev1.Node{}, "spec.providerID", func(o client.Object) []string {
+			return []string{o.(*corev1.Node).Spec.ProviderID}
+		}).
+		Build()
 	clk := &clock.RealClock{}
 	cluster := state.NewCluster(clk, kube, cloudProvider)
 	for _, n := range nodes {
@@ -405,7 +424,21 @@ func main() {
 	log.SetLogger(logging.NopLogger)
 	input := flag.String("input", "-", "snapshot JSON file ('-' for stdin)")
 	concurrency := flag.Int("concurrency", 5, "scheduler.NumConcurrentReconciles (Karpenter's benchmark uses 5)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "karpenter-peer:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "karpenter-peer:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var in io.Reader = os.Stdin
 	if *input != "-" {
 		f, err := os.Open(*input)
@@ -417,13 +450,12 @@ func main() {
 		in = f
 	}
 	out, err := run(in, *concurrency)
+	if err == nil {
+		err = json.NewEncoder(os.Stdout).Encode(out)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "karpenter-peer:", err)
-		os.Exit(1)
-	}
-	enc := json.NewEncoder(os.Stdout)
-	if err := enc.Encode(out); err != nil {
-		fmt.Fprintln(os.Stderr, "karpenter-peer:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
