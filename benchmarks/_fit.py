@@ -10,7 +10,8 @@ the instance type, zone and capacity type satisfy the NodePool's requirements; e
 node's taints and matches its nodeSelector and required node affinity; required pod anti-affinity with
 topology key hostname holds on the node. Checked over the whole result: DoNotSchedule topology spread
 (zone and hostname) of a self-selecting group has max - min <= maxSkew over the domains the pod may use
-(counting bound pods and the pending pods under the same constraint, which could bind first), and required zone pod
+(counting bound pods and either only the pending pods under that constraint or every pending pod the
+selector matches: the two binding orders), and required zone pod
 affinity admits a binding order (every pending pod of a group in one zone unless a bound match exists).
 
 Allocatable follows the EKS-optimised AMI (AL2023) as Karpenter's AWS provider states it: memory less 7.5%
@@ -300,17 +301,26 @@ class FitCheck:
             if dkey not in domains:
                 domains[dkey] = {n.labels[tkey] for n in nodes if tkey in n.labels
                                  and _node_affinity_ok(spec, n.labels)}
-            # Pods already bound count; of the pending ones only those under this same constraint do:
-            # others the selector matches can bind after the group (kube-scheduler checks skew per pod).
-            counts = dict.fromkeys(domains[dkey], 0)
+            # kube-scheduler checks skew pod by pod, so the order of binding matters: pending pods the
+            # selector matches but the constraint does not govern may bind before the group or after it.
+            # The group passes if either order keeps max - min within maxSkew (bound pods always count).
+            sel = c.get("labelSelector")
+            group = set(members)
+            before = dict.fromkeys(domains[dkey], 0)  # every matching pod counted
+            after = dict.fromkeys(domains[dkey], 0)  # only bound pods and the group's own
             for o, n in bound:
-                if (n.labels.get(tkey) in counts and o.split("/")[0] == ns
-                        and selector_matches(c.get("labelSelector"), self.pods[o]["metadata"].get("labels") or {})):
-                    counts[n.labels[tkey]] += 1
+                if (n.labels.get(tkey) in before and o.split("/")[0] == ns
+                        and selector_matches(sel, self.pods[o]["metadata"].get("labels") or {})):
+                    before[n.labels[tkey]] += 1
+                    after[n.labels[tkey]] += 1
             for o in members:
-                if where[o].labels.get(tkey) in counts:
-                    counts[where[o].labels[tkey]] += 1
-            skew = max(counts.values()) - min(counts.values()) if counts else 0
+                if where[o].labels.get(tkey) in after:
+                    after[where[o].labels[tkey]] += 1
+            for o, n in where.items():
+                if (o in n.pods and n.labels.get(tkey) in before and o.split("/")[0] == ns
+                        and (o in group or selector_matches(sel, self.pods[o]["metadata"].get("labels") or {}))):
+                    before[n.labels[tkey]] += 1
+            skew = min(max(x.values()) - min(x.values()) if x else 0 for x in (before, after))
             if skew > int(c.get("maxSkew", 1)):
                 bad.append(f"{members[0]} (+{len(members) - 1}): topology spread on {tkey} has skew {skew}"
                            f" > {c.get('maxSkew', 1)}")
