@@ -139,7 +139,7 @@ def test_issue33_item_7_namespace_selector_on_anti_affinity() -> None:
 
 
 def test_issue33_item_1_daemonset_overhead_is_exact_once_the_zone_is_decided() -> None:
-    from tests.domain.scheduling_world import TYPES  # noqa: PLC0415
+    from tests.domain.scheduling_world import TYPES
 
     # Given a DaemonSet on us-east-1a nodes only, too large to leave an m5.large room for the pod
     daemon = DaemonSet("kube-system", "zonal-agent", kpod("agent", cpu=1500, memory=64 * 2**20,
