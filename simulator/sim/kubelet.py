@@ -28,6 +28,7 @@ autoscaler's business.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +42,10 @@ from simulator.sim.engine import EventLoop
 from simulator.sim.scheduler import tolerates
 
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
-BASELINE_GROUP_TAG = "simulator/baseline-group"  # instances of the Cluster-Autoscaler baseline's group
+BASELINE_GROUP_TAG = "simulator/baseline-group"  # instances of the Cluster-Autoscaler baseline's groups
+BASELINE_LABELS_TAG = "simulator/baseline-labels"  # JSON: the group's kubelet --node-labels
+BASELINE_TAINTS_TAG = "simulator/baseline-taints"  # JSON: the group's kubelet --register-with-taints
+BASELINE_NODEPOOL_TAG = "simulator/baseline-nodepool"  # the NodePool the baseline's group was made for
 
 
 @dataclass
@@ -102,6 +106,9 @@ class Kubelets:
             labels = manifest["metadata"]["labels"]
             labels.pop("karpenter.sh/nodepool", None)
             labels["eks.amazonaws.com/nodegroup"] = group
+            # The group's launch template passes kubelet --node-labels and --register-with-taints.
+            labels.update(json.loads(inst.tags.get(BASELINE_LABELS_TAG, "{}")))
+            manifest["spec"]["taints"] += json.loads(inst.tags.get(BASELINE_TAINTS_TAG, "[]"))
         try:
             self.store.create("nodes", manifest)
         except ApiError:

@@ -218,8 +218,10 @@ def ratios(ours: Record, base: Record) -> dict[str, float | None]:
 
 def baseline_text(ours: Record, base: Record) -> str:
     a, b, r = summary(ours), summary(base), ratios(ours, base)
-    lines = [f"Baseline (Cluster-Autoscaler-like: {base.scenario.baseline.instance_type} "
-             f"{base.scenario.baseline.capacity_type}, 10 s scan, scale-down after 10 min below 50 %):"]
+    ca = base.scenario.baseline
+    lines = [f"Baseline (Cluster Autoscaler: an ASG per NodePool, zone, family, size ({', '.join(ca.sizes)}) and "
+             f"capacity type, {ca.expander} expander, {ca.scan_seconds:g} s scan, scale-down after "
+             f"{ca.unneeded_seconds / 60:g} min below {ca.utilization:.0%}):"]
     lines += [f"  {clock_text(t)}  {src:<18} {text}" for t, src, text in base.timeline if src == "cluster-autoscaler"]
     for key, label in (("dollars", "dollars spent"), ("pending_pod_seconds", "pending pod-seconds"),
                        ("time_to_running_p95", "time to Running p95 (s)"), ("max_nodes", "max nodes")):

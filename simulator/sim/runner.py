@@ -31,7 +31,7 @@ from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.handlers.runtime import DEFAULT_K8S_VERSION
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_store import ApiError, WatchEvent
-from simulator.local import Catalog, LocalCluster, _builtin_images, publish_image
+from simulator.local import Catalog, LocalCluster, _builtin_images, on_demand_prices, publish_image
 from simulator.moto_server import MOTO_LOCK
 from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
@@ -173,7 +173,9 @@ class Simulation:
             env.network.subnets, image, log=self.log)
         self.baseline = ClusterAutoscaler(self.loop, store, self.cloud, self.node_groups,
                                           self.runtime.cloud.instance_types, env.config.region, env.network.subnets,
-                                          image, settings=baseline or BaselineSettings(), log=self.log)
+                                          image, settings=baseline or BaselineSettings(), log=self.log,
+                                          node_pools=lambda: self.runtime.node_pools,
+                                          prices=lambda: on_demand_prices(env.config.region))
         self.scheduler = KubeScheduler(store, strategy=s.scoring)
         self.cloud.leaving = self._leaving
         self.cloud.displaced = self._displaced
@@ -618,5 +620,6 @@ def run_scenario(scenario: Scenario, *, until: float | None = None, moto_server:
     """Run ``scenario`` from a fresh account and cluster and return its record (``policy``: see Simulation)."""
     with quiet_handlers(), LocalCluster.start(scenario.cluster_config(), catalog=catalog,
                                               moto_server=moto_server) as env:
-        baseline = BaselineSettings(**scenario.baseline.model_dump())
+        raw = scenario.baseline.model_dump()
+        baseline = BaselineSettings(**{**raw, "sizes": tuple(raw["sizes"])})
         return Simulation(scenario, env, until=until, policy=policy, baseline=baseline).run()

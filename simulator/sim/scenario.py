@@ -324,15 +324,19 @@ class Assertion(_Model):
 
 
 class Baseline(_Model):
-    """The Cluster-Autoscaler-like baseline's node group (``--baseline``; see simulator/sim/baseline.py)."""
+    """The Cluster Autoscaler baseline (``--baseline``; how it is set up: simulator/sim/baseline.py)."""
 
-    instance_type: str = "m5.xlarge"
-    capacity_type: Literal["on-demand", "spot"] = "on-demand"
+    sizes: list[str] = Field(default_factory=lambda: ["large", "xlarge", "2xlarge"])
+    expander: Literal["priority", "least-waste"] = "priority"
     max_size: int = 100
     scan_seconds: float = 10.0
     utilization: float = 0.5
     unneeded_seconds: float = 600.0
     delay_after_add_seconds: float = 600.0
+    initial_backoff_seconds: float = 300.0
+    max_backoff_seconds: float = 1800.0
+    skip_nodes_with_system_pods: bool = True
+    skip_nodes_with_local_storage: bool = True
 
 
 class ProvisionerMode(_Model):
