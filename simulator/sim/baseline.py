@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from autoscaler.domain.fleet import instance_from_ec2
 from simulator.kube_store import Store
 from simulator.local import node_manifest
-from simulator.sim.cloud import CloudWorld, InstanceRecord
+from simulator.sim.cloud import CloudWorld, InstanceRecord, ec2_instance
 from simulator.sim.engine import EventLoop
 from simulator.sim.kubelet import BASELINE_GROUP_TAG
 from simulator.sim.nodegroups import ManagedNodeGroups
@@ -68,7 +67,7 @@ class ClusterAutoscaler:
 
     def _template(self, index: int) -> dict[str, Any]:
         zone = sorted(self.subnets)[index % len(self.subnets)]
-        inst = instance_from_ec2({"InstanceId": f"template-{index}", "InstanceType": self.settings.instance_type,
+        inst = ec2_instance({"InstanceId": f"template-{index}", "InstanceType": self.settings.instance_type,
                                   "Placement": {"AvailabilityZone": zone},
                                   "PrivateDnsName": f"template-{index}.internal"})
         node = node_manifest(inst, self.instance_types()[self.settings.instance_type], pool=None, region=self.region)

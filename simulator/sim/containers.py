@@ -7,6 +7,7 @@ must see its own environment's state:
 
 - the runtime's warm cluster cache (``LocalCluster.invoke`` installs a function's cache on the shared
   runtime for the invocation): saved when a task parks, put back when it resumes;
+- the provisioner's launch pool: a ``SimExecutor`` per pass, its group launches tasks of the invocation;
 - the interruption handler's per-container globals: its ``BatchProcessor`` (which keeps the batch's
   records and failures between calls) and its two pools, replaced by ``SimExecutor``s so drains and
   message workers are tasks of the invocation (the stand-in's own pools are restored by ``close``).
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import autoscaler.app.provisioner as provisioner_module
 import autoscaler.handlers.interruption as interruption_module
 from simulator.sim.engine import EventLoop
 from simulator.sim.tasks import SimExecutor, Task
@@ -48,6 +50,15 @@ class Containers:
                            for name in ("processor", "_node_pool", "_message_pool")}
         loop.on_resume = self._resume
         loop.on_park = self._park
+        # The provisioner launches its groups on a pool of threads: as tasks here, so the CreateFleet calls
+        # take turns in a fixed order (real threads would race for moto's ids and the claims table).
+        self._launch_pool = provisioner_module.ThreadPoolExecutor
+        self._launches = 0
+        provisioner_module.ThreadPoolExecutor = self._launch_executor  # type: ignore[misc,assignment]
+
+    def _launch_executor(self, max_workers: int, **_: Any) -> SimExecutor:
+        self._launches += 1
+        return SimExecutor(self.loop, max_workers=max_workers, name=f"launch-{self._launches}")
 
     @contextlib.contextmanager
     def enter(self, function: str) -> Iterator[Container]:
@@ -70,6 +81,7 @@ class Containers:
         """Put the interruption handler's own globals back (the simulation is over)."""
         for name, value in self._originals.items():
             setattr(interruption_module, name, value)
+        provisioner_module.ThreadPoolExecutor = self._launch_pool  # type: ignore[misc]
 
     def _new(self, function: str) -> Container:
         """A cold start: the interruption handler's globals built as its module builds them (same

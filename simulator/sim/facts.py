@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autoscaler.domain.keys import DISRUPTED_TAINT_KEY, REPLACEMENT_REQUESTED_ANNOTATION
 from simulator.kube_store import _scaled, pod_ready, selector_matches
+
+DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"  # Karpenter v1's disruption taint
+REPLACEMENT_REQUESTED_ANNOTATION = "autoscaler.eks.aws/replacement-requested"  # the product's, docs/disruption.md
 
 
 def budget(pdb: dict[str, Any], pods: list[dict[str, Any]], scale: dict[str, int]) -> tuple[int, int]:

@@ -12,18 +12,26 @@ kube-scheduler is scheduled to run a moment later).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
+import random
 import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
+from moto.core import responses as moto_responses
+from moto.ec2.models import amis as moto_amis
+from moto.ec2.models import instances as moto_instances
+from moto.moto_api._internal import mock_random
 from moto.server import ThreadedMotoServer
 
 from autoscaler.adapters.aws.replacement import wake_payload
+from autoscaler.app import launcher
 from autoscaler.config import ENV_PROVISIONER_FUNCTION, ClusterConfig
 from autoscaler.handlers.disruption import handler as disruption_handler
 from autoscaler.handlers.interruption import handler as interruption_handler
@@ -133,7 +141,7 @@ class Simulation:
         self.scenario, self.env, self.policy = scenario, env, policy
         s = scenario.settings
         self.until = scenario.until if until is None else until
-        self.loop = EventLoop(epoch=float(int(time.time())))
+        self.loop = EventLoop(epoch=scenario.start.timestamp())
         self.clock = VirtualClock(self.loop)
         store = self.store = env.kube.store
         store.clock = self.clock.now
@@ -155,8 +163,7 @@ class Simulation:
         self.runtime = env.runtime(clock=self.clock, sink=RecordingSink(),
                                    environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION}, in_process=True)
         self.kubelets = Kubelets(
-            self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools},
-            self.runtime.cloud.instance_types, env.config.region,
+            self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools}, env.config.region,
             KubeletSettings(**{f: getattr(s, f) for f in KubeletSettings.__dataclass_fields__}))
         self.kubelets.log = self.log
         self.controllers = Controllers(self.loop, store)
@@ -613,10 +620,44 @@ def quiet_handlers() -> Iterator[None]:
         handler_logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Draw what is random from ``seed`` for one run: moto's instance, volume and fleet ids, and the product's
+    node-claim names (``secrets``, as Karpenter's NodeClaim names, which a simulation must be able to
+    repeat). Everything else is already ordered by virtual time, so the same seed gives the same run."""
+    mock_random.seed(seed)
+    rng, ids = random.Random(seed), random.Random(seed + 1)
+    real_secrets, real_ids, real_amis, real_request_id = (
+        launcher.secrets, moto_instances.random_instance_id, moto_amis.random_ami_id,
+        moto_responses.gen_amzn_requestid_long)
+    launcher.secrets = SimpleNamespace(choice=rng.choice)  # type: ignore[assignment]
+    # Instance and request ids from generators of their own: moto draws every request's id from its shared
+    # generator, and how many requests a pass makes (cache refreshes, retries) must not move the ids of the
+    # images, volumes and instances the timeline names.
+    moto_instances.random_instance_id = lambda: f"i-{ids.getrandbits(68):017x}"
+    moto_amis.random_ami_id = lambda: f"ami-{ids.getrandbits(68):017x}"
+    moto_responses.gen_amzn_requestid_long = _request_id
+    try:
+        yield
+    finally:
+        launcher.secrets, moto_instances.random_instance_id, moto_amis.random_ami_id = real_secrets, real_ids, real_amis
+        moto_responses.gen_amzn_requestid_long = real_request_id
+
+
+_request_ids = itertools.count(1)
+
+
+def _request_id(headers: dict[str, Any] | None = None) -> str:
+    request_id = f"{next(_request_ids):052d}"
+    if isinstance(headers, dict):
+        headers["x-amzn-requestid"] = request_id
+    return request_id
+
+
 def run_scenario(scenario: Scenario, *, until: float | None = None, moto_server: ThreadedMotoServer | None = None,
                  catalog: Catalog | None = None, policy: str = "autoscaler") -> Record:
     """Run ``scenario`` from a fresh account and cluster and return its record (``policy``: see Simulation)."""
-    with quiet_handlers(), LocalCluster.start(scenario.cluster_config(), catalog=catalog,
+    with quiet_handlers(), seeded(scenario.seed), LocalCluster.start(scenario.cluster_config(), catalog=catalog,
                                               moto_server=moto_server) as env:
         baseline = BaselineSettings(**scenario.baseline.model_dump())
         return Simulation(scenario, env, until=until, policy=policy, baseline=baseline).run()

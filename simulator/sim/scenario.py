@@ -34,6 +34,7 @@ Durations are Kubernetes/Karpenter style (``90s``, ``15m``, ``2h``) or seconds.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -346,9 +347,16 @@ class ProvisionerMode(_Model):
     batch_max_seconds: float | None = None
 
 
+DEFAULT_START = datetime(2025, 1, 6, tzinfo=UTC)  # a Monday, 00:00 UTC: the virtual clock's start unless pinned
+
+
 class Scenario(_Model):
     name: str
     description: str = ""
+    # The virtual clock's wall time at t=0 (ISO 8601, e.g. 2025-03-03T08:55:00Z): what disruption budget
+    # schedules, Health event times and timestamps see. Fixed by default so every run is the same.
+    start: datetime = DEFAULT_START
+    seed: int = 0  # EC2 instance ids and node-claim names are drawn from it: the same seed, the same run
     cluster: str = "clusters/demo.yaml"
     config: dict[str, Any] = Field(default_factory=dict)
     until: float = 900.0
@@ -364,6 +372,13 @@ class Scenario(_Model):
     @classmethod
     def _until(cls, value: Any) -> float:
         return seconds(value)
+
+    @field_validator("start", mode="after")
+    @classmethod
+    def _start(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("start needs a time zone (e.g. 2025-03-03T08:55:00Z or +01:00)")
+        return value.astimezone(UTC)
 
     def cluster_config(self) -> ClusterConfig:
         """The cluster file with ``config``'s top-level keys replacing its own, in us-east-1."""
