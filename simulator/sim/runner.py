@@ -19,7 +19,7 @@ import os
 import random
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -47,13 +47,22 @@ from simulator.sim.containers import Containers
 from simulator.sim.controllers import Controllers, Deployment, Job
 from simulator.sim.describe import FastDescribeInstances
 from simulator.sim.engine import EventLoop, Invocation, VirtualClock
-from simulator.sim.facts import budget, clock_text, group_of, node_leaving, node_ready, pool_of, taint_keys
+from simulator.sim.facts import (
+    budget,
+    clock_text,
+    group_of,
+    node_leaving,
+    node_ready,
+    owner_name,
+    pool_of,
+    taint_keys,
+)
 from simulator.sim.hpa import Autoscalers, Hpa
 from simulator.sim.interruption import InterruptionQueue
 from simulator.sim.kubelet import Kubelets, KubeletSettings
 from simulator.sim.nodegroups import KarpenterNodeSet, ManagedNodeGroups, NodeGroup
 from simulator.sim.platform import platform_for
-from simulator.sim.scenario import Scenario, Step
+from simulator.sim.scenario import Scenario, Step, Target
 from simulator.sim.scheduler import KubeScheduler
 from simulator.sim.watch import WakeUp, WatchTrigger
 
@@ -84,6 +93,11 @@ class Sample:
     nodes_by_pool: dict[str, int]
     nodes_by_capacity: dict[str, int]
     nodes_by_type: dict[str, int]
+    # nodes by "pool/capacity type", dollars spent so far, and each workload's zone skew (max - min of its
+    # running pods over the zones that have nodes)
+    nodes_by_pool_capacity: dict[str, int] = field(default_factory=dict)
+    dollars: float = 0.0
+    zone_skew: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,6 +113,9 @@ class Record:
     lambda_dropped: dict[str, int] = field(default_factory=dict)  # async events dropped after the max event age
     watch_batches: int = 0  # batches (unschedulable pods; nodes registering or Ready) that invoked the provisioner
     timeline: list[tuple[float, str, str]] = field(default_factory=list)
+    # (time, kind, what): launch, termination, interruption, eviction, disruption; what windowed assertions
+    # count and the report marks
+    events: list[tuple[float, str, str]] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     instances: list[InstanceRecord] = field(default_factory=list)
     time_to_running: list[float] = field(default_factory=list)
@@ -226,6 +243,8 @@ class Simulation:
         per node change, so a budget exceeded between two samples is still seen."""
         node, name = event.obj, event.obj["metadata"]["name"]
         if event.type != "DELETED" and (node_leaving(node) or node["metadata"].get("deletionTimestamp")):
+            if name not in self._disrupting:
+                self.event("disruption", f"node {name} pool {pool_of(node)}")
             self._disrupting[name] = pool_of(node)
         else:
             self._disrupting.pop(name, None)
@@ -285,8 +304,11 @@ class Simulation:
         evict = self.store.evict
 
         def counted(namespace: str, name: str, body: Any = None) -> Any:
+            pod = self.store.peek("pods", namespace, name)
+            node = (pod or {}).get("spec", {}).get("nodeName") or "?"
             result = evict(namespace, name, body)
             self.record.evictions += 1
+            self.event("eviction", f"{namespace}/{name} from {node}")
             return result
 
         self.store.evict = counted  # type: ignore[method-assign]
@@ -296,6 +318,8 @@ class Simulation:
         inst = r.instance
         assert inst is not None
         dup = f" DUPLICATE of {r.duplicate_of}" if r.duplicate_of else ""
+        self.event("launch", f"{r.instance_id} {inst.instance_type} {inst.capacity_type} {inst.zone}"
+                             f" pool {inst.node_pool or '-'}")
         self.log("ec2", f"launched {r.instance_id} {inst.instance_type} {inst.capacity_type} {inst.zone} "
                         f"${r.hourly_price:.4f}/h {group_of(inst)}{dup}")
 
@@ -322,6 +346,7 @@ class Simulation:
 
     def _terminated(self, r: InstanceRecord) -> None:
         why = " (interrupted)" if r.interrupted else ""
+        self.event("termination", f"{r.instance_id}{why} node {r.node_name or '-'}")
         self.log("ec2", f"terminated {r.instance_id}{why} after {clock_text(self.loop.now - r.launched_at)}")
 
     # ----- the Lambda functions --------------------------------------------------------------------
@@ -432,14 +457,23 @@ class Simulation:
                      + (", ".join("/".join(k) for k in sorted(self.cloud.unavailable)) or "none"))
         elif step.stop_kubelet is not None:
             k = step.stop_kubelet
+            pick = self._picker(k)
             chosen = [r for r in sorted(self.cloud.live(), key=lambda r: r.instance_id)
                       if r.node_name and r.instance is not None and r.instance.node_pool
                       and r.instance_id not in self.kubelets.stopped
-                      and k.node_pool in (None, r.instance.node_pool)][:k.count]
+                      and k.node_pool in (None, r.instance.node_pool) and pick(r)][:k.count]
             for r in chosen:
                 self.kubelets.stop(r)
             names = ", ".join(str(r.node_name) for r in chosen) or "no node"
-            self.log("scenario", f"kubelet stops reporting on {names}")
+            self.log("scenario", f"kubelet stops reporting on {names}{k.describe()}")
+        elif step.terminate is not None:
+            t = step.terminate
+            pick = self._picker(t)
+            chosen = [r for r in sorted(self.cloud.live(), key=lambda r: r.instance_id)
+                      if r.instance is not None and t.node_pool in (None, r.instance.node_pool) and pick(r)][:t.count]
+            self.log("scenario", f"EC2 terminates {', '.join(r.instance_id for r in chosen) or 'no instance'}"
+                                 f"{t.describe()}")
+            self.cloud.terminate([r.instance_id for r in chosen])
         elif step.new_ami is not None:
             images = publish_image(self.cloud.ec2, region=self.env.config.region, name=step.new_ami.name,
                                    k8s_version=self.runtime.config.kubernetes_version or DEFAULT_K8S_VERSION)
@@ -453,12 +487,17 @@ class Simulation:
             self.hpas.set_load(step.load.namespace, step.load.deployment, step.load.cpu)
         elif step.interrupt is not None:
             i = step.interrupt
-            ids = self.queue.interrupt(count=i.count, node_pool=i.node_pool, rebalance=i.rebalance)
+            ids = self.queue.interrupt(count=i.count, node_pool=i.node_pool, rebalance=i.rebalance,
+                                       pick=self._picker(i))
             what = "rebalance recommendation for" if i.rebalance else "FIS: interrupt"
-            self.log("scenario", f"{what} {i.count} spot instance(s): {', '.join(ids) or 'none'}")
+            for iid in ids:
+                self.event("interruption", f"{iid} node {self.cloud.instances[iid].node_name or '-'}"
+                                           f"{' (rebalance)' if i.rebalance else ''}")
+            self.log("scenario", f"{what} {i.count} spot instance(s){i.describe()}: {', '.join(ids) or 'none'}")
         elif step.scheduled_change is not None:
             c = step.scheduled_change
-            ids = self.queue.scheduled_change(count=c.count, start_in=c.start_in, node_pool=c.node_pool)
+            ids = self.queue.scheduled_change(count=c.count, start_in=c.start_in, node_pool=c.node_pool,
+                                              pick=self._picker(c))
             self.log("scenario", f"AWS Health: EC2 scheduled change for {', '.join(ids) or 'no instance'}, "
                                  f"starting in {clock_text(c.start_in)}")
         elif step.shrink_node_group is not None:
@@ -471,6 +510,19 @@ class Simulation:
                 self.controllers.scale(step.delete.namespace, step.delete.name, 0)
             else:
                 self.store.delete(PLURALS[step.delete.kind], step.delete.namespace, step.delete.name)
+
+    def _picker(self, target: Target) -> Callable[[InstanceRecord], bool]:
+        """Whether an instance matches a fault's ``node``, ``zone`` and ``owner`` (its node runs a pod of it)."""
+        hosts: set[str] | None = None
+        if target.owner:
+            hosts = {p["spec"].get("nodeName", "") for p in self.store.view("pods")
+                     if owner_name(p) == target.owner and p["spec"].get("nodeName")}
+
+        def pick(r: InstanceRecord) -> bool:
+            return ((target.node is None or r.node_name == target.node)
+                    and (target.zone is None or (r.instance is not None and r.instance.zone == target.zone))
+                    and (hosts is None or r.node_name in hosts))
+        return pick
 
     def _reconfigure(self, node_pools: list[dict[str, Any]]) -> None:
         """New NodePools, as a redeploy of the functions would apply them: a fresh runtime (the handlers'
@@ -488,7 +540,13 @@ class Simulation:
         by_pool: dict[str, int] = {}
         by_capacity: dict[str, int] = {}
         by_type: dict[str, int] = {}
+        by_pool_capacity: dict[str, int] = {}
+        node_zone: dict[str, str] = {}
         for n in nodes:
+            labels = n["metadata"].get("labels") or {}
+            node_zone[n["metadata"]["name"]] = labels.get("topology.kubernetes.io/zone", "?")
+            key = f"{pool_of(n)}/{labels.get('karpenter.sh/capacity-type', 'unknown')}"
+            by_pool_capacity[key] = by_pool_capacity.get(key, 0) + 1
             itype = (n["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type", "unknown")
             by_type[itype] = by_type.get(itype, 0) + 1
             pool = pool_of(n)
@@ -502,10 +560,15 @@ class Simulation:
             running_pods=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"),
             nodes=len(nodes), ready_nodes=sum(1 for n in nodes if node_ready(n) == "True"),
             instances=len(self.cloud.live()), dollars_per_hour=round(self.cloud.hourly_cost(), 6),
-            nodes_by_pool=by_pool, nodes_by_capacity=by_capacity, nodes_by_type=by_type))
+            nodes_by_pool=by_pool, nodes_by_capacity=by_capacity, nodes_by_type=by_type,
+            nodes_by_pool_capacity=by_pool_capacity, dollars=round(self.cloud.dollars(self.loop.now), 6),
+            zone_skew=_zone_skew(pods, node_zone)))
 
     def log(self, source: str, text: str) -> None:
         self.record.timeline.append((self.loop.now, source, text))
+
+    def event(self, kind: str, what: str) -> None:
+        self.record.events.append((self.loop.now, kind, what))
 
     def run(self) -> Record:
         started = time.monotonic()
@@ -560,10 +623,7 @@ class Simulation:
         for pod in self.store.view("pods"):
             if (pod.get("status") or {}).get("phase") != "Running":
                 continue
-            owner: dict[str, Any] = next(iter(pod["metadata"].get("ownerReferences") or ()), {})
-            name = owner.get("name", "(bare)")
-            if owner.get("kind") == "ReplicaSet":
-                name = name.rsplit("-", 1)[0]
+            name = owner_name(pod)
             where = rec.placement.setdefault(name, {"total": 0})
             pool = pools.get(pod["spec"].get("nodeName", ""), "(gone)")
             where[pool] = where.get(pool, 0) + 1
@@ -602,6 +662,20 @@ class Simulation:
                 "seeded": len(self._karpenter), "left": len(left),
                 "stuck": sum(1 for n in left if n["metadata"].get("deletionTimestamp")),
                 "terminated": sum(1 for r in rec.instances if r.node_name in self._karpenter and not r.alive)}
+
+
+def _zone_skew(pods: list[dict[str, Any]], node_zone: dict[str, str]) -> dict[str, int]:
+    zones = sorted(set(node_zone.values()))
+    counts: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+            continue
+        zone = node_zone.get(pod["spec"].get("nodeName", ""))
+        if zone is None:
+            continue
+        by_zone = counts.setdefault(owner_name(pod), dict.fromkeys(zones, 0))
+        by_zone[zone] = by_zone.get(zone, 0) + 1
+    return {owner: max(z.values()) - min(z.values()) for owner, z in sorted(counts.items()) if z}
 
 
 @contextlib.contextmanager

@@ -166,23 +166,41 @@ class Initial(_Model):
     objects: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class Interrupt(_Model):
-    """An AWS FIS spot interruption: the warning now, the reclaim two minutes later (``rebalance``: an
-    EC2 Instance Rebalance Recommendation instead, and no reclaim)."""
+class Target(_Model):
+    """Which instances a fault hits: up to ``count`` of those matching every given field, lowest instance id
+    first. ``node``: the Node's name; ``owner``: nodes running a pod of this workload (a Deployment,
+    StatefulSet, Job or DaemonSet name); ``zone``: an availability zone; ``nodePool``: the autoscaler's pool."""
 
     count: int = 1
     node_pool: str | None = None
+    node: str | None = None
+    owner: str | None = None
+    zone: str | None = None
+
+    def describe(self) -> str:
+        parts = [f"{k} {v}" for k, v in (("node", self.node), ("owner", self.owner), ("zone", self.zone),
+                                          ("nodePool", self.node_pool)) if v]
+        return f" ({', '.join(parts)})" if parts else ""
+
+
+class Interrupt(Target):
+    """An AWS FIS spot interruption: the warning now, the reclaim two minutes later (``rebalance``: an
+    EC2 Instance Rebalance Recommendation instead, and no reclaim)."""
+
     rebalance: bool = False
 
 
-class ScheduledChangeSpec(_Model):
+class Terminate(Target):
+    """EC2 terminates instances without notice (an operator in the console, a host failure): no warning,
+    no event, the kubelet just goes."""
+
+
+class ScheduledChangeSpec(Target):
     """AWS Health announces an EC2 scheduled change (an instance retirement) for ``count`` of the
     autoscaler's instances (of ``nodePool`` when given), starting ``startIn`` from now; at the start EC2
     retires the ones still running."""
 
-    count: int = 1
     start_in: float = 900.0
-    node_pool: str | None = None
 
     @field_validator("start_in", mode="before")
     @classmethod
@@ -190,12 +208,9 @@ class ScheduledChangeSpec(_Model):
         return seconds(value)
 
 
-class StopKubelet(_Model):
-    """The kubelets of ``count`` of the autoscaler's nodes (of ``nodePool`` when given) stop reporting
+class StopKubelet(Target):
+    """The kubelets of ``count`` of the autoscaler's nodes (matching the target's fields) stop reporting
     while their instances keep running: the Nodes go Ready=Unknown, node repair's business."""
-
-    count: int = 1
-    node_pool: str | None = None
 
 
 class NewAmi(_Model):
@@ -274,6 +289,7 @@ class Step(_Model):
     delete: Delete | None = None
     shrink_node_group: ShrinkNodeGroup | None = None
     interrupt: Interrupt | None = None
+    terminate: Terminate | None = None
     scheduled_change: ScheduledChangeSpec | None = None
     stop_kubelet: StopKubelet | None = None
     new_ami: NewAmi | None = None
@@ -290,19 +306,48 @@ class Step(_Model):
     @model_validator(mode="after")
     def _one_action(self) -> Step:
         actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group,
-                               self.interrupt, self.scheduled_change, self.stop_kubelet, self.new_ami, self.load,
-                               self.capacity, self.node_pools, self.job)
+                               self.interrupt, self.terminate, self.scheduled_change, self.stop_kubelet,
+                               self.new_ami, self.load, self.capacity, self.node_pools, self.job)
                    if a is not None]
         if len(actions) != 1:
             raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
-                             "shrinkNodeGroup, interrupt, scheduledChange, stopKubelet, newAmi, load, capacity, "
-                             "nodePools, job")
+                             "shrinkNodeGroup, interrupt, terminate, scheduledChange, stopKubelet, newAmi, load, "
+                             "capacity, nodePools, job")
         return self
 
 
+EVENT_KINDS = ("launches", "terminations", "interruptions", "evictions", "disruptions")
+
+
+class Never(_Model):
+    """A bound no sample (or event count) may cross: ``above`` and/or ``below``."""
+
+    above: float | None = None
+    below: float | None = None
+
+
+class RatioBounds(_Model):
+    max: float | None = None
+    min: float | None = None
+
+
 class Assertion(_Model):
+    """One check of a run. Forms (bounds: ``max``, ``min``, ``equal``)::
+
+        {metric: duplicate_launches, equal: 0}                  # a summary number
+        {metric: pending_pods, at: 5m, max: 0}                  # a sampled series at one time (end: the last)
+        {metric: pending_pods, during: [5m, 12m], max: 0}       # every sample in a window
+        {metric: evictions, during: [5h, 12h], equal: 0}        # events in a window (launches, terminations,
+                                                                #  interruptions, evictions, disruptions)
+        {metric: zone_skew.web, never: {above: 1}}              # no sample above 1 (within ``during`` if given)
+        {metric: dollars, ratioToBaseline: {max: 1.0}}          # ours / the Cluster-Autoscaler baseline's
+    """
+
     metric: str
     at: float | None = None  # a sampled series' value at this time (``end``: the last sample)
+    during: tuple[float, float] | None = None
+    never: Never | None = None
+    ratio_to_baseline: RatioBounds | None = None
     max: float | None = None
     min: float | None = None
     equal: float | None = None
@@ -312,16 +357,64 @@ class Assertion(_Model):
     def _at(cls, value: Any) -> float | None:
         return None if value is None else seconds(value)
 
+    @field_validator("during", mode="before")
+    @classmethod
+    def _during(cls, value: Any) -> tuple[float, float] | None:
+        if value is None:
+            return None
+        if isinstance(value, dict):
+            value = [value.get("from", 0), value.get("to", "end")]
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            raise ValueError("during: a window [from, to], e.g. [5m, 12m] or [1h, end]")
+        start, end = seconds(value[0]), seconds(value[1])
+        if end < start:
+            raise ValueError(f"during: the window ends ({value[1]}) before it starts ({value[0]})")
+        return (start, end)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Assertion:
+        if self.at is not None and (self.during is not None or self.never is not None):
+            raise ValueError(f"assertion on {self.metric}: 'at' is one time; use 'during' for a window")
+        if self.ratio_to_baseline is not None and (self.at is not None or self.during is not None):
+            raise ValueError(f"assertion on {self.metric}: ratioToBaseline compares whole-run summary numbers")
+        if self.never is None and self.ratio_to_baseline is None and all(
+                b is None for b in (self.max, self.min, self.equal)):
+            raise ValueError(f"assertion on {self.metric}: give a bound (max, min, equal), never or ratioToBaseline")
+        return self
+
     def check(self, value: float) -> bool:
-        return ((self.max is None or value <= self.max) and (self.min is None or value >= self.min)
-                and (self.equal is None or value == self.equal))
+        if self.ratio_to_baseline is not None:
+            r = self.ratio_to_baseline
+            return (r.max is None or value <= r.max) and (r.min is None or value >= r.min)
+        ok = ((self.max is None or value <= self.max) and (self.min is None or value >= self.min)
+              and (self.equal is None or value == self.equal))
+        if self.never is not None:
+            ok = ok and (self.never.above is None or value <= self.never.above) and (
+                self.never.below is None or value >= self.never.below)
+        return ok
 
     def describe(self) -> str:
         bounds = [f"<= {self.max:g}" if self.max is not None else "",
                   f">= {self.min:g}" if self.min is not None else "",
                   f"== {self.equal:g}" if self.equal is not None else ""]
+        if self.never is not None:
+            bounds += [f"never above {self.never.above:g}" if self.never.above is not None else "",
+                       f"never below {self.never.below:g}" if self.never.below is not None else ""]
+        if self.ratio_to_baseline is not None:
+            r = self.ratio_to_baseline
+            bounds += [f"ours/baseline <= {r.max:g}" if r.max is not None else "",
+                       f"ours/baseline >= {r.min:g}" if r.min is not None else ""]
         where = "" if self.at is None else (" at end" if self.at == float("inf") else f" at {self.at:g}s")
+        if self.during is not None:
+            where = f" during {_clock(self.during[0])}-{_clock(self.during[1])}"
         return f"{self.metric}{where} {' and '.join(b for b in bounds if b)}"
+
+
+def _clock(t: float) -> str:
+    if t == float("inf"):
+        return "end"
+    h, rest = divmod(int(t), 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 class Baseline(_Model):
