@@ -40,6 +40,7 @@ from simulator.sim.engine import EventLoop
 from simulator.sim.scheduler import tolerates
 
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+VOLUME_RETRY_SECONDS = 2.0  # the kubelet's volume manager re-checks a pod's volumes this often
 BASELINE_GROUP_TAG = "simulator/baseline-group"  # instances of the Cluster-Autoscaler baseline's group
 
 
@@ -69,6 +70,7 @@ class Kubelets:
     log: Callable[[str, str], None] | None = None
     # instance id -> its user data (base64 or plain); default: EC2's DescribeInstanceAttribute userData
     user_data: Callable[[str], str | None] | None = None
+    volumes: Any = None  # sim/volumes.Volumes: a pod with volumes starts once they are attached to its node
     _stopping: set[str] = field(default_factory=set)  # pod uids whose termination is scheduled
     _starting: set[str] = field(default_factory=set)
 
@@ -248,6 +250,12 @@ class Kubelets:
         node = pod["spec"].get("nodeName")
         if not node or not self.store.exists("nodes", None, node) or self._silent(node):
             return
+        if self.volumes is not None:
+            wait = self.volumes.ready_in(pod, node)
+            if wait is None or wait > 0:  # volumes not attached yet: containers wait for them
+                self.loop.after(VOLUME_RETRY_SECONDS if wait is None else wait, f"pod {ns}/{name} volumes",
+                                lambda: self._start(ns, name, uid))
+                return
         self.store.set_pod_ready(ns, name, echo=False)
         self.running[uid] = self.loop.now
 

@@ -44,7 +44,7 @@ from simulator.moto_server import MOTO_LOCK
 from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.containers import Containers
-from simulator.sim.controllers import Controllers, Deployment, Job
+from simulator.sim.controllers import Controllers, Deployment, Job, StatefulSet
 from simulator.sim.describe import FastDescribeInstances
 from simulator.sim.engine import EventLoop, Invocation, VirtualClock
 from simulator.sim.facts import (
@@ -64,6 +64,7 @@ from simulator.sim.nodegroups import KarpenterNodeSet, ManagedNodeGroups, NodeGr
 from simulator.sim.platform import platform_for
 from simulator.sim.scenario import Scenario, Step, Target
 from simulator.sim.scheduler import KubeScheduler
+from simulator.sim.volumes import Volumes, VolumeSettings
 from simulator.sim.watch import WakeUp, WatchTrigger
 
 PLURALS = {"Pod": "pods", "Node": "nodes", "DaemonSet": "daemonsets", "PodDisruptionBudget": "poddisruptionbudgets",
@@ -183,6 +184,9 @@ class Simulation:
             self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools}, env.config.region,
             KubeletSettings(**{f: getattr(s, f) for f in KubeletSettings.__dataclass_fields__}))
         self.kubelets.log = self.log
+        self.volumes = Volumes(self.loop, store, VolumeSettings(
+            s.volume_provision_seconds, s.volume_attach_seconds, s.volume_detach_seconds), log=self.log)
+        self.kubelets.volumes = self.volumes
         self.controllers = Controllers(self.loop, store)
         icfg = env.config.interruption
         self.queue = InterruptionQueue(
@@ -223,6 +227,7 @@ class Simulation:
         reschedule, pods_changed = False, False
         for event in changes:
             self.kubelets.observe(event)
+            self.volumes.observe(event)
             self.controllers.observe(event)
             if self.watch is not None:
                 self.watch.observe(event)
@@ -291,6 +296,7 @@ class Simulation:
             return
         pods = self.store.view("pods")
         scale = {d.rs_uid: d.replicas for d in self.controllers.deployments.values()}
+        scale.update({st.uid: st.replicas for st in self.controllers.stateful_sets.values()})
         for pdb in pdbs:
             key = f"{pdb['metadata'].get('namespace')}/{pdb['metadata']['name']}"
             healthy, desired = budget(pdb, pods, scale)
@@ -421,10 +427,13 @@ class Simulation:
             self.controllers.apply_deployment(Deployment(meta["name"], meta.get("namespace", "default"),
                                                          int(spec.get("replicas", 1)), spec.get("template") or {}))
             return
+        if kind == "StatefulSet":
+            self.controllers.apply_stateful_set(StatefulSet.from_manifest(manifest))
+            return
         plural = PLURALS.get(kind)
         if plural is None:
             raise ValueError(f"apply: kind {kind!r} is not simulated (use one of {', '.join(sorted(PLURALS))}, "
-                             "Deployment)")
+                             "Deployment, StatefulSet)")
         meta = manifest.get("metadata") or {}
         if self.store.exists(plural, meta.get("namespace"), meta.get("name", "")):
             self.store.replace(plural, meta.get("namespace"), meta["name"], manifest)
@@ -433,8 +442,10 @@ class Simulation:
 
     def _step(self, step: Step) -> None:
         if step.scale is not None:
-            self.log("scenario", f"scale deployment {step.scale.deployment} to {step.scale.replicas}")
-            self.controllers.scale(step.scale.namespace, step.scale.deployment, step.scale.replicas)
+            name = step.scale.deployment or step.scale.stateful_set or ""
+            kind = "deployment" if step.scale.deployment else "statefulset"
+            self.log("scenario", f"scale {kind} {name} to {step.scale.replicas}")
+            self.controllers.scale(step.scale.namespace, name, step.scale.replicas)
         elif step.deployment is not None:
             d = step.deployment
             self.log("scenario", f"apply deployment {d.name} ({d.replicas} replicas)")

@@ -78,6 +78,10 @@ class Settings(_Model):
     pod_gc_seconds: float = _KUBELET.pod_gc_seconds
     taint_eviction_seconds: float = _KUBELET.taint_eviction_seconds
     scheduler_delay_seconds: float = 1.0
+    # Persistent volumes (sim/volumes.py): an EBS volume created, attached and detached in this many seconds
+    volume_provision_seconds: float = 5.0
+    volume_attach_seconds: float = 10.0
+    volume_detach_seconds: float = 10.0
     scoring: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
     # The Lambda schedules: by default the deployed ones (the cluster file's provisioner.schedule, or its
     # reaction's default, and disruption.schedule); a number here overrides the period.
@@ -270,9 +274,18 @@ class ShrinkNodeGroup(_Model):
 
 
 class Scale(_Model):
-    deployment: str
+    """Scale a Deployment or a StatefulSet (give one of the two names)."""
+
+    deployment: str | None = None
+    stateful_set: str | None = None
     replicas: int
     namespace: str = "default"
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Scale:
+        if (self.deployment is None) == (self.stateful_set is None):
+            raise ValueError("scale: name one of deployment or statefulSet")
+        return self
 
 
 class Delete(_Model):
