@@ -1,4 +1,4 @@
-"""``python -m simulator.simulate SCENARIO [--until 2h] [--output text|json] [--plot FILE.png]``
+"""``python -m simulator.simulate SCENARIO [--until 2h] [--output text|json] [--plot FILE.png] [--report FILE.html]``
 (also ``autoscaler simulate`` from a clone): run a scenario in virtual time against moto and the
 Kubernetes API emulator with the real handlers, print its timeline and summary, check its assertions.
 
@@ -10,16 +10,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from autoscaler.cli import add_simulate_arguments
 from autoscaler.domain.errors import ConfigError
+from simulator.sim.html_report import write_report
 from simulator.sim.report import as_json, as_text, baseline_text, check, plot, ratios, summary
 from simulator.sim.runner import run_scenario
 from simulator.sim.scenario import ScenarioError, load_scenario, seconds
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     try:
         scenario = load_scenario(args.scenario)
         until = seconds(args.until) if args.until else None
@@ -42,11 +46,17 @@ def run(args: argparse.Namespace) -> int:
         if base is not None:
             print("\n" + baseline_text(record, base))
     if args.plot:
-        if plot(record, args.plot):
+        if plot(record, args.plot, baseline=base):
             print(f"plot written to {args.plot}", file=sys.stderr)
         else:
             print("autoscaler simulate: --plot needs matplotlib (pip install -e '.[dev]'); no plot written",
                   file=sys.stderr)
+    if args.report:
+        write_report(record, args.report, results=results, baseline=base)
+        print(f"report written to {Path(args.report).resolve()} (open it in a browser)", file=sys.stderr)
+    runs = "both runs" if base is not None else "the run"
+    print(f"autoscaler simulate: {time.monotonic() - started:.1f} s wall in all ({runs}, with the start-up of "
+          "moto and the Kubernetes API emulator)", file=sys.stderr)
     return 0 if all(r["ok"] for r in results) else 1
 
 

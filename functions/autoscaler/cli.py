@@ -83,6 +83,8 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
                         "(needs matplotlib: pip install -e '.[dev]')")
     parser.add_argument("--baseline", action="store_true", help="also run the scenario under a Cluster-Autoscaler-"
                         "like policy (one instance type, 10 s scan, 10 min scale-down) and print the ratios")
+    parser.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report (timeline "
+                        "charts with event markers, summary, assertions) to open in a browser")
 
 
 def _register_simulate(sub: argparse.ArgumentParser) -> Command:

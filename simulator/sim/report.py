@@ -224,6 +224,7 @@ def as_json(rec: Record, results: list[dict[str, Any]]) -> dict[str, Any]:
         "assertions": results,
         "timeline": [{"t": round(t, 1), "source": src, "text": text} for t, src, text in rec.timeline],
         "samples": [asdict(s) for s in rec.samples],
+        "events": [{"t": round(t, 1), "kind": kind, "what": what} for t, kind, what in rec.events],
         "invocations": [{"function": i.function, "queued": round(i.queued_at, 1), "started": round(i.started, 1),
                          "ended": round(i.ended, 1), "timedOut": i.timed_out} for i in rec.lambda_invocations],
         "handlerErrors": rec.handler_errors,
@@ -235,8 +236,9 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
     lines += [f"  {clock_text(t)}  {src:<14} {text}" for t, src, text in rec.timeline]
     facts = summary(rec)
     lines += ["", "Summary:",
-              f"  virtual time {clock_text(rec.until)} simulated in {facts['wall_seconds']:.1f} s wall "
-              f"({facts['events_processed']} events)",
+              f"  virtual time {clock_text(rec.until)} from {rec.scenario.start:%Y-%m-%d %H:%M:%S} UTC, "
+              f"simulated in {facts['wall_seconds']:.1f} s wall for the run itself "
+              f"({facts['events_processed']} events; start-up of moto and the API emulator not counted)",
               f"  pods: {facts['pods_started']} started, time to Running p50 {facts['time_to_running_p50']:g} s, "
               f"p95 {facts['time_to_running_p95']:g} s, max {facts['time_to_running_max']:g} s; "
               f"max pending {facts['max_pending_pods']}, pending pod-seconds {facts['pending_pod_seconds']:g}, "
@@ -306,9 +308,11 @@ def baseline_text(ours: Record, base: Record) -> str:
     return "\n".join(lines)
 
 
-def plot(rec: Record, path: str) -> bool:
-    """Nodes, pending pods and $/hour over time with the scenario's actions marked; False without
-    matplotlib (a dev extra, never needed to run a scenario)."""
+def plot(rec: Record, path: str, *, baseline: Record | None = None) -> bool:
+    """The PNG version of the HTML report's charts: nodes by pool and capacity type (stacked, the baseline's
+    nodes dashed), pods, $/hour and cumulative $ (ours and the baseline's), each on its own labelled axis,
+    with launch/disruption/interruption/eviction markers and the scenario's steps; legends sit outside the
+    data. False without matplotlib (a dev extra, never needed to run a scenario)."""
     try:
         import matplotlib  # noqa: PLC0415 - optional
 
@@ -317,22 +321,47 @@ def plot(rec: Record, path: str) -> bool:
     except ImportError:
         return False
     t = [s.t / 60 for s in rec.samples]
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6))
-    top.step(t, [s.nodes for s in rec.samples], where="post", label="nodes")
-    top.step(t, [s.pending_pods for s in rec.samples], where="post", label="pending pods")
-    top.step(t, [s.running_pods for s in rec.samples], where="post", label="running pods", alpha=0.6)
-    top.legend(loc="upper right")
-    top.set_ylabel("count")
-    bottom.step(t, [s.dollars_per_hour for s in rec.samples], where="post", color="tab:green")
-    bottom.set_ylabel("$/hour")
-    bottom.set_xlabel("minutes")
+    fig, axes = plt.subplots(4, 1, sharex=True, figsize=(12, 10))
+    nodes_ax, pods_ax, hourly_ax, spent_ax = axes
+    keys = sorted({k for s in rec.samples for k in s.nodes_by_pool_capacity})
+    if keys:
+        nodes_ax.stackplot(t, *[[s.nodes_by_pool_capacity.get(k, 0) for s in rec.samples] for k in keys],
+                           labels=keys, step="post", alpha=0.6)
+    if baseline is not None:
+        nodes_ax.step([s.t / 60 for s in baseline.samples], [s.nodes for s in baseline.samples], where="post",
+                      color="black", linestyle="--", label="baseline nodes")
+    nodes_ax.set_ylabel("nodes")
+    pods_ax.step(t, [s.pending_pods for s in rec.samples], where="post", color="tab:red", label="pending pods")
+    pods_ax.step(t, [s.running_pods for s in rec.samples], where="post", color="tab:blue", label="running pods")
+    pods_ax.set_ylabel("pods")
+    hourly_ax.step(t, [s.dollars_per_hour for s in rec.samples], where="post", color="tab:green", label="ours $/h")
+    spent_ax.step(t, [s.dollars for s in rec.samples], where="post", color="tab:green", label="ours $ spent")
+    if baseline is not None:
+        bt = [s.t / 60 for s in baseline.samples]
+        hourly_ax.step(bt, [s.dollars_per_hour for s in baseline.samples], where="post", color="black",
+                       linestyle="--", label="baseline $/h")
+        spent_ax.step(bt, [s.dollars for s in baseline.samples], where="post", color="black", linestyle="--",
+                      label="baseline $ spent")
+    hourly_ax.set_ylabel("$ / hour")
+    spent_ax.set_ylabel("$ spent")
+    spent_ax.set_xlabel("minutes")
+    colors = {"launch": "tab:green", "disruption": "tab:purple", "interruption": "tab:red",
+              "eviction": "tab:orange"}
+    for kind, color in colors.items():
+        times = [when / 60 for when, k, _ in rec.events if k == kind]
+        if times:
+            pods_ax.plot(times, [0] * len(times), linestyle="none", marker="v", color=color, markersize=7,
+                         label=f"{kind.replace('launch', 'launche')}s ({len(times)})", clip_on=False)
     for when, source, text in rec.timeline:
         if source == "scenario":
-            for ax in (top, bottom):
+            for ax in axes:
                 ax.axvline(when / 60, color="grey", linestyle=":", linewidth=1)
-            top.text(when / 60, 0.97, text[:40], transform=top.get_xaxis_transform(), rotation=90, fontsize=7,
-                     va="top", ha="right", color="dimgrey")
-    top.set_title(f"Scenario {rec.scenario.name}")
+            nodes_ax.text(when / 60, 1.02, text[:40], transform=nodes_ax.get_xaxis_transform(), rotation=30,
+                          fontsize=7, va="bottom", ha="left", color="dimgrey")
+    for ax in axes:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+        ax.set_ylim(bottom=0)
+    fig.suptitle(f"Scenario {rec.scenario.name}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
