@@ -351,6 +351,9 @@ class Simulation:
         return stored is not None and node_leaving(stored)
 
     def _terminated(self, r: InstanceRecord) -> None:
+        # The API writes the caller made before this TerminateInstances (a cordon, a drain) come first in the
+        # timeline: read them now rather than after the caller's turn.
+        self._observe()
         why = " (interrupted)" if r.interrupted else ""
         self.event("termination", f"{r.instance_id}{why} node {r.node_name or '-'}")
         self.log("ec2", f"terminated {r.instance_id}{why} after {clock_text(self.loop.now - r.launched_at)}")
