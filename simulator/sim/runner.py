@@ -724,7 +724,7 @@ def seeded(seed: int) -> Iterator[None]:
     # images, volumes and instances the timeline names.
     moto_instances.random_instance_id = lambda: f"i-{ids.getrandbits(68):017x}"
     moto_amis.random_ami_id = lambda: f"ami-{ids.getrandbits(68):017x}"
-    moto_responses.gen_amzn_requestid_long = _request_id
+    moto_responses.gen_amzn_requestid_long = _RequestIds()
     try:
         yield
     finally:
@@ -732,14 +732,17 @@ def seeded(seed: int) -> Iterator[None]:
         moto_responses.gen_amzn_requestid_long = real_request_id
 
 
-_request_ids = itertools.count(1)
+class _RequestIds:
+    """moto's request-id generator, counting from 1 for each run (no random draw)."""
 
+    def __init__(self) -> None:
+        self._next = itertools.count(1)
 
-def _request_id(headers: dict[str, Any] | None = None) -> str:
-    request_id = f"{next(_request_ids):052d}"
-    if isinstance(headers, dict):
-        headers["x-amzn-requestid"] = request_id
-    return request_id
+    def __call__(self, headers: dict[str, Any] | None = None) -> str:
+        request_id = f"{next(self._next):052d}"
+        if isinstance(headers, dict):
+            headers["x-amzn-requestid"] = request_id
+        return request_id
 
 
 def run_scenario(scenario: Scenario, *, until: float | None = None, moto_server: ThreadedMotoServer | None = None,
