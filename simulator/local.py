@@ -311,8 +311,9 @@ class LocalCluster:
         os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
                            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": config.region})
         os.environ.pop("AWS_SESSION_TOKEN", None)
+        # Generous: resetting a moto that held thousands of instances takes seconds on a busy machine.
         with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"),
-                                    timeout=10):
+                                    timeout=120):
             pass
         kube = KubeApiServer().start()
         try:
