@@ -715,21 +715,23 @@ def seeded(seed: int) -> Iterator[None]:
     repeat). Everything else is already ordered by virtual time, so the same seed gives the same run."""
     mock_random.seed(seed)
     rng, ids = random.Random(seed), random.Random(seed + 1)
-    real_secrets, real_ids, real_amis, real_request_id = (
-        launcher.secrets, moto_instances.random_instance_id, moto_amis.random_ami_id,
-        moto_responses.gen_amzn_requestid_long)
-    launcher.secrets = SimpleNamespace(choice=rng.choice)  # type: ignore[assignment]
-    # Instance and request ids from generators of their own: moto draws every request's id from its shared
-    # generator, and how many requests a pass makes (cache refreshes, retries) must not move the ids of the
-    # images, volumes and instances the timeline names.
-    moto_instances.random_instance_id = lambda: f"i-{ids.getrandbits(68):017x}"
-    moto_amis.random_ami_id = lambda: f"ami-{ids.getrandbits(68):017x}"
-    moto_responses.gen_amzn_requestid_long = _RequestIds()
+    # Instance, image and request ids from generators of their own: moto draws every request's id from its
+    # shared generator, and how many requests a pass makes (cache refreshes, retries) must not move the ids
+    # of the images and instances the timeline names.
+    patches: list[tuple[object, str, object]] = [
+        (launcher, "secrets", SimpleNamespace(choice=rng.choice)),
+        (moto_instances, "random_instance_id", lambda: f"i-{ids.getrandbits(68):017x}"),
+        (moto_amis, "random_ami_id", lambda: f"ami-{ids.getrandbits(68):017x}"),
+        (moto_responses, "gen_amzn_requestid_long", _RequestIds()),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
+    for module, name, value in patches:
+        setattr(module, name, value)
     try:
         yield
     finally:
-        launcher.secrets, moto_instances.random_instance_id, moto_amis.random_ami_id = real_secrets, real_ids, real_amis
-        moto_responses.gen_amzn_requestid_long = real_request_id
+        for module, name, value in saved:
+            setattr(module, name, value)
 
 
 class _RequestIds:
