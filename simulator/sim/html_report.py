@@ -56,14 +56,17 @@ class _Chart:
     def y(self, v: float) -> float:
         return self.bottom - (self.bottom - self.top) * v / self.y_max
 
-    def step(self, points: Sequence[tuple[float, float]], color: str, label: str, *, dashed: bool = False) -> None:
-        """A step line: each sample's value holds from its time to the next sample's."""
+    def step(self, points: Sequence[tuple[float, float]], color: str, label: str, *, dashed: bool = False,
+             linear: bool = False) -> None:
+        """A step line (each sample's value holds until the next sample), or with ``linear`` a polyline (a
+        running total such as dollars spent)."""
         if not points:
             return
         path = [f"M{self.x(points[0][0]):.1f},{self.y(points[0][1]):.1f}"]
         for t1, v1 in points[1:]:
-            path.append(f"H{self.x(t1):.1f}V{self.y(v1):.1f}")
-        path.append(f"H{self.x(self.until):.1f}")
+            path.append(f"L{self.x(t1):.1f},{self.y(v1):.1f}" if linear else f"H{self.x(t1):.1f}V{self.y(v1):.1f}")
+        if not linear:
+            path.append(f"H{self.x(self.until):.1f}")
         dash = ' stroke-dasharray="6 4"' if dashed else ""
         self.parts.append(f'<path d="{"".join(path)}" fill="none" stroke="{color}" stroke-width="2"{dash}>'
                           f"<title>{_esc(label)}</title></path>")
@@ -169,9 +172,9 @@ def _charts(rec: Record, base: Record | None) -> list[str]:
 
     spent_max = max([s.dollars for s in rec.samples] + [s.dollars for s in (base.samples if base else [])] + [0.001])
     spent = _Chart("Dollars spent (cumulative)", "$ spent", until, spent_max * 1.1)
-    spent.step(_series(rec, lambda s: s.dollars), "#2ca02c", "ours $ spent")
+    spent.step(_series(rec, lambda s: s.dollars), "#2ca02c", "ours $ spent", linear=True)
     if base is not None:
-        spent.step(_series(base, lambda s: s.dollars), "#000", "baseline $ spent", dashed=True)
+        spent.step(_series(base, lambda s: s.dollars), "#000", "baseline $ spent", dashed=True, linear=True)
     spent.steps_of_scenario(rec)
 
     lanes = _Chart("Events (hover a marker for details)", "", until, len(EVENT_LANES) + 1, height=170)

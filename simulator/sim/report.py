@@ -335,12 +335,12 @@ def plot(rec: Record, path: str, *, baseline: Record | None = None) -> bool:
     pods_ax.step(t, [s.running_pods for s in rec.samples], where="post", color="tab:blue", label="running pods")
     pods_ax.set_ylabel("pods")
     hourly_ax.step(t, [s.dollars_per_hour for s in rec.samples], where="post", color="tab:green", label="ours $/h")
-    spent_ax.step(t, [s.dollars for s in rec.samples], where="post", color="tab:green", label="ours $ spent")
+    spent_ax.plot(t, [s.dollars for s in rec.samples], color="tab:green", label="ours $ spent")
     if baseline is not None:
         bt = [s.t / 60 for s in baseline.samples]
         hourly_ax.step(bt, [s.dollars_per_hour for s in baseline.samples], where="post", color="black",
                        linestyle="--", label="baseline $/h")
-        spent_ax.step(bt, [s.dollars for s in baseline.samples], where="post", color="black", linestyle="--",
+        spent_ax.plot(bt, [s.dollars for s in baseline.samples], color="black", linestyle="--",
                       label="baseline $ spent")
     hourly_ax.set_ylabel("$ / hour")
     spent_ax.set_ylabel("$ spent")

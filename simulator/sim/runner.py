@@ -73,6 +73,7 @@ PLURALS = {"Pod": "pods", "Node": "nodes", "DaemonSet": "daemonsets", "PodDisrup
 
 
 PROVISIONER_FUNCTION = "autoscaler-provisioner"
+SETTLE_ATTEMPTS = 50  # re-queues of a sample behind other events due at its time
 ASYNC_INVOKE_DELAY = 0.2  # Lambda's async queue hands an event to the function within a fraction of a second
 
 
@@ -548,6 +549,14 @@ class Simulation:
                                         environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION}, in_process=True)
         self.kubelets.node_pools = {p.name: p for p in self.runtime.node_pools}
 
+    def _sample_settled(self, attempts: int = 0) -> None:
+        """Sample once everything else due at this time has run (a launch, a binding at a sample's time is in
+        that sample, not the next one); bounded, so a run that keeps adding events at one time still samples."""
+        if attempts < SETTLE_ATTEMPTS and self.loop.busy_now():
+            self.loop.after(0.0, "sample", lambda: self._sample_settled(attempts + 1))
+            return
+        self.sample()
+
     def sample(self) -> None:
         pods = self.store.view("pods")
         nodes = self.store.view("nodes")
@@ -613,7 +622,7 @@ class Simulation:
             if p.disruption_period is not None:
                 self.loop.every(p.disruption_period, "disruption", lambda: self._invoke("disruption"),
                                 start=s.disruption_offset_seconds, lambda_call=True)
-        self.loop.every(s.sample_seconds, "sample", self.sample)
+        self.loop.every(s.sample_seconds, "sample", self._sample_settled)
         self._observe()
         try:
             self.loop.run_until(self.until)

@@ -20,14 +20,16 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 def _record(dollars_per_node: float = 0.04) -> Record:
     rec = Record(Scenario(name="demo-report", description="hand-made run"), until=600.0)
-    for i, t in enumerate(range(0, 601, 10)):
+    spent = 0.0
+    for t in range(0, 601, 10):
         nodes = 0 if t < 90 else (3 if t < 360 else 2)
+        spent += nodes * dollars_per_node * 10 / 3600
         rec.samples.append(Sample(
             t=float(t), pending_pods=6 if 20 <= t < 130 else 0, running_pods=6 if t >= 130 else 0, nodes=nodes,
             ready_nodes=nodes, instances=nodes, dollars_per_hour=nodes * dollars_per_node, nodes_by_pool={},
             nodes_by_capacity={}, nodes_by_type={},
             nodes_by_pool_capacity={"default/spot": nodes - 1, "default/on-demand": 1} if nodes else {},
-            dollars=i * nodes * dollars_per_node / 360, zone_skew={"web": 0}))
+            dollars=spent, zone_skew={"web": 0}))
     rec.timeline = [(10.0, "scenario", "apply deployment web (6 replicas)"),
                     (360.0, "scenario", "FIS: interrupt 1 spot instance(s): i-1")]
     rec.events = [(60.0, "launch", "i-1 c6a.xlarge spot us-east-1a pool default"),
