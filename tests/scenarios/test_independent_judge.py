@@ -10,7 +10,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from autoscaler.domain import allocatable as product_allocatable
-from autoscaler.domain.scheduling import prepared, state
+from autoscaler.domain.scheduling import existing_node, prepared
 from simulator.local import Catalog
 from simulator.sim.report import check
 from simulator.sim.runner import run_scenario
@@ -30,7 +30,7 @@ def test_a_wrong_allocatable_in_the_product_fails_the_inflate_scenario(
         out["cpu"], out["memory"] = out["cpu"] * 2, out["memory"] * 2
         return out
 
-    for module in (prepared, state):
+    for module in (prepared, existing_node):
         monkeypatch.setattr(module, "allocatable", generous)
     # When the inflate scenario (which passes with the product as shipped: tests/scenarios/test_inflate.py) runs
     scenario = load_scenario(SCENARIOS / "inflate.yaml")
