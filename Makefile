@@ -10,11 +10,11 @@ PY := $(BIN)/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: help install test lint typecheck layers unit demo simulate synth package bootstrap deploy bench clean validate
+.PHONY: help install test lint typecheck layers unit demo simulate synth package bootstrap deploy bench clean validate browser
 
 help:
 	@echo "make demo   - run the autoscaler locally on the 'inflate' example, then replay it in virtual time (no AWS account needed)"
-	@echo "make simulate SCENARIO=hpa-burst - replay simulator/scenarios/<name>.yaml: timeline, summary, simulation.png"
+	@echo "make simulate SCENARIO=hpa-burst - replay simulator/scenarios/<name>.yaml: timeline, summary, simulation.png and simulation.html"
 	@echo "make test   - install everything, then lint, type-check, check layers and run the tests"
 	@echo "make synth  - validate clusters/$(CLUSTER).yaml, then synthesise and lint the CloudFormation template into cdk.out/ (no AWS credentials, no Docker)"
 	@echo "make package - synth with the real Lambda asset (pip-installs the arm64 dependencies)"
@@ -49,15 +49,24 @@ unit: $(PY_STAMP)
 	@$(PY) -m pytest -n 2 --durations=15; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
-test: install lint typecheck layers unit
+# The HTML report's test opens it in headless Chromium (Debian's package); installed when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { echo "installing chromium for the HTML report's test"; \
+	    $$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo) apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo) \
+	      apt-get install -y -qq chromium; }
+
+test: install browser lint typecheck layers unit
 
 demo: $(PY_STAMP)
 	$(PY) -m simulator.demo
-	$(PY) -m simulator.simulate simulator/scenarios/inflate.yaml --plot simulation.png
+	$(PY) -m simulator.simulate simulator/scenarios/inflate.yaml --plot simulation.png --report simulation.html
+	@echo "HTML report: file://$(CURDIR)/simulation.html (open it in a browser); plot: $(CURDIR)/simulation.png"
 
 SCENARIO ?= inflate
 simulate: $(PY_STAMP)
-	$(PY) -m simulator.simulate simulator/scenarios/$(SCENARIO).yaml --plot simulation.png $(ARGS)
+	$(PY) -m simulator.simulate simulator/scenarios/$(SCENARIO).yaml --plot simulation.png --report simulation.html $(ARGS)
 
 # synth skips the dependency bundling (fast, offline after install); package and deploy bundle for real.
 CLUSTER ?= demo

@@ -47,16 +47,15 @@ from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.informer import ClusterCache
 from autoscaler.app.ports import Clock
 from autoscaler.config import ENV_CLAIMS_TABLE, ClusterConfig, load_cluster_config
-from autoscaler.domain.allocatable import allocatable, capacity
 from autoscaler.domain.claims import Claim
 from autoscaler.domain.fleet import CloudInstance
-from autoscaler.domain.keys import CAPACITY_RESERVATION_ID_LABEL, CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
-from autoscaler.domain.labels import instance_type_labels
+from autoscaler.domain.keys import CAPACITY_RESERVATION_ID_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.models import UNREGISTERED_TAINT, InstanceType
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.quantity import cpu_millis
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import MetricsSink, RecordingSink
+from simulator import eks_node
 from simulator.ec2_groups import install_launch_template_groups
 from simulator.ec2_reservations import CapacityReservationStub
 from simulator.ec2_tokens import ClientTokens
@@ -312,8 +311,9 @@ class LocalCluster:
         os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
                            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": config.region})
         os.environ.pop("AWS_SESSION_TOKEN", None)
+        # Generous: resetting a moto that held thousands of instances takes seconds on a busy machine.
         with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"),
-                                    timeout=10):
+                                    timeout=120):
             pass
         kube = KubeApiServer().start()
         try:
@@ -472,23 +472,22 @@ class LocalCluster:
         return bound
 
 
-def node_manifest(inst: CloudInstance, it: InstanceType, *, pool: NodePool | None, region: str,
+def node_manifest(inst: CloudInstance | Any, it: InstanceType | None = None, *, pool: NodePool | None, region: str,
                   ready: bool = True) -> dict[str, Any]:
-    """The Node a kubelet registers for ``inst``: the labels kubelet and the node's user data set, the
-    registration taint ``karpenter.sh/unregistered:NoExecute`` and the NodePool's startupTaints, the
-    machine's capacity and, below it, what pods may use. Not ``ready``: condition Ready=False and the
-    node lifecycle controller's ``node.kubernetes.io/not-ready:NoSchedule`` taint."""
+    """The Node a kubelet registers for ``inst`` (a DescribeInstances view with ``instance_type``, ``zone``,
+    ``capacity_type``, ``node_pool``, ``provider_id``): the well-known labels, capacity and allocatable of
+    ``simulator/eks_node.py`` (written from the EKS AMI's and the kubelet's definitions, not the product's),
+    the registration taint ``karpenter.sh/unregistered:NoExecute`` and the NodePool's startupTaints. Not
+    ``ready``: condition Ready=False and the ``node.kubernetes.io/not-ready:NoSchedule`` taint. (``it`` is
+    accepted for older callers and not read: the instance data comes from EC2's.)"""
+    del it
     name = inst.private_dns_name or f"ip-{inst.instance_id}.ec2.internal"
-    labels = {**instance_type_labels(it), "kubernetes.io/hostname": name,
-              "topology.kubernetes.io/zone": inst.zone, "topology.kubernetes.io/region": region,
-              NODEPOOL_LABEL: inst.node_pool, CAPACITY_TYPE_LABEL: inst.capacity_type}
+    info = eks_node.instance_info(inst.instance_type)
+    labels = eks_node.labels_for(info, zone=inst.zone, region=region, capacity_type=inst.capacity_type,
+                                 hostname=name)
+    labels[NODEPOOL_LABEL] = inst.node_pool
     if inst.reservation_id:  # the node's user data carries it (adapters/aws/fleet.py)
         labels[CAPACITY_RESERVATION_ID_LABEL] = inst.reservation_id
-    alloc, cap = allocatable(it), capacity(it)
-    quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"]),
-                  "ephemeral-storage": str(alloc["ephemeral-storage"])}
-    capacities = {"cpu": f"{cap['cpu']}m", "memory": str(cap["memory"]), "pods": str(cap["pods"]),
-                  "ephemeral-storage": str(cap["ephemeral-storage"])}
     taints: list[dict[str, str]] = [{"key": UNREGISTERED_TAINT.key, "effect": UNREGISTERED_TAINT.effect}]
     if not ready:
         taints.append({"key": NOT_READY_TAINT, "effect": "NoSchedule"})
@@ -497,7 +496,8 @@ def node_manifest(inst: CloudInstance, it: InstanceType, *, pool: NodePool | Non
     return {
         "metadata": {"name": name, "labels": labels},
         "spec": {"providerID": inst.provider_id, "taints": taints},
-        "status": {"allocatable": quantities, "capacity": capacities,
+        "status": {"capacity": eks_node.quantities(eks_node.capacity(info)),
+                   "allocatable": eks_node.quantities(eks_node.allocatable(info)),
                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
 

@@ -38,10 +38,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from autoscaler.domain.fleet import instance_from_ec2  # data shape only: the kubelet's CloudInstance
 from simulator.kube_store import Store
 from simulator.local import node_manifest, spot_price
-from simulator.sim.cloud import CloudWorld, InstanceRecord
+from simulator.sim.cloud import CloudWorld, InstanceRecord, ec2_instance
 from simulator.sim.engine import EventLoop
 from simulator.sim.kubelet import BASELINE_GROUP_TAG, BASELINE_LABELS_TAG, BASELINE_NODEPOOL_TAG, BASELINE_TAINTS_TAG
 from simulator.sim.nodegroups import ManagedNodeGroups
@@ -210,7 +209,7 @@ class ClusterAutoscaler:
 
     def _node(self, itype: str, zone: str, capacity_type: str, index: int, group: Group | None = None) -> dict[
             str, Any]:
-        inst = instance_from_ec2({"InstanceId": f"template-{index}", "InstanceType": itype,
+        inst = ec2_instance({"InstanceId": f"template-{index}", "InstanceType": itype,
                                   "Placement": {"AvailabilityZone": zone},
                                   "PrivateDnsName": f"template-{group.name if group else itype}-{index}.internal"})
         node = node_manifest(inst, self.instance_types()[itype], pool=None, region=self.region)
