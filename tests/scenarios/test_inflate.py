@@ -37,9 +37,9 @@ def test_inflate_scenario_meets_its_assertions(moto_server: ThreadedMotoServer, 
 def test_registration_race_is_caught(moto_server: ThreadedMotoServer, local_catalog: Catalog,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     # Given a provisioner that, as before the fix, does not count registering nodes as capacity
-    from autoscaler.app import provisioner
+    from autoscaler.domain import initialization
 
-    monkeypatch.setattr(provisioner, "as_capacity", lambda node, *_, **__: node)
+    monkeypatch.setattr(initialization, "as_capacity", lambda node, *_, **__: node)
     scenario = load_scenario(SCENARIOS / "inflate.yaml")
     # When the scenario runs past the first pass that sees the registered-but-tainted nodes
     record = run_scenario(scenario, until=150, moto_server=moto_server, catalog=local_catalog)
