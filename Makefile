@@ -38,20 +38,22 @@ help:
 
 $(UV): requirements/tools.txt
 	@test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)
-	$(TOOLS)/bin/pip install $(PIP_QUIET) --require-hashes -r requirements/tools.txt
+	@$(TOOLS)/bin/pip install $(PIP_QUIET) --require-hashes -r requirements/tools.txt
 	@touch $@
 
 $(PY):
-	$(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -m venv $(VENV)
 
 # Exactly the lock's packages (plus the project, editable): what CI tested is what a clone installs.
 $(PY_STAMP): uv.lock | $(UV) $(PY)
-	$(UV_SYNC) --all-extras
+	@echo "Installing the locked packages into $(VENV)/ (uv.lock, every extra)"
+	@$(UV_SYNC) --all-extras
 	@touch $@ $(DEMO_STAMP)
 
 # The demo's share of the lock only (runtime + the demo extra); --inexact keeps what make install added.
 $(DEMO_STAMP): uv.lock | $(UV) $(PY)
-	$(UV_SYNC) --inexact --extra demo
+	@echo "Installing the demo's locked packages into $(VENV)/ (uv.lock: run-time + demo extra)"
+	@$(UV_SYNC) --inexact --extra demo
 	@touch $@
 
 # After editing pyproject.toml's dependencies: resolve them (keeping every pin that still fits; add
@@ -87,8 +89,9 @@ unit: $(PY_STAMP)
 test: install lint typecheck layers unit
 
 demo: $(DEMO_STAMP)
-	$(PY) -m simulator.demo
-	$(PY) -m simulator.simulate simulator/scenarios/inflate.yaml --plot simulation.png
+	@$(PY) -m simulator.demo
+	@echo
+	@$(PY) -m simulator.simulate simulator/scenarios/inflate.yaml --plot simulation.png
 
 SCENARIO ?= inflate
 simulate: $(DEMO_STAMP)
