@@ -1,10 +1,10 @@
 """Bundle size and cold-start imports: builds the Lambda asset exactly as ``make package`` does
-(``infra/bundling.build_asset``: locked, pruned, bytecode compiled by this Python, the runtime's) and
+(``infra/bundling.build_asset``: locked, pruned, bytecode compiled by a Python of the runtime's version) and
 measures it.
 
 Reported: the arm64 asset's unzipped size (what ships); then, for the same asset built with this
 machine's wheels (arm64 native libraries cannot load here), each handler's import time in a fresh
-process of this Python with and without the bytecode (median of ``--runs``), under Lambda's environment
+process of that Python with and without the bytecode (median of ``--runs``), under Lambda's environment
 variables (the X-Ray recorder, for one, behaves differently inside Lambda), and which top-level
 packages each handler imports (``-X importtime``), checked against what the asset dropped. Each
 function's cold start at its deployed memory size is estimated as its import CPU time divided by the
@@ -34,7 +34,7 @@ sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 
 from autoscaler.config import load_cluster_config  # noqa: E402
 from autoscaler.watcher_settings import OVERLAP_SECONDS  # noqa: E402
-from infra.bundling import PLATFORMS, PYTHON_VERSION, UNUSED_PATHS, build_asset  # noqa: E402
+from infra.bundling import PLATFORMS, PYTHON_VERSION, UNUSED_PATHS, build_asset, pyc_python  # noqa: E402
 from infra.functions import HANDLERS, INTERRUPTION_MEMORY_MB, WATCHER_MEMORY_MB  # noqa: E402
 
 HOST_PLATFORMS = {"x86_64": ("manylinux2014_x86_64", "manylinux_2_28_x86_64"),
@@ -84,13 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     config = load_cluster_config(ROOT / "clusters" / "demo.yaml")
     memory = {"provisioner": config.provisioner.memory_mb, "disruption": config.disruption.memory_mb,
               "interruption": INTERRUPTION_MEMORY_MB, "watcher": WATCHER_MEMORY_MB}
-    python = sys.executable
+    python = pyc_python()
     host = HOST_PLATFORMS[platform.machine()]
     with tempfile.TemporaryDirectory(prefix="bundle-") as tmp:
         shipped, local = Path(tmp) / "arm64", Path(tmp) / "host"
-        build_asset(shipped, config)
+        build_asset(shipped, config, python=python)
         size, files = _size(shipped)
-        build_asset(local, config, platforms=host)
+        build_asset(local, config, platforms=host, python=python)
         source_only = Path(tmp) / "host-no-pyc"
         shutil.copytree(local, source_only, ignore=shutil.ignore_patterns("__pycache__"))
         handlers: dict[str, Any] = {}
@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      and any(m.startswith(p.replace("/", ".")) for m in packages)]}
         pyc_bytes = sum(p.stat().st_size for p in shipped.rglob("*.pyc"))
         sources = list(shipped.rglob("*.py"))
-        compiled = sum(1 for p in sources if (p.parent / "__pycache__" / f"{p.stem}.{sys.implementation.cache_tag}.pyc")
-                       .is_file())
+        tag = f"cpython-{PYTHON_VERSION.replace('.', '')}"
+        compiled = sum(1 for p in sources if (p.parent / "__pycache__" / f"{p.stem}.{tag}.pyc").is_file())
         watcher_cold = handlers["watcher"]["coldStartImportSecondsAtMemory"]
         print(json.dumps({
             "python": subprocess.run([python, "-V"], capture_output=True, text=True, check=True).stdout.strip(),

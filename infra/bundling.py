@@ -12,13 +12,13 @@ asyncio client (``kubernetes.aio``) with aiohttp and its dependencies, botocore'
 code creates a client for, Powertools' event handler. ``benchmarks/bundle.py`` lists what each handler
 imports, and ``KUBERNETES_KEEP`` is what a real pass was seen importing (``python -X importtime``).
 
-Bytecode: a ``.pyc`` is only read by the CPython minor version that wrote it, so the functions run on the
-Lambda runtime of the very Python that builds the asset (``PYTHON_VERSION``: the project's venv, 3.11 on
-the project's machines), which compiles every module. Nothing to find or configure, and no silent
-fallback: a Python that has no Lambda runtime, or a module left without its ``.pyc``, stops the build
-(docs/deploy.md). It is compiled in ``unchecked-hash`` mode: the asset's zip resets file times, so
-timestamp-checked ``.pyc`` would be recompiled on every cold start and never written back (``/var/task``
-is read-only).
+Bytecode: a ``.pyc`` is only read by the CPython minor version that wrote it, so every module is compiled
+by a Python of the runtime's version (``PYTHON_VERSION``), which the build finds by itself: the packaging
+interpreter if it is that version, else a working ``python3.13`` on PATH, else one installed by pyenv
+(the project's machines have it; docs/deploy.md). None found, or a module left without its ``.pyc``, stops
+the build: it never ships sources only. It is compiled in ``unchecked-hash`` mode: the asset's zip resets
+file times, so timestamp-checked ``.pyc`` would be recompiled on every cold start and never written back
+(``/var/task`` is read-only).
 
 Unit tests and ``make synth`` pass ``-c skipBundling=true``: the asset is then the bare ``functions/``
 directory, which synthesises the same template in a second but is not deployable.
@@ -27,6 +27,7 @@ directory, which synthesises the same template in a second but is not deployable
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -43,10 +44,10 @@ from autoscaler.config import BUNDLED_CONFIG, ClusterConfig
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = ROOT / "functions"
 PACKAGE = FUNCTIONS / "autoscaler"
-# The Python that builds the asset is the one the functions run on (module docstring).
-PYTHON_VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
-LAMBDA_RUNTIMES = {"3.11": lambda_.Runtime.PYTHON_3_11, "3.12": lambda_.Runtime.PYTHON_3_12,
-                   "3.13": lambda_.Runtime.PYTHON_3_13, "3.14": lambda_.Runtime.PYTHON_3_14}
+# The functions' runtime: supported by Lambda until 2029 (python3.11's updates are blocked since August 2026),
+# and every dependency ships arm64 wheels for it.
+PYTHON_VERSION = "3.13"
+RUNTIME = lambda_.Runtime.PYTHON_3_13
 # The run-time dependencies, pinned with hashes (make lock writes it from uv.lock).
 LOCK = ROOT / "requirements" / "lambda.txt"
 # Lambda's python3.11+ runtimes are Amazon Linux 2023 (glibc 2.34): both wheel generations run there.
@@ -71,14 +72,37 @@ class BundlingError(RuntimeError):
     """The asset could not be built; the message says which step failed."""
 
 
-def lambda_runtime() -> lambda_.Runtime:
-    """The Lambda runtime of the Python building the asset, or BundlingError when Lambda has none."""
-    runtime = LAMBDA_RUNTIMES.get(PYTHON_VERSION)
-    if runtime is None:
-        raise BundlingError(f"this Python is {PYTHON_VERSION}, which has no Lambda runtime (one of "
-                            f"{', '.join(LAMBDA_RUNTIMES)}): the asset's bytecode must be compiled by the runtime's "
-                            f"own version. Rebuild the venv with one: make clean && make package PYTHON=python3.13")
-    return runtime
+def _minor_version(python: str) -> str | None:
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _candidates() -> list[str]:
+    found = [sys.executable]
+    on_path = shutil.which(f"python{PYTHON_VERSION}")
+    if on_path:
+        found.append(on_path)
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    found += [str(p) for p in sorted((pyenv_root / "versions").glob(f"{PYTHON_VERSION}.*/bin/python{PYTHON_VERSION}"),
+                                      reverse=True)]
+    return found
+
+
+def pyc_python() -> str:
+    """A Python of the runtime's version to compile the bytecode with (module docstring), or BundlingError
+    saying what was tried and how to provide one."""
+    candidates = _candidates()
+    for python in candidates:
+        if _minor_version(python) == PYTHON_VERSION:
+            return python
+    raise BundlingError(f"no Python {PYTHON_VERSION} to compile the Lambda asset's bytecode with (tried "
+                        f"{', '.join(candidates)}): the {RUNTIME.name} runtime reads only {PYTHON_VERSION} bytecode. "
+                        f"Install one (pyenv install {PYTHON_VERSION}, or your OS's python{PYTHON_VERSION}) so that "
+                        f"python{PYTHON_VERSION} runs, then make package again")
 
 
 def runtime_requirements() -> list[str]:
@@ -135,14 +159,14 @@ def prune(output_dir: Path, *, services: frozenset[str]) -> None:
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
 
-def compile_bytecode(output_dir: Path) -> None:
-    """``__pycache__/*.cpython-3XY.pyc`` for every module, by this (the runtime's) Python, valid whatever the
-    files' times; BundlingError if compileall fails or any module is left without its ``.pyc``."""
-    result = subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode",
-                             "unchecked-hash", str(output_dir)], capture_output=True, text=True, check=False)
+def compile_bytecode(output_dir: Path, *, python: str) -> None:
+    """``__pycache__/*.cpython-313.pyc`` for every module, by ``python`` (the runtime's version), valid
+    whatever the files' times; BundlingError if compileall fails or any module is left without its ``.pyc``."""
+    result = subprocess.run([python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
+                             str(output_dir)], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise BundlingError(f"compileall failed in {output_dir}:\n{(result.stdout + result.stderr).strip()[-2000:]}")
-    tag = sys.implementation.cache_tag
+    tag = f"cpython-{PYTHON_VERSION.replace('.', '')}"
     missing = [str(p.relative_to(output_dir)) for p in output_dir.rglob("*.py")
                if not (p.parent / "__pycache__" / f"{p.stem}.{tag}.pyc").is_file()]
     if missing:
@@ -150,12 +174,13 @@ def compile_bytecode(output_dir: Path) -> None:
 
 
 def build_asset(output_dir: Path, config: ClusterConfig, *, platforms: tuple[str, ...] = PLATFORMS,
-                compile_pyc: bool = True) -> None:
+                python: str | None = None, compile_pyc: bool = True) -> None:
     """Install the locked dependencies for the Lambda platform into ``output_dir``, copy the package and
     config, prune what is never imported and compile the bytecode. ``platforms``: other wheels than
-    Lambda's (the import benchmark builds the same asset for this machine); ``compile_pyc=False``: sources
-    only (the benchmark's comparison, never deployed)."""
-    lambda_runtime()
+    Lambda's (the import benchmark builds the same asset for this machine); ``python``: the interpreter to
+    compile with (default: ``pyc_python()``); ``compile_pyc=False``: sources only (the benchmark's
+    comparison, never deployed)."""
+    compiler = (python or pyc_python()) if compile_pyc else None
     pip_platforms = [arg for platform in platforms for arg in ("--platform", platform)]
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
                "--no-deps", "--require-hashes", *pip_platforms, "--implementation", "cp", "--python-version",
@@ -168,8 +193,8 @@ def build_asset(output_dir: Path, config: ClusterConfig, *, platforms: tuple[str
     shutil.copytree(PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", CONFIG_NAME))
     (target / CONFIG_NAME).write_text(config.to_json(), encoding="utf-8")
     prune(output_dir, services=services_used())
-    if compile_pyc:
-        compile_bytecode(output_dir)
+    if compiler is not None:
+        compile_bytecode(output_dir, python=compiler)
 
 
 @jsii.implements(cdk.ILocalBundling)

@@ -15,7 +15,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,7 +62,7 @@ def test_the_readme_has_commands_to_run_and_says_how_to_run_autoscaler() -> None
 
 
 @pytest.fixture(scope="module")
-def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git work tree")
     path = tmp_path_factory.mktemp("readme") / "clone"
@@ -71,7 +70,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (path / ".venv").symlink_to(Path(sys.prefix))
     if (ROOT / "node_modules").is_dir():
         (path / "node_modules").symlink_to(ROOT / "node_modules")
-    yield path
+    return path
 
 
 @pytest.mark.parametrize("command", readme_commands()[0])

@@ -13,15 +13,14 @@ import pytest
 
 from autoscaler.config import load_cluster_config
 from infra.bundling import (
-    LAMBDA_RUNTIMES,
     LOCK,
     PLATFORMS,
     PYTHON_VERSION,
     BundlingError,
     asset_hash,
     compile_bytecode,
-    lambda_runtime,
     prune,
+    pyc_python,
     runtime_requirements,
     services_used,
 )
@@ -78,18 +77,15 @@ def test_the_lock_carries_the_hashes_of_the_arm64_wheels_that_ship() -> None:
     assert arm64[0]["hash"].removeprefix("sha256:") in LOCK.read_text(encoding="utf-8")
 
 
-def test_the_functions_run_on_the_runtime_of_the_python_that_builds_them() -> None:
-    assert f"{sys.version_info[0]}.{sys.version_info[1]}" == PYTHON_VERSION
-    assert lambda_runtime().name == f"python{PYTHON_VERSION}"
-
-
-def test_a_python_without_a_lambda_runtime_stops_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given a build Python that Lambda has no runtime for
+def test_without_a_python_of_the_runtime_version_the_build_stops_and_says_how_to_get_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a machine whose only Pythons are of another version than the runtime's
+    monkeypatch.setattr("infra.bundling._candidates", lambda: [sys.executable])
     monkeypatch.setattr("infra.bundling.PYTHON_VERSION", "3.99")
-    # Then the build stops, naming the version, the runtimes and what to do
-    with pytest.raises(BundlingError, match=r"3\.99, which has no Lambda runtime .*3\.11.*make package PYTHON="):
-        lambda_runtime()
-    assert "3.11" in LAMBDA_RUNTIMES
+    # Then the build stops (never ships sources only), naming what it tried and how to provide one
+    expected = rf"no Python 3\.99 .*tried {re.escape(sys.executable)}.*pyenv install 3\.99"
+    with pytest.raises(BundlingError, match=expected):
+        pyc_python()
 
 
 def test_the_asset_keeps_only_the_botocore_models_of_services_the_code_calls(tmp_path: Path) -> None:
@@ -123,12 +119,21 @@ def test_the_asset_keeps_only_the_botocore_models_of_services_the_code_calls(tmp
     assert not (tmp_path / "kubernetes" / "watch" / "watch_test.py").exists()
 
 
-def test_bytecode_is_compiled_for_every_module_and_never_checked_against_file_times(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def runtime_python() -> str:
+    try:
+        return pyc_python()
+    except BundlingError as exc:
+        pytest.skip(str(exc))
+
+
+def test_bytecode_is_compiled_for_every_module_and_never_checked_against_file_times(
+        tmp_path: Path, runtime_python: str) -> None:
     (tmp_path / "mod.py").write_text("VALUE = 1\n")
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
-    # When the tree is compiled
-    compile_bytecode(tmp_path)
+    # When the tree is compiled by the runtime's Python (found without any setting)
+    compile_bytecode(tmp_path, python=runtime_python)
     # Then each .pyc carries the runtime's cache tag and is hash-based with source checks off (flags == 1):
     # the asset's zip resets every file's time, which would invalidate timestamp-based .pyc
     tag = f"cpython-{PYTHON_VERSION.replace('.', '')}"
@@ -136,9 +141,9 @@ def test_bytecode_is_compiled_for_every_module_and_never_checked_against_file_ti
         assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 1
 
 
-def test_a_module_that_does_not_compile_stops_the_build(tmp_path: Path) -> None:
+def test_a_module_that_does_not_compile_stops_the_build(tmp_path: Path, runtime_python: str) -> None:
     # Given a module with a syntax error
     (tmp_path / "broken.py").write_text("def (:\n")
     # Then the build fails loudly, naming it, instead of shipping it without bytecode
     with pytest.raises(BundlingError, match="compileall failed"):
-        compile_bytecode(tmp_path)
+        compile_bytecode(tmp_path, python=runtime_python)
