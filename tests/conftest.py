@@ -20,3 +20,13 @@ def kube_api() -> Iterator[KubeApiServer]:
     ``simulator.kube_api.client_for(kube_api.url)``."""
     with KubeApiServer() as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _generous_aws_read_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto answers in milliseconds on an idle machine, but a loaded CI machine can stall it past the
+    functions' 10 s read timeout: in tests a slow answer is slow, never a failure (botocore still names the
+    endpoint if one ever takes two minutes)."""
+    from autoscaler.adapters.aws import _calls
+
+    monkeypatch.setattr(_calls, "READ_TIMEOUT_SECONDS", 120.0)
