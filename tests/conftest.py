@@ -20,3 +20,35 @@ def kube_api() -> Iterator[KubeApiServer]:
     ``simulator.kube_api.client_for(kube_api.url)``."""
     with KubeApiServer() as server:
         yield server
+
+
+def _on_the_real_control_plane(item: pytest.Item) -> bool:
+    return "[real]" in item.nodeid or "[real-" in item.nodeid or item.get_closest_marker("real_kube") is not None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # One real control plane per test process: under `pytest -n 2 --dist loadgroup` (make unit) every test
+    # that uses it runs in one worker, so the machine runs one control plane, not one per worker.
+    for item in items:
+        if _on_the_real_control_plane(item):
+            item.add_marker(pytest.mark.xdist_group("real_kube"))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The contract suite's count per server (tests/adapters/contract): both halves must be there."""
+    counts: dict[str, dict[str, int]] = {}
+    for outcome in ("passed", "failed", "skipped", "error"):
+        for report in terminalreporter.stats.get(outcome, ()):
+            nodeid = getattr(report, "nodeid", "")
+            if "/contract/" not in nodeid or getattr(report, "when", "call") not in ("call", "setup"):
+                continue
+            if outcome == "passed" and report.when != "call":
+                continue
+            server = "real" if ("[real]" in nodeid or "[real-" in nodeid) else \
+                "emulator" if "[emulator]" in nodeid else "other"
+            counts.setdefault(server, {}).setdefault(outcome, 0)
+            counts[server][outcome] += 1
+    if counts:
+        for server in sorted(counts):
+            summary = ", ".join(f"{n} {o}" for o, n in sorted(counts[server].items()))
+            terminalreporter.write_line(f"contract tests [{server}]: {summary}")

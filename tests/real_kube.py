@@ -126,7 +126,7 @@ class ControlPlane:
             "--initial-cluster", f"test=http://127.0.0.1:{peer_port}",
             "--unsafe-no-fsync", "--log-level", "warn",
         ])
-        self._wait(lambda: self._etcd_healthy(), timeout, "etcd")
+        self._wait(self._etcd_healthy, timeout, "etcd")
         self._spawn("kube-apiserver", [
             "--etcd-servers", self.etcd_url, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
             "--secure-port", str(api_port), "--cert-dir", str(certs),
@@ -139,7 +139,7 @@ class ControlPlane:
             "--etcd-compaction-interval=0",
             "--profiling=false", "-v=0",
         ])
-        self._wait(lambda: self._ready(), timeout, "kube-apiserver /readyz")
+        self._wait(self._ready, timeout, "kube-apiserver /readyz")
         kcm = self.root / "kcm.kubeconfig"
         _kubeconfig(kcm, self.url, IDENTITIES["system:kube-controller-manager"].token)
         self._spawn("kube-controller-manager", [
@@ -252,9 +252,8 @@ class ControlPlane:
             name = doc["metadata"]["name"]
             status, current = self.request("GET", f"{base}/{plural}/{name}")
             if status == 200:
-                doc = {**doc, "metadata": {**doc["metadata"],
-                                           "resourceVersion": current["metadata"]["resourceVersion"]}}
-                self.must("PUT", f"{base}/{plural}/{name}", doc)
+                self.must("PUT", f"{base}/{plural}/{name}", {**doc, "metadata": {
+                    **doc["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}})
             else:
                 self.must("POST", f"{base}/{plural}", doc)
 
@@ -294,10 +293,8 @@ def _main() -> int:
     plane = control_plane()
     print(json.dumps({"url": plane.url, "token": ADMIN.token, "logs": str(plane.root), "pid": os.getpid()}),
           flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         signal.pause()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -59,7 +59,7 @@ for b in "${BINARIES[@]}"; do
     echo "kube binaries: [$n/${#BINARIES[@]}] building $b (${pkg[$b]}) into $dest; a cold build takes tens of minutes on 2 cores" >&2
     # -trimpath and -s -w: smaller binaries, and the cache does not depend on paths.
     # nice: the machine running this is usually busy with tests too.
-    nice -n 10 go build -trimpath -ldflags="-s -w" -o "$tmp/$b" "${pkg[$b]}"
+    nice -n 10 go build -buildvcs=false -trimpath -ldflags="-s -w" -o "$tmp/$b" "${pkg[$b]}"
     echo "kube binaries: [$n/${#BINARIES[@]}] $b done after $(( $(date +%s) - start )) s" >&2
 done
 "$tmp/etcd" --version | head -1 >&2
