@@ -108,7 +108,8 @@ def kubelet_args(user_data: str) -> KubeletArgs:
     for part in msg.iter_parts() if msg.is_multipart() else [msg]:
         if part.get_content_type() != "application/node.eks.aws":
             continue
-        doc = yaml.safe_load(str(part.get_content())) or {}
+        payload = part.get_payload(decode=True)  # an application/* part: bytes
+        doc = yaml.safe_load(payload.decode() if isinstance(payload, bytes) else str(payload)) or {}
         kubelet = ((doc.get("spec") or {}).get("kubelet") or {})
         for flag in kubelet.get("flags") or ():
             name, _, value = str(flag).partition("=")
