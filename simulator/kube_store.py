@@ -720,7 +720,8 @@ class Store:
         No resourceVersion (or "0"): synthetic ADDED events for the current state first. An object
         that stops matching the selectors is sent as DELETED, one that starts matching as ADDED.
         ``bookmarks`` (allowWatchBookmarks): as the API server's watch cache, a BOOKMARK carrying the current
-        resourceVersion every minute and 2 s before the watch's timeout, while no event is due.
+        resourceVersion every minute and 2 s before the watch's timeout, when the store moved past the last
+        version this watch sent (changes it does not select) and no event is due.
         """
         res = self._res(plural)
         preds = self._predicates(res, label_selector, field_selector)
@@ -743,10 +744,13 @@ class Store:
                 try:
                     since = int(str(resource_version))
                 except ValueError as exc:
-                    raise ApiError(400, "BadRequest", f"resourceVersion {resource_version!r} is not valid") from exc
+                    # What kube-apiserver answers (its storage fails to parse the version: an internal error).
+                    raise ApiError(500, "InternalError", f'resourceVersion: Invalid value: "{resource_version}": '
+                                   f"strconv.ParseUint: parsing {resource_version!r}: invalid syntax") from exc
                 initial = []
                 if since < self._compacted_rv:
                     initial = [{"__error__": True}]
+        sent = since  # the newest version this watch has told its client about
         for obj in initial:
             if obj.get("__error__"):
                 yield {"type": "ERROR", "object": ApiError(
@@ -762,13 +766,15 @@ class Store:
                     remaining = end - now
                     if remaining <= 0 or (stop is not None and stop.is_set()):
                         return
-                    if next_mark is not None and now >= next_mark:
-                        since = max(since, self._rv)
+                    if next_mark is not None and now >= next_mark and self._rv > sent:
+                        since = sent = max(since, self._rv)
                         mark = {"type": "BOOKMARK", "object": {
                             "kind": res.kind, "apiVersion": res.api_version,
                             "metadata": {"resourceVersion": str(since)}}}
                         next_mark = _next_bookmark(now, end)
                         break
+                    if next_mark is not None and now >= next_mark:
+                        next_mark = _next_bookmark(now, end)  # nothing new to report this time
                     self._cond.wait(min(remaining, 0.25))
                     idx = bisect.bisect_right(self._log_rvs, since)
                 batch = [] if mark is not None else self._log[idx:]
@@ -791,4 +797,5 @@ class Store:
                     kind = "DELETED"
                 else:
                     continue
+                sent = ev.rv
                 yield {"type": kind, "object": ev.obj}

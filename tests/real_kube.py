@@ -129,6 +129,8 @@ class ControlPlane:
         self._wait(self._etcd_healthy, timeout, "etcd")
         self._spawn("kube-apiserver", [
             "--etcd-servers", self.etcd_url, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+            # Loopback cannot be advertised through the kubernetes Service's endpoints; nothing here needs them.
+            "--endpoint-reconciler-type=none",
             "--secure-port", str(api_port), "--cert-dir", str(certs),
             "--token-auth-file", str(tokens), "--authorization-mode", "RBAC",
             "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",

@@ -34,6 +34,9 @@ def test_list_pages_with_limit_and_continue(server: Server, ns: str) -> None:
     assert [p.name for p in server.cluster(page_size=3).pods(namespace=ns)] == [f"p{i}" for i in range(7)]
 
 
+# kube-apiserver keeps serving a continue token while its watch cache holds that snapshot (see
+# test_watch_contract.py): its 410 cannot be provoked in a test's seconds.
+@pytest.mark.parametrize("server", ["emulator"], indirect=True)
 def test_a_continue_token_from_before_a_compaction_is_410_expired(server: Server, ns: str) -> None:
     for i in range(4):
         server.create(_pods(ns), pod(f"p{i}", namespace=ns))
