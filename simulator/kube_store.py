@@ -530,8 +530,10 @@ class Store:
         with self._lock:
             key, old = self._existing(res, plural, namespace, name)
             if precondition_uid and old["metadata"].get("uid") != precondition_uid:
-                raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {precondition_uid}, "
-                               f"UID in object meta: {old['metadata'].get('uid')}")
+                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {res.kind} "{name}": the UID in '
+                               f"the precondition ({precondition_uid}) does not match the UID in record "
+                               f"({old['metadata'].get('uid')}). The object might have been deleted and then "
+                               "recreated", details={"name": name, "kind": res.kind})
             if plural == "pods" and self.graceful_deletion and grace_period_seconds != 0 and _graceful(old):
                 grace = grace_period_seconds if grace_period_seconds is not None else \
                     int((old.get("spec") or {}).get("terminationGracePeriodSeconds") or 30)

@@ -78,10 +78,16 @@ def binaries_dir() -> Path:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports (held open together while picked, so no two are the same)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _kubeconfig(path: Path, server: str, token: str) -> Path:
@@ -106,7 +112,7 @@ class ControlPlane:
 
     # ----- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> ControlPlane:
-        etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
+        etcd_port, peer_port, api_port = _free_ports(3)
         self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self.url = f"https://127.0.0.1:{api_port}"
         certs = self.root / "certs"
@@ -145,8 +151,7 @@ class ControlPlane:
         kcm = self.root / "kcm.kubeconfig"
         _kubeconfig(kcm, self.url, IDENTITIES["system:kube-controller-manager"].token)
         self._spawn("kube-controller-manager", [
-            "--kubeconfig", str(kcm), "--authentication-kubeconfig", str(kcm),
-            "--authorization-kubeconfig", str(kcm), "--bind-address", "127.0.0.1", "--secure-port", "0",
+            "--kubeconfig", str(kcm), "--bind-address", "127.0.0.1", "--secure-port", "0",
             "--leader-elect=false", "--use-service-account-credentials=true",
             "--controllers", ",".join(CONTROLLERS),
             "--service-account-private-key-file", str(sa_key),
@@ -158,8 +163,7 @@ class ControlPlane:
         sched = self.root / "scheduler.kubeconfig"
         _kubeconfig(sched, self.url, IDENTITIES["system:kube-scheduler"].token)
         self._spawn("kube-scheduler", [
-            "--kubeconfig", str(sched), "--authentication-kubeconfig", str(sched),
-            "--authorization-kubeconfig", str(sched), "--bind-address", "127.0.0.1", "--secure-port", "0",
+            "--kubeconfig", str(sched), "--bind-address", "127.0.0.1", "--secure-port", "0",
             "--leader-elect=false", "--profiling=false",
         ])
         # Pods can be created once the namespace's default ServiceAccount exists (the ServiceAccount

@@ -73,6 +73,10 @@ class Server:
         return out
 
     def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """POST ``obj``. A pod created unbound stays unbound (a nodeSelector no node matches): the real
+        kube-scheduler would otherwise bind it to a node of another test."""
+        if path.endswith("/pods") and not (obj.get("spec") or {}).get("nodeName"):
+            obj = {**obj, "spec": {**obj.get("spec", {}), "nodeSelector": {"contract.test/never": "true"}}}
         out: dict[str, Any] = self.must("POST", path, obj)
         return out
 

@@ -45,7 +45,8 @@ def test_the_pending_pod_watch_from_a_list_version(server: Server, ns: str) -> N
     server.create(f"/api/v1/namespaces/{ns}/pods", pod("bound-at-once", namespace=ns, node="n1"))
     thread.join(timeout=30)
     assert not thread.is_alive()
-    assert _names(events, ns) == [("ADDED", "after"), ("DELETED", "after")]
+    # In between, the real kube-scheduler may write its PodScheduled=False (MODIFIED) while no node fits.
+    assert [e for e in _names(events, ns) if e[0] != "MODIFIED"] == [("ADDED", "after"), ("DELETED", "after")]
 
 
 def test_the_node_wake_watch_with_its_label_selector(server: Server, ns: str, node_name: str) -> None:
@@ -62,7 +63,8 @@ def test_the_node_wake_watch_with_its_label_selector(server: Server, ns: str, no
     thread.join(timeout=30)
     mine = [(e["type"], e["object"]["metadata"]["name"]) for e in events
             if e["type"] != "BOOKMARK" and e["object"]["metadata"]["name"] == node_name]
-    assert mine == [("ADDED", node_name), ("DELETED", node_name)]
+    # In between, the real node lifecycle controller may taint the new node (MODIFIED).
+    assert [e for e in mine if e[0] != "MODIFIED"] == [("ADDED", node_name), ("DELETED", node_name)]
 
 
 def test_a_watch_ends_at_its_timeout_with_a_bookmark(server: Server, ns: str) -> None:
