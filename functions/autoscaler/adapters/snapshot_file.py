@@ -61,6 +61,7 @@ KUBE_COLLECTIONS = {
     "persistentVolumeClaims": "/api/v1/persistentvolumeclaims",
     "persistentVolumes": "/api/v1/persistentvolumes",
     "storageClasses": "/apis/storage.k8s.io/v1/storageclasses",
+    "namespaces": "/api/v1/namespaces",
 }
 
 

@@ -95,6 +95,11 @@ def _gather(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool
         ids = {f.instance_id for f in from_claims}
         in_flight = [f for f in in_flight if f.instance_id not in ids] + from_claims
     daemonsets, pvcs, pvs, storage_classes = extras.result()
+    # Namespaces are read only for a namespaceSelector (a pending or bound pod's pod affinity).
+    selecting = any(term.namespace_selector is not None for pod in pods
+                    for term in (*pod.pod_affinity, *pod.pod_anti_affinity,
+                                 *(weighted for _, weighted in pod.preferred_pod_affinity),
+                                 *(weighted for _, weighted in pod.preferred_pod_anti_affinity)))
     return PlanInput(
         node_pools=node_pools, node_classes=node_classes, pods=pods, nodes=nodes,
         daemonsets=daemonsets, pvcs=pvcs, pvs=pvs,
@@ -102,6 +107,7 @@ def _gather(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool
         offerings=cloud.offerings(), in_flight=in_flight, region=region, launched_for=launched_for,
         node_class_zones=_subnet_zones(cloud, node_pools, node_classes),
         reservations=_reservations(cloud, node_pools, node_classes),
+        namespaces=cluster.namespaces() if selecting else {},
     )
 
 

@@ -153,6 +153,10 @@ class ClusterPort(Protocol):
         """Every StorageClass."""
         ...
 
+    def namespaces(self) -> dict[str, dict[str, str]]:
+        """Every namespace's labels, by name (for namespaceSelectors of pod affinity)."""
+        ...
+
     # ----- node actions (idempotent) ---------------------------------------------------------
     def cordon(self, name: str) -> bool:
         """Set ``spec.unschedulable``. True if this call changed it, False if it was already set.

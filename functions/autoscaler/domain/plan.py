@@ -68,6 +68,9 @@ class PlanInput:
     # EC2NodeClass name -> its usable capacity reservations, ``available`` being what each still takes
     # (only for node classes of NodePools allowing ``reserved``; scheduling/reserved.py).
     reservations: Mapping[str, tuple[CapacityReservation, ...]] = field(default_factory=dict)
+    # Namespace name -> its labels: what a non-empty namespaceSelector of pod (anti-)affinity matches
+    # (read only when a pod has one).
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

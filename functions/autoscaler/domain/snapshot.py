@@ -24,6 +24,7 @@ from autoscaler.domain.objects import (
     ObjectError,
     daemonset_from_dict,
     instance_type_from_ec2,
+    namespace_from_dict,
     node_from_dict,
     pod_from_dict,
     pv_from_dict,
@@ -55,6 +56,7 @@ class _Snapshot(BaseModel):
     persistent_volume_claims: Any = Field(default_factory=list, alias="persistentVolumeClaims")
     persistent_volumes: Any = Field(default_factory=list, alias="persistentVolumes")
     storage_classes: Any = Field(default_factory=list, alias="storageClasses")
+    namespaces: Any = Field(default_factory=list)
     instance_types: Any = Field(default_factory=list, alias="instanceTypes")
     offerings: Any = Field(default_factory=list)
     prices: _Prices = Field(default_factory=_Prices)
@@ -167,6 +169,7 @@ def parse_snapshot(data: Mapping[str, Any]) -> PlanInput:
     pvcs = each("persistentVolumeClaims", snap.persistent_volume_claims, pvc_from_dict)
     pvs = each("persistentVolumes", snap.persistent_volumes, pv_from_dict)
     storage_classes = each("storageClasses", snap.storage_classes, storage_class_from_dict)
+    namespaces = dict(each("namespaces", snap.namespaces, namespace_from_dict))
     in_flight = [f for f in _each(instances, _in_flight, key="inFlight", problems=problems) if f is not None]
     try:
         offerings = offerings_from(types, locations, snap.prices)
@@ -183,5 +186,5 @@ def parse_snapshot(data: Mapping[str, Any]) -> PlanInput:
         node_pools=parse_node_pools(raw_pools),
         node_classes=parse_node_classes(raw_classes, default_role="(not needed for planning)"),
         pods=pods, nodes=nodes, daemonsets=daemonsets, pvcs=pvcs, pvs=pvs, storage_classes=storage_classes,
-        instance_types=types, offerings=offerings, in_flight=in_flight,
+        instance_types=types, offerings=offerings, in_flight=in_flight, namespaces=namespaces,
     )
