@@ -143,6 +143,12 @@ def _scaled(value: Any, total: int, *, where: str) -> int:
         raise ApiError(422, "Invalid", f"{where}: {text!r} is not an integer or percentage") from exc
 
 
+def _namespace_name_label(ns: Obj) -> None:
+    """The API server labels every namespace with its name (on create and on every update)."""
+    meta = ns["metadata"]
+    meta["labels"] = {**(meta.get("labels") or {}), "kubernetes.io/metadata.name": meta["name"]}
+
+
 def _graceful(pod: Mapping[str, Any]) -> bool:
     """Whether the API server deletes a pod gracefully (CheckGracefulDelete): only a pod bound to a node and
     not finished waits for its kubelet; an unbound or finished pod is removed at once."""
@@ -376,6 +382,7 @@ class Store:
             obj.setdefault("status", {}).setdefault("phase", "Pending")
         elif res.plural == "namespaces":
             obj.setdefault("status", {"phase": "Active"})
+            _namespace_name_label(obj)
         elif res.plural == "poddisruptionbudgets":
             spec = obj.setdefault("spec", {})
             if spec.get("minAvailable") is None and spec.get("maxUnavailable") is None:
@@ -461,6 +468,8 @@ class Store:
                            f"no new finalizers can be added if the object is being deleted, found new finalizers "
                            f"{sorted(added)}")
         self._decorate(res, new)
+        if res.plural == "namespaces":
+            _namespace_name_label(new)
         meta["resourceVersion"] = self._bump()
         if deleting and not meta.get("finalizers") and not (res.plural == "pods" and self.graceful_deletion):
             # The last finalizer is gone: the API server completes the pending delete.

@@ -49,6 +49,7 @@ def test_every_cluster_operation_is_allowed_to_the_functions(real: Server, ident
         cluster.pvcs()
         cluster.pvs()
         cluster.storage_classes()
+        assert cluster.namespaces()[ns] is not None
         assert cluster.cordon(name) and cluster.uncordon(name)
         assert cluster.add_taint(name, Taint("karpenter.sh/disrupted", "NoSchedule"))
         assert cluster.remove_taint(name, key="karpenter.sh/disrupted")

@@ -124,3 +124,11 @@ def test_pod_status_on_create_is_the_servers(server: Server, ns: str) -> None:
 def test_a_missing_namespace_is_404(server: Server, ns: str) -> None:
     status, body = server.request("POST", f"/api/v1/namespaces/{ns}-nope/pods", pod("p", namespace=f"{ns}-nope"))
     assert status == 404 and body["reason"] == "NotFound"
+
+
+def test_namespaces_with_their_labels(server: Server, ns: str) -> None:
+    server.must("PATCH", f"/api/v1/namespaces/{ns}", {"metadata": {"labels": {"team": "a"}}},
+                content_type="application/merge-patch+json")
+    labels = server.cluster().namespaces()[ns]
+    # The server labels every namespace with its own name (kubernetes.io/metadata.name).
+    assert labels == {"team": "a", "kubernetes.io/metadata.name": ns}
