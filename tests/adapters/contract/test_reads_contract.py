@@ -132,3 +132,14 @@ def test_namespaces_with_their_labels(server: Server, ns: str) -> None:
     labels = server.cluster().namespaces()[ns]
     # The server labels every namespace with its own name (kubernetes.io/metadata.name).
     assert labels == {"team": "a", "kubernetes.io/metadata.name": ns}
+
+
+# The emulator's later pages read the current state (docs/development.md, "Emulator differences kept").
+@pytest.mark.parametrize("server", ["real"], indirect=True)
+def test_continue_pages_are_one_snapshot(server: Server, ns: str) -> None:
+    for name in ("a", "b", "d"):
+        server.create(_pods(ns), pod(name, namespace=ns))
+    first = server.must("GET", f"{_pods(ns)}?limit=2")
+    server.create(_pods(ns), pod("c", namespace=ns))  # sorts into the second page
+    second = server.must("GET", f"{_pods(ns)}?limit=2&continue={first['metadata']['continue']}")
+    assert [p["metadata"]["name"] for p in second["items"]] == ["d"]
