@@ -26,6 +26,7 @@ def _on_the_real_control_plane(item: pytest.Item) -> bool:
     return "[real]" in item.nodeid or "[real-" in item.nodeid or item.get_closest_marker("real_kube") is not None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # One real control plane per test process: under `pytest -n 2 --dist loadgroup` (make unit) every test
     # that uses it runs in one worker, so the machine runs one control plane, not one per worker.
@@ -52,3 +53,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for server in sorted(counts):
             summary = ", ".join(f"{n} {o}" for o, n in sorted(counts[server].items()))
             terminalreporter.write_line(f"contract tests [{server}]: {summary}")
+
+
+def pytest_sessionfinish() -> None:
+    # Stop this process's control plane while the session still owns the process (an xdist worker may be
+    # ended before atexit handlers finish).
+    from tests import real_kube  # noqa: PLC0415 - only when a session used it
+
+    real_kube.shutdown()
