@@ -58,6 +58,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def pytest_sessionfinish() -> None:
     # Stop this process's control plane while the session still owns the process (an xdist worker may be
     # ended before atexit handlers finish).
-    from tests import real_kube  # noqa: PLC0415 - only when a session used it
+    from tests import real_kube
 
     real_kube.shutdown()
