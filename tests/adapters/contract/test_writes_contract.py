@@ -167,7 +167,9 @@ def test_events_as_sent(server: Server, ns: str, node_name: str) -> None:
     pod_event = next(e for e in events if e["reason"] == "Nominated")
     assert pod_event["involvedObject"]["uid"] == target_pod.uid and len(pod_event["message"]) == 1024
     node_events = wait_for(lambda: [e for e in server.must("GET", "/api/v1/namespaces/default/events")["items"]
-                                    if e["involvedObject"]["name"] == node_name], what="the node's event")
+                                    if e["involvedObject"]["name"] == node_name
+                                    and e.get("reportingComponent") == "eks-serverless-autoscaler"],
+                           what="the node's event")
     assert node_events[0]["reason"] == "DisruptionBlocked" and node_events[0]["type"] == "Warning"
     # An event whose involved object is in another namespace is refused (and reported, not raised).
     bad = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "x", "namespace": ns},
