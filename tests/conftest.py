@@ -22,19 +22,6 @@ def kube_api() -> Iterator[KubeApiServer]:
         yield server
 
 
-def _on_the_real_control_plane(item: pytest.Item) -> bool:
-    return "[real]" in item.nodeid or "[real-" in item.nodeid or item.get_closest_marker("real_kube") is not None
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # One real control plane per test process: under `pytest -n 2 --dist loadgroup` (make unit) every test
-    # that uses it runs in one worker, so the machine runs one control plane, not one per worker.
-    for item in items:
-        if _on_the_real_control_plane(item):
-            item.add_marker(pytest.mark.xdist_group("real_kube"))
-
-
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The contract suite's count per server (tests/adapters/contract): both halves must be there."""
     counts: dict[str, dict[str, int]] = {}
