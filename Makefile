@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_LINK_MODE := copy
 UV_SYNC := $(UV) sync --frozen --quiet --python $(PY)
 
-.PHONY: help install lock test lint typecheck layers unit demo simulate synth package bootstrap deploy bench clean validate browser
+.PHONY: help install lock test lint typecheck layers unit kube-bin demo simulate synth package bootstrap deploy bench clean validate browser
 
 help:
 	@echo "make demo   - run the autoscaler locally on the 'inflate' example, then replay it in virtual time (no AWS account needed)"
@@ -80,9 +80,16 @@ typecheck: $(PY_STAMP)
 layers: $(PY_STAMP)
 	PYTHONPATH=functions:. $(BIN)/lint-imports
 
-unit: $(PY_STAMP)
+# The upstream control plane the contract suite and tests/e2e/real_kube run against (etcd, kube-apiserver,
+# kube-scheduler, kube-controller-manager), built once from the Go module proxy into a cache outside the
+# work tree (tools/kube/build.sh; docs/development.md has the build time and size).
+kube-bin:
+	@bash tools/kube/build.sh > /dev/null
+
+unit: $(PY_STAMP) kube-bin
 	@# pytest exits 5 when it collected no test: that is a failure here, never a pass.
 	@# Two workers: CI has two cores, and most of the suite waits on moto, the emulator and CDK synthesis.
+	@# Each worker that runs a test on the real control plane starts its own (tests/real_kube.py).
 	@$(PY) -m pytest -n 2 --durations=15; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 

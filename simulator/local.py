@@ -275,6 +275,65 @@ def _lazy_ec2(session: boto3.Session) -> Callable[[], Any]:
 
 
 @dataclass
+class AwsAccount:
+    """The AWS side of a local cluster: moto as a server and what the autoscaler needs to find in it."""
+
+    moto: ThreadedMotoServer
+    endpoint: str
+    config: ClusterConfig
+    session: boto3.Session
+    network: Network
+    catalog: Catalog
+    tokens: ClientTokens
+    reservations: CapacityReservationStub
+
+
+@contextmanager
+def aws_account(config: ClusterConfig | None = None, *, catalog: Catalog | None = None,
+                moto_server: ThreadedMotoServer | None = None) -> Iterator[AwsAccount]:
+    """Start (or reuse ``moto_server``, reset) moto with the account a cluster needs (network, node role, AMI
+    parameters, prices, the claims table); boto3 reaches it through ``AWS_ENDPOINT_URL``, undone after."""
+    config = config or demo_config()
+    catalog = catalog or moto_catalog(config.region)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto server's per-request access log
+    own = moto_server is None
+    server = moto_server or SerialMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    if own:
+        server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                            "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")}
+    os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": config.region})
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    try:
+        # Generous: resetting a moto that held thousands of instances takes seconds on a busy machine.
+        with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"),
+                                    timeout=120):
+            pass
+        session = boto3.Session(region_name=config.region)
+        install_price_data(session, region=config.region)
+        tokens = ClientTokens().install(session.events)
+        install_launch_template_groups(session.events, _lazy_ec2(session))
+        reservations = CapacityReservationStub()
+        reservations.install(session.events, _lazy_ec2(session))
+        network = make_account(session, config, region=config.region,
+                               k8s_version=config.kubernetes_version or "1.31")
+        create_table(session.client("dynamodb", region_name=config.region), CLAIMS_TABLE)
+        yield AwsAccount(moto=server, endpoint=endpoint, config=config, session=session, network=network,
+                         catalog=catalog, tokens=tokens, reservations=reservations)
+    finally:
+        if own:
+            server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@dataclass
 class LocalCluster:
     """A running local account + cluster. Build with :meth:`start` (a context manager)."""
 
@@ -297,47 +356,15 @@ class LocalCluster:
     def start(cls, config: ClusterConfig | None = None, *, catalog: Catalog | None = None,
               moto_server: ThreadedMotoServer | None = None) -> Iterator[LocalCluster]:
         """Start (or reuse ``moto_server``, reset) moto and a fresh emulator; undo the environment after."""
-        config = config or demo_config()
-        catalog = catalog or moto_catalog(config.region)
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto server's per-request access log
-        own = moto_server is None
-        server = moto_server or SerialMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        if own:
-            server.start()
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                                "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")}
-        os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": config.region})
-        os.environ.pop("AWS_SESSION_TOKEN", None)
-        # Generous: resetting a moto that held thousands of instances takes seconds on a busy machine.
-        with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"),
-                                    timeout=120):
-            pass
-        kube = KubeApiServer().start()
-        try:
-            session = boto3.Session(region_name=config.region)
-            install_price_data(session, region=config.region)
-            tokens = ClientTokens().install(session.events)
-            install_launch_template_groups(session.events, _lazy_ec2(session))
-            reservations = CapacityReservationStub()
-            reservations.install(session.events, _lazy_ec2(session))
-            network = make_account(session, config, region=config.region,
-                                   k8s_version=config.kubernetes_version or "1.31")
-            create_table(session.client("dynamodb", region_name=config.region), CLAIMS_TABLE)
-            yield cls(moto=server, kube=kube, endpoint=endpoint, config=config, session=session,
-                      network=network, catalog=catalog, tokens=tokens, reservations=reservations)
-        finally:
-            set_runtime(None)
-            kube.stop()
-            if own:
-                server.stop()
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        with aws_account(config, catalog=catalog, moto_server=moto_server) as account:
+            kube = KubeApiServer().start()
+            try:
+                yield cls(moto=account.moto, kube=kube, endpoint=account.endpoint, config=account.config,
+                          session=account.session, network=account.network, catalog=account.catalog,
+                          tokens=account.tokens, reservations=account.reservations)
+            finally:
+                set_runtime(None)
+                kube.stop()
 
     # ----- the autoscaler ----------------------------------------------------------------------
     def runtime(self, *, clock: Clock | None = None, sink: MetricsSink | None = None,
