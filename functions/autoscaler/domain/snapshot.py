@@ -26,6 +26,7 @@ from autoscaler.domain.objects import (
     instance_type_from_ec2,
     namespace_from_dict,
     node_from_dict,
+    parse_timestamp,
     pod_from_dict,
     pv_from_dict,
     pvc_from_dict,
@@ -61,6 +62,7 @@ class _Snapshot(BaseModel):
     offerings: Any = Field(default_factory=list)
     prices: _Prices = Field(default_factory=_Prices)
     in_flight: Any = Field(default_factory=list, alias="inFlight")
+    taken_at: Any = Field(default=None, alias="takenAt")
 
 
 def _items(value: Any, *, key: str, wrapper: str = "items") -> list[Raw]:
@@ -176,6 +178,13 @@ def parse_snapshot(data: Mapping[str, Any]) -> PlanInput:
     except ConfigError as exc:
         problems.append(str(exc))
         offerings = []
+    taken_at = 0.0
+    if snap.taken_at is not None:
+        try:
+            taken_at = parse_timestamp(str(snap.taken_at))
+        except ValueError:
+            problems.append(f"snapshot: takenAt: {snap.taken_at!r} is not an RFC 3339 time "
+                            "(e.g. 2026-01-31T12:00:00Z)")
     if problems:
         shown = problems[:MAX_PROBLEMS]
         if len(problems) > MAX_PROBLEMS:
@@ -186,5 +195,6 @@ def parse_snapshot(data: Mapping[str, Any]) -> PlanInput:
         node_pools=parse_node_pools(raw_pools),
         node_classes=parse_node_classes(raw_classes, default_role="(not needed for planning)"),
         pods=pods, nodes=nodes, daemonsets=daemonsets, pvcs=pvcs, pvs=pvs, storage_classes=storage_classes,
-        instance_types=types, offerings=offerings, in_flight=in_flight, namespaces=namespaces,
+        instance_types=types, offerings=offerings, in_flight=in_flight, taken_at=taken_at,
+        namespaces=namespaces,
     )

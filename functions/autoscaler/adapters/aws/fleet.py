@@ -27,7 +27,7 @@ from autoscaler.adapters.aws.network import NetworkResolver, Subnet
 from autoscaler.adapters.aws.reservations import CapacityReservations
 from autoscaler.adapters.aws.unavailable import UnavailableOfferings
 from autoscaler.adapters.aws.userdata import ClusterInfo, NodeJoin
-from autoscaler.app.ports import CloudError
+from autoscaler.app.ports import CloudError, InsufficientCapacityError, UncertainOutcomeError
 from autoscaler.domain.fleet import (
     CAPACITY_ERROR_CODES,
     FleetError,
@@ -266,9 +266,11 @@ class FleetLauncher:
             resp = self._ec2("create_fleet", **params)
         except CloudError as exc:
             code = exc.code
-            # A capacity error is EC2 saying it launched nothing; no answer or a server error is not.
-            uncertain = code not in CAPACITY_ERROR_CODES and (
-                code == "IdempotentParameterMismatch" or exc.status >= 500 or exc.status == 0)
+            # A capacity error is EC2 saying it launched nothing; no answer or a server error is not. (A
+            # throttle answered with HTTP 503, EC2's RequestLimitExceeded, is still counted as uncertain here.)
+            uncertain = not isinstance(exc, InsufficientCapacityError) and (
+                isinstance(exc, UncertainOutcomeError) or code == "IdempotentParameterMismatch"
+                or exc.status >= 500 or exc.status == 0)
             result.errors.append(FleetError(code=code, capacity_type=ct, message=str(exc), uncertain=uncertain))
             if code not in CAPACITY_ERROR_CODES:
                 return False
