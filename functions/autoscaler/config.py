@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic.alias_generators import to_camel
 
 from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
+from autoscaler.domain.claims import LAUNCH_SETTLE_SECONDS
 from autoscaler.domain.durations import duration_seconds
 from autoscaler.domain.errors import ConfigError, Problem, did_you_mean, with_lines
 from autoscaler.domain.manifest_check import check_node_classes, check_node_pools, node_class_names
@@ -138,7 +139,11 @@ class ProvisionerConfig(_Model):
     @field_validator("registration_timeout")
     @classmethod
     def _duration(cls, value: str) -> str:
-        duration_seconds(value)
+        # A launch's claim counts as in-flight capacity for LAUNCH_SETTLE_SECONDS; an instance timed out
+        # before that would be terminated while the next pass still waits for it, then launched again.
+        if duration_seconds(value) < LAUNCH_SETTLE_SECONDS:
+            raise ValueError(f"{value!r} must be at least {LAUNCH_SETTLE_SECONDS:g}s: a launched instance "
+                             f"is counted as coming capacity for {LAUNCH_SETTLE_SECONDS:g}s; write e.g. '5m'")
         return value
 
     @model_validator(mode="after")
@@ -218,7 +223,11 @@ class DisruptionConfig(_Model):
     @field_validator("blocked_drain_timeout", "replacement_timeout")
     @classmethod
     def _duration(cls, value: str) -> str:
-        duration_seconds(value)
+        # A launch's claim counts as in-flight capacity for LAUNCH_SETTLE_SECONDS; an instance timed out
+        # before that would be terminated while the next pass still waits for it, then launched again.
+        if duration_seconds(value) < LAUNCH_SETTLE_SECONDS:
+            raise ValueError(f"{value!r} must be at least {LAUNCH_SETTLE_SECONDS:g}s: a launched instance "
+                             f"is counted as coming capacity for {LAUNCH_SETTLE_SECONDS:g}s; write e.g. '5m'")
         return value
 
 
