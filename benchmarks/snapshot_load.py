@@ -6,10 +6,9 @@ validate every object) on each, the median of ``--repeat`` loads taken in turn (
 a change in the machine's load touches both alike: once in this process, and once each load in a new
 process, as ``autoscaler plan`` reads a snapshot (``*_fresh_*``: a process that holds nothing else, where
 this one holds the built snapshot and the previous loads' freed memory; interpreter start and imports are
-not counted). Wall time is what a user waits; CPU time (this process and the YAML path's helper process)
-shows what the other core did, and the load average whether there was a free core to do it. The YAML is
-also timed without rapidyaml (libyaml's event stream, the fallback; ``--no-events`` skips it) and PyYAML's
-pure-Python loader on a 1 MB slice, to show what the C loaders save.
+not counted). Wall time is what a user waits; CPU time is the same in one process, and the load average
+says whether the machine was busy. PyYAML's pure-Python loader is also timed on a 1 MB slice, to show what
+the C loader saves.
 Prints one JSON object.
 
 Run: ``PYTHONPATH=functions:. python -m benchmarks.snapshot_load [--mb 20]``.
@@ -30,7 +29,6 @@ from typing import Any
 
 import yaml
 
-from autoscaler import rapid_yaml
 from autoscaler.adapters.snapshot_file import load_snapshot
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "inflate-spot.yaml"
@@ -52,7 +50,7 @@ def build(target_bytes: int) -> dict[str, Any]:
 
 
 def _cpu() -> float:
-    """CPU seconds of this process and of its ended children (the YAML path's helper)."""
+    """CPU seconds of this process."""
     times = os.times()
     return times.user + times.system + times.children_user + times.children_system
 
@@ -91,7 +89,6 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=3, help="loads per format; the median is reported")
-    parser.add_argument("--no-events", action="store_true", help="skip timing libyaml's event stream")
     parser.add_argument("--load-one", type=Path, help=argparse.SUPPRESS)  # the new process of _time_fresh
     args = parser.parse_args()
     if args.load_one is not None:
@@ -108,13 +105,6 @@ def main() -> None:
         (json_fresh, json_fresh_cpu), (yaml_fresh, yaml_fresh_cpu) = _time_fresh([json_path, yaml_path],
                                                                                  args.repeat)
         load_after = os.getloadavg()[0]
-        events_seconds = None
-        if not args.no_events:
-            rapid, rapid_yaml.ryml = rapid_yaml.ryml, None  # the libyaml event path, as without rapidyaml
-            try:
-                events_seconds = round(_time([yaml_path], args.repeat)[0][0], 2)
-            finally:
-                rapid_yaml.ryml = rapid
         sample = yaml_path.read_text()[:1_000_000]
         sample = sample[:sample.rfind("\n- ")]  # a whole number of list items
         started = time.perf_counter()
@@ -138,8 +128,6 @@ def main() -> None:
             "yaml_fresh_cpu_seconds": round(yaml_fresh_cpu, 2),
             "json_fresh_cpu_seconds": round(json_fresh_cpu, 2),
             "load_average": [round(load_before, 1), round(load_after, 1)],
-            "rapidyaml": rapid_yaml.ryml is not None,
-            "yaml_libyaml_events_seconds": events_seconds,
             "pure_python_yaml_seconds_per_mb": round(pure_per_mb, 2),
         }))
 

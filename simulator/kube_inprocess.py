@@ -9,7 +9,7 @@ goes away is the socket, http.server's parsing and thread hand-off and urllib3's
 part of a 5,000-pod list that is transport, not API. A watch answers lazily, one chunk per event as the
 HTTP server would stream it; an injected dropped connection ends in urllib3's ``ProtocolError``, as a
 socket cut mid-chunk does. The HTTP server keeps running for everything else (kubectl, the tests that
-talk HTTP). ``tests/unit/test_kube_inprocess.py`` shows both transports answer alike.
+talk HTTP). ``tests/scenarios/test_kube_inprocess.py`` shows both transports answer alike.
 """
 
 from __future__ import annotations

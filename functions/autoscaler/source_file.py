@@ -1,7 +1,7 @@
 """Reading configuration files safely: size and binary checks before parsing, YAML parsed with the line
-of every key and item recorded and duplicate keys reported, and a fast path for large documents (JSON;
-rapidyaml when a scan shows it reads the file as PyYAML would, ``rapid_yaml.py``; else libyaml's event
-stream), which reports duplicate keys with their lines too.
+of every key and item recorded and duplicate keys reported, and a fast path for large documents (JSON, else
+libyaml's event stream built into values in one pass), which reports duplicate keys with their lines too.
+Large snapshots are best written as JSON (``autoscaler snapshot`` does): it loads ~4x faster than YAML.
 
 Shared by the cluster file (``config.py``), ``autoscaler validate`` and the snapshot reader. Pure apart
 from reading the one file it is given (no AWS or Kubernetes code), so the CDK app can use it.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path as FilePath
@@ -21,11 +21,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from autoscaler import rapid_yaml
 from autoscaler.domain.errors import Path, Problem
-from autoscaler.rapid_yaml import DuplicateKey as _DuplicateKey
-from autoscaler.rapid_yaml import Unusual as _Unusual
-from autoscaler.rapid_yaml import unique as _unique
 
 # A cluster file is a few kilobytes; 5 MB is far beyond any real one and still instant to reject.
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
@@ -177,7 +173,23 @@ def parse_yaml(text: str, *, multi: bool = False) -> list[Document]:
         return [Document(problems=[Problem(f"not valid YAML: {reason}", line=line)])]
 
 
-class _FastBuilder:
+class Unusual(Exception):
+    """A construct the event builder leaves to PyYAML's own loader (a ``!!set``, several documents...)."""
+
+
+class DuplicateKey(Exception):
+    """A mapping holds a key twice: the caller reads the file again to name every one with its lines."""
+
+
+def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' object hook: a key given twice is an error, not silently the last one."""
+    mapping = dict(pairs)
+    if len(mapping) != len(pairs):
+        raise DuplicateKey
+    return mapping
+
+
+class EventBuilder:
     """Builds Python values straight from libyaml's event stream.
 
     PyYAML's loaders compose a node tree, then construct values from it, resolving every scalar's tag
@@ -196,7 +208,7 @@ class _FastBuilder:
             if event.value == "<<":
                 return _MERGE_KEY
             if event.value == "=":  # a key (PyYAML reads it as text) or an error (a value): PyYAML decides
-                raise _Unusual
+                raise Unusual
             try:
                 return self.plain[event.value]
             except KeyError:
@@ -235,7 +247,7 @@ class _FastBuilder:
                 value = self.anchors[event.anchor]
             elif kind in start_events:
                 if event.tag not in (None, "!", _MAP_TAG, _SEQ_TAG):
-                    raise _Unusual  # !!set, !!omap, ...: rare; PyYAML's own loader handles them
+                    raise Unusual  # !!set, !!omap, ...: rare; PyYAML's own loader handles them
                 container: Any = {} if kind is yaml.MappingStartEvent else []
                 if event.anchor:
                     self.anchors[event.anchor] = container
@@ -251,7 +263,7 @@ class _FastBuilder:
                 if kind is yaml.DocumentStartEvent:
                     documents += 1
                     if documents > 1:
-                        raise _Unusual  # PyYAML reports it as it always has
+                        raise Unusual  # PyYAML reports it as it always has
                 continue
             if not stack:
                 root = value
@@ -265,10 +277,10 @@ class _FastBuilder:
                 key = keys[-1]
                 try:
                     if key in top and key is not _MERGE_KEY:
-                        raise _DuplicateKey  # found again, with lines, by ``duplicate_keys``
+                        raise DuplicateKey  # found again, with lines, by ``duplicate_keys``
                     top[key] = value
                 except TypeError:  # an unhashable (list or mapping) key: PyYAML reports it
-                    raise _Unusual from None
+                    raise Unusual from None
                 keys[-1] = _NO_KEY
         return root
 
@@ -300,12 +312,12 @@ def duplicate_keys(text: str) -> list[Problem]:
     """Every key given twice in one mapping, with its line and the first one's, in the words the line-keeping
     parser uses (a second pass over the events, run only once a fast path has met a duplicate)."""
     problems: list[Problem] = []
-    builder = _FastBuilder()
+    builder = EventBuilder()
 
     def resolve(event: Any) -> Any:
         try:
             return builder.scalar(event)
-        except _Unusual:  # ``=``: a key PyYAML reads as text
+        except Unusual:  # ``=``: a key PyYAML reads as text
             return event.value
 
     # One frame per open collection: [first line of each key (None for a sequence), position, awaiting a key]
@@ -341,23 +353,12 @@ def duplicate_keys(text: str) -> list[Problem]:
     return problems
 
 
-def _load_rapid(text: str, *, on_list: Callable[[list[Any]], object] | None = None) -> Any:
-    """The data through rapidyaml when it reads the file exactly as ``yaml.safe_load`` would, else _Unusual."""
-    builder = _FastBuilder()
-
-    def resolve(token: str) -> Any:
-        return builder.scalar(yaml.ScalarEvent(None, None, (True, False), token, style=""))
-
-    return rapid_yaml.load(text, resolve=resolve, on_list=on_list)
-
-
-def load_fast(text: str, *, on_list: Callable[[list[Any]], object] | None = None) -> Any:
-    """The data of a large document without line tracking: json when it is JSON, else rapidyaml when it reads
-    the file as PyYAML would, else the event builder. A key given twice raises DuplicateKeysError.
-    ``on_list`` may be given runs of a top-level list's items early, while the rest is still being read
-    (``rapid_yaml.load``); the data returned is the same either way."""
+def load_fast(text: str) -> Any:
+    """The data of a large document without line tracking: json when it is JSON, else libyaml's event stream
+    built into values (``EventBuilder``), else PyYAML's own loader for the rare constructs the builder leaves
+    to it. A key given twice raises DuplicateKeysError naming every one with its lines."""
     with paused_gc():
-        return _load_fast(text, on_list=on_list)
+        return _load_fast(text)
 
 
 @contextmanager
@@ -373,23 +374,19 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _load_fast(text: str, *, on_list: Callable[[list[Any]], object] | None) -> Any:
+def _load_fast(text: str) -> Any:
     try:
         if text.lstrip().startswith(("{", "[")):
             try:
-                return json.loads(text, object_pairs_hook=_unique)
+                return json.loads(text, object_pairs_hook=unique)
             except json.JSONDecodeError:
                 pass  # flow-style YAML
         try:
-            return _load_rapid(text, on_list=on_list)
-        except _Unusual:
-            pass
-        try:
-            return _FastBuilder().load(text)
-        except _Unusual:
+            return EventBuilder().load(text)
+        except Unusual:
             deep = _too_deep(text)
             if deep is not None:  # PyYAML's loader would recurse until the process crashes
                 raise yaml.YAMLError(deep.message) from None
             return yaml.load(text, Loader=_LOADER)
-    except _DuplicateKey:
+    except DuplicateKey:
         raise DuplicateKeysError(duplicate_keys(text)) from None

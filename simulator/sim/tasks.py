@@ -11,7 +11,7 @@ the same scenario gives the same timeline.
 are standard ``Future`` objects whose condition and waiters' events park the calling task instead of
 blocking its thread, so ``Future.result()``, ``concurrent.futures.wait()`` and ``as_completed()`` in
 unchanged handler code hand the baton back while they wait. (They rely on two attributes of CPython's
-``Future``, ``_condition`` and ``_waiters``, stable since 3.2; ``tests/unit/test_sim_engine.py`` checks
+``Future``, ``_condition`` and ``_waiters``, stable since 3.2; ``tests/simulator/test_sim_engine.py`` checks
 all three calls, so a Python upgrade that changed them fails there, not as a hung simulation.)
 """
 

@@ -2,10 +2,8 @@
 write one from a live cluster for ``autoscaler snapshot``.
 
 The document itself is parsed by the pure ``domain.snapshot``; every error names the file. YAML is read
-by ``source_file.load_fast`` (rapidyaml when it reads the file as PyYAML would, a large file on two cores,
-else libyaml's event stream), and the pods are checked as each run of them is built, so a 20 MB YAML
-snapshot loads in about the time of the same data as JSON (benchmarks/snapshot_load.py, docs/snapshot.md);
-a key given twice is an error naming file:line. Collection goes through
+by ``source_file.load_fast`` (libyaml's event stream; JSON, which ``autoscaler snapshot`` writes, loads
+faster: docs/snapshot.md); a key given twice is an error naming file:line. Collection goes through
 the adapters the Lambdas use: the Kubernetes API as raw JSON and ``AwsCloud`` (instance types,
 offerings, prices, in-flight instances).
 """
@@ -14,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -23,21 +20,19 @@ import yaml
 
 from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.domain.errors import ConfigError
-from autoscaler.domain.models import Pod
 from autoscaler.domain.objects import node_from_dict
 from autoscaler.domain.plan import PlanInput
 from autoscaler.domain.snapshot import parse_snapshot
 from autoscaler.source_file import MAX_SNAPSHOT_BYTES, DuplicateKeysError, load_fast, paused_gc, read_text
 
 
-def read_snapshot_data(path: str | Path, *, on_list: Callable[[list[Any]], object] | None = None) -> Any:
-    """The parsed document of a snapshot file; ConfigError names the file when it cannot be read.
-    ``on_list``: see ``source_file.load_fast``."""
+def read_snapshot_data(path: str | Path) -> Any:
+    """The parsed document of a snapshot file; ConfigError names the file when it cannot be read."""
     text, problems = read_text(path, max_bytes=MAX_SNAPSHOT_BYTES)
     if text is None:
         raise ConfigError.from_problems(problems, source=str(path))
     try:
-        return load_fast(text, on_list=on_list)
+        return load_fast(text)
     except DuplicateKeysError as exc:
         raise ConfigError.from_problems(exc.problems, source=str(path)) from None
     except yaml.YAMLError as exc:
@@ -46,64 +41,12 @@ def read_snapshot_data(path: str | Path, *, on_list: Callable[[list[Any]], objec
         raise ConfigError(f"{where}: not valid YAML or JSON: {getattr(exc, 'problem', None) or exc}") from exc
 
 
-class _EarlyPods:
-    """Pods checked while the rest of a large YAML file is still being read (``on_list``): the checks of
-    ``parse_snapshot`` itself, run on each run of items that looks like pods, kept with the items they
-    came from (a run that turns out not to be pods, or to be wrong, is checked again with the rest). The
-    helper process that converts the file checks runs too once it has converted them all (``check``), and
-    sends the pods back (``checked``): a ``rapid_yaml.ListChecks``."""
-
-    def __init__(self) -> None:
-        self.runs: dict[int, tuple[list[Any], list[Pod]]] = {}  # id of a run's first item -> (run, its pods)
-
-    def __call__(self, items: list[Any]) -> None:
-        pods = self.check(items)
-        if pods is not None:
-            self.checked(items, pods)
-
-    def check(self, items: list[Any]) -> list[Pod] | None:
-        if not items or not isinstance(items[0], Mapping) or items[0].get("kind", "Pod") != "Pod":
-            return None
-        try:
-            return parse_snapshot({"pods": items}).pods
-        except ConfigError:
-            return None  # named, with its index, when the whole file is checked
-
-    def checked(self, items: list[Any], result: list[Pod]) -> None:
-        self.runs[id(items[0])] = (items, result)
-
-    def plan(self, data: Any) -> PlanInput | None:
-        """The snapshot's plan input with the pods checked early, or None when the whole must be checked."""
-        raws = data.get("pods") if isinstance(data, Mapping) else None
-        if not self.runs or not isinstance(raws, list):
-            return None
-        pods: list[Pod] = []
-        start = 0
-        try:
-            while start < len(raws):
-                items, checked = self.runs.get(id(raws[start]), ([], []))
-                span = raws[start:start + len(items)]
-                if items and len(span) == len(items) and all(a is b for a, b in zip(items, span, strict=True)):
-                    pods += checked
-                    start += len(items)
-                    continue
-                end = start + 1
-                while end < len(raws) and id(raws[end]) not in self.runs:
-                    end += 1
-                pods += parse_snapshot({"pods": raws[start:end]}).pods
-                start = end
-            return replace(parse_snapshot({**data, "pods": []}), pods=pods)
-        except ConfigError:
-            return None
-
-
 def load_snapshot(path: str | Path) -> PlanInput:
     """Read a YAML or JSON snapshot file; ConfigError names the file and every problem in it."""
-    early = _EarlyPods()
     with paused_gc():
-        data = read_snapshot_data(path, on_list=early)
+        data = read_snapshot_data(path)
         try:
-            return early.plan(data) or parse_snapshot(data)
+            return parse_snapshot(data)
         except ConfigError as exc:
             lines = [f"{path}: {line}" for line in str(exc).splitlines()]
             raise ConfigError("\n".join(lines), source=str(path), problems=exc.problems) from exc

@@ -19,7 +19,7 @@ from autoscaler.domain.models import (
 from autoscaler.domain.objects import ObjectError, pod_from_dict
 from autoscaler.domain.plan import Plan
 from autoscaler.domain.scheduling import plan
-from tests.unit.scheduling_world import GI, check_plan, pod, world
+from tests.domain.scheduling_world import GI, check_plan, pod, world
 
 ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
 APP = LabelSelector(match_labels=(("app", "web"),))

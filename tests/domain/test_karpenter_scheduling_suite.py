@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from autoscaler.domain.models import DaemonSet, LabelSelector, Pod, Taint
-from tests.unit.karpenter_port import (
+from tests.domain.karpenter_port import (
     ARCH,
     CT,
     HOST,
@@ -32,7 +32,7 @@ from tests.unit.karpenter_port import (
     term,
     toleration,
 )
-from tests.unit.scheduling_world import GI
+from tests.domain.scheduling_world import GI
 
 CASES: list[Case] = []
 S = "Scheduling"
@@ -716,7 +716,7 @@ def test_every_documented_difference_is_listed_in_the_differences_page() -> None
     # Given every ported case marked as a deliberate difference (both tables)
     from pathlib import Path
 
-    from tests.unit.test_karpenter_scheduling_topology import CASES as TOPOLOGY
+    from tests.domain.test_karpenter_scheduling_topology import CASES as TOPOLOGY
 
     page = (Path(__file__).parents[2] / "docs" / "differences-from-karpenter.md").read_text().lower()
     marked = {c.difference for c in (*CASES, *TOPOLOGY) if c.difference}
@@ -784,7 +784,7 @@ def test_karpenter_instance_selection(name: str, pool_reqs: list[Any], pod_reqs:
     from autoscaler.domain.labels import instance_type_labels
     from autoscaler.domain.models import Requirement
     from autoscaler.domain.nodepool import requirement_allows
-    from tests.unit.scheduling_world import TYPES, offerings
+    from tests.domain.scheduling_world import TYPES, offerings
 
     # Given the NodePool (any arch, any capacity type unless narrowed) and a pod with requirements
     reqs = [req(k, op, *v) for k, op, v in pool_reqs]
@@ -929,7 +929,7 @@ def test_issue15_item_14_extended_resources_pack_by_size() -> None:
     from autoscaler.domain.models import InstanceType, Offering
     from autoscaler.domain.plan import PlanInput
     from autoscaler.domain.scheduling import plan
-    from tests.unit.scheduling_world import NODE_CLASS
+    from tests.domain.scheduling_world import NODE_CLASS
 
     # Given g6.xlarge (1 GPU, $0.8048/h) and g6.48xlarge (8 GPUs, $13.3504/h), two 1-GPU pods and one 8-GPU pod
     small = InstanceType(

@@ -3,7 +3,7 @@
 pod and NodePool builders in Karpenter's vocabulary, and its assertions (``ExpectSkew`` and friends).
 
 Karpenter's fake zones ``test-zone-1..3`` are our ``us-east-1a..c``; its instance types are the test
-catalogue's (tests/unit/scheduling_world.py)."""
+catalogue's (tests/domain/scheduling_world.py)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from autoscaler.domain.models import (
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import Plan, PlanInput
 from autoscaler.domain.scheduling import plan
-from tests.unit.scheduling_world import GI, MI, NODE_CLASS, TYPES, offerings
-from tests.unit.scheduling_world import pool as make_pool
+from tests.domain.scheduling_world import GI, MI, NODE_CLASS, TYPES, offerings
+from tests.domain.scheduling_world import pool as make_pool
 
 ZONE, HOST, CT, ARCH = (
     "topology.kubernetes.io/zone",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-FUNCTIONS = Path(__file__).resolve().parents[2] / "functions" / "autoscaler"
+FUNCTIONS = Path(__file__).resolve().parents[1] / "functions" / "autoscaler"
 MAX_LINES = 500
 
 # What the domain may import: the standard library's pure parts, pydantic, and itself. Anything that

@@ -25,7 +25,7 @@ from autoscaler.domain.models import (
 from autoscaler.domain.objects import pod_from_dict
 from autoscaler.domain.plan import InFlightNode, Plan
 from autoscaler.domain.scheduling import plan
-from tests.unit.scheduling_world import GI, ZONES, check_plan, offerings, pod, pool, world
+from tests.domain.scheduling_world import GI, ZONES, check_plan, offerings, pod, pool, world
 
 SPOT_OD = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"

@@ -33,7 +33,7 @@ from autoscaler.domain.models import (
 from autoscaler.domain.node_state import awaits_replacement, read_state
 from autoscaler.domain.plan import PlanInput
 from autoscaler.domain.scheduling import plan_reserved_first
-from tests.unit.scheduling_world import GI, TYPES, ZONES, pod, pool, world
+from tests.domain.scheduling_world import GI, TYPES, ZONES, pod, pool, world
 
 NODE_TYPES = [t for t in TYPES if t.name in ("m5.large", "m5.xlarge", "c5.xlarge", "r5.large")]
 

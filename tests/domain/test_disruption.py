@@ -22,7 +22,7 @@ from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.models import InstanceType, LabelSelector, Node, Offering, OwnerRef, Pod, PodDisruptionBudget
 from autoscaler.domain.nodepool import parse_node_pool
 from autoscaler.domain.plan import PlanInput
-from tests.unit.scheduling_world import GI, NODE_CLASS, ON_DEMAND, pod, pool, world
+from tests.domain.scheduling_world import GI, NODE_CLASS, ON_DEMAND, pod, pool, world
 
 NOW = 1_700_000_000.0
 

@@ -15,7 +15,7 @@ from autoscaler.domain.models import (
     TopologySpreadConstraint,
 )
 from autoscaler.domain.scheduling import plan
-from tests.unit.scheduling_world import GI, MI, check_plan, pod, world
+from tests.domain.scheduling_world import GI, MI, check_plan, pod, world
 
 KINDS = ("plain", "zone-spread", "host-spread", "anti", "zone-affinity", "arm", "selector", "prefer-anti")
 

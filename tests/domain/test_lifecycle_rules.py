@@ -18,7 +18,7 @@ from autoscaler.domain.plan import InFlightNode, PlanInput
 from autoscaler.domain.spec_hash import node_class_hash, node_pool_hash
 from autoscaler.domain.static_pools import count, static_launches
 from tests.adapters.aws.helpers import node_class
-from tests.unit.scheduling_world import NODE_CLASS, TYPES, offerings
+from tests.domain.scheduling_world import NODE_CLASS, TYPES, offerings
 
 
 def v1_pool(**template: Any) -> Any:

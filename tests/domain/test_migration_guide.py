@@ -72,7 +72,7 @@ V0_2X_OBJECTS = [
 def _block(name: str) -> str:
     """The shell block that follows the ``tested: ...::name`` marker, dedented."""
     text = GUIDE.read_text()
-    marker = text.index(f"tests/unit/test_migration_guide.py::{name} -->")
+    marker = text.index(f"tests/domain/test_migration_guide.py::{name} -->")
     found = re.search(r"```sh\n(.*?)\n\s*```", text[marker:], re.S)
     assert found, f"no sh block after the {name} marker"
     return textwrap.dedent(found.group(1))

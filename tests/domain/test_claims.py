@@ -19,7 +19,7 @@ from autoscaler.domain.keys import NODECLAIM_TAG, NODEPOOL_TAG
 from autoscaler.domain.models import Taint
 from autoscaler.domain.plan import InFlightNode, Launch
 from autoscaler.domain.scheduling import plan
-from tests.unit.scheduling_world import pod, pool, world
+from tests.domain.scheduling_world import pod, pool, world
 
 NOW = 1_800_000_000.0
 

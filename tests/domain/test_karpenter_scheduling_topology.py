@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.domain.models import LabelSelector, Requirement, Taint
-from tests.unit.karpenter_port import (
+from tests.domain.karpenter_port import (
     ARCH,
     CT,
     HOST,

@@ -21,7 +21,7 @@ from autoscaler.domain.reservations import (
     reservation_from_ec2,
 )
 from autoscaler.domain.scheduling import plan, plan_reserved_first
-from tests.unit.scheduling_world import check_plan, pod, pool, world
+from tests.domain.scheduling_world import check_plan, pod, pool, world
 
 NOW = 1_800_000_000.0
 
