@@ -103,7 +103,7 @@ def test_item4_suggestions_never_propose_a_different_resource_for_a_valid_one() 
 
 def test_item4_limits_nodes_caps_the_planned_launches() -> None:
     from autoscaler.domain.scheduling.planner import plan
-    from tests.unit.scheduling_world import pod, pool, world
+    from tests.domain.scheduling_world import pod, pool, world
     # Given a NodePool limited to 2 nodes and 4 pods that each need a node of their own
     pods = [pod(f"big-{i}", cpu=3000, app="big", node_selector={"node.kubernetes.io/instance-type": "c5.xlarge"})
             for i in range(4)]

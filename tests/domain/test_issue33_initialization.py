@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from autoscaler.domain.initialization import as_capacity
 from autoscaler.domain.models import Node, Taint
-from tests.unit.scheduling_world import pool
+from tests.domain.scheduling_world import pool
 
 NOW = 1_700_000_000.0
 POOLS = {"default": pool(startup_taints=[{"key": "cni.example/not-ready", "effect": "NoSchedule"}])}
