@@ -58,7 +58,8 @@ class AwsCloud:
         self.reservations = CapacityReservations(ec2, clock=self.clock)
         self.fleet = FleetLauncher(ec2, cluster=cluster, catalog=self.catalog, network=self.network, amis=self.amis,
                                    templates=self.templates, profiles=self.profiles,
-                                   unavailable=self.unavailable_offerings, reservations=self.reservations)
+                                   unavailable=self.unavailable_offerings, reservations=self.reservations,
+                                   clock=self.clock)
         self.instances = Instances(ec2, cluster_name=cluster.name, adopt_karpenter=adopt_karpenter)
         # The last offerings and the inputs they were built from (copies, compared by value).
         self._offerings: tuple[tuple[object, ...], list[Offering]] | None = None
