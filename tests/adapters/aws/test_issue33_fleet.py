@@ -1,6 +1,5 @@
-"""Issue 33 items 10 and 11 at the adapter: a throttled CreateFleet is retried with backoff and jitter
-within a bound, never taken for an uncertain outcome; every attempt's client token holds on a server
-that enforces tokens (the strict stand-in, simulator/ec2_tokens.py)."""
+"""Issue 33 item 10 at the adapter: a throttled CreateFleet is retried with backoff and jitter within a
+bound, under the same client token, never taken for an uncertain outcome (item 11: tests/e2e)."""
 
 from __future__ import annotations
 
@@ -67,3 +66,4 @@ def test_item10_throttled_past_the_bound_is_a_failure_ec2_did_not_act_on(ec2: An
     assert not result.launched and not result.uncertain
     assert result.errors and all(e.code == "RequestLimitExceeded" and not e.uncertain for e in result.errors)
     assert 1 < len(sent) < 20
+
