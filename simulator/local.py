@@ -367,12 +367,12 @@ class LocalCluster:
         rt = self._runtime or self.runtime()
         # Each function runs in its own Lambda containers: the provisioner's warm pod/node cache
         # (adapters/kube/informer.py) lives in its container, and never serves another function's reads.
-        rt.cluster.cache = self._caches.get(function_name)
+        rt.use_cluster_cache(self._caches.get(function_name))
         try:
             return handler(dict(event), LambdaContext(remaining_ms=remaining_ms, function_name=function_name))
         finally:
-            self._caches[function_name] = rt.cluster.cache
-            rt.cluster.cache = None
+            self._caches[function_name] = rt.warm.cluster_cache
+            rt.use_cluster_cache(None)
 
     def cache_of(self, function_name: str) -> ClusterCache | None:
         """The warm cluster cache the function's (simulated) container holds, if it built one."""

@@ -12,11 +12,22 @@ import json
 import sys
 from collections.abc import Sequence
 
-from autoscaler.cli import add_simulate_arguments
 from autoscaler.domain.errors import ConfigError
 from simulator.sim.report import as_json, as_text, baseline_text, check, plot, ratios, summary
 from simulator.sim.runner import run_scenario
 from simulator.sim.scenario import ScenarioError, load_scenario, seconds
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The simulator's arguments (``autoscaler simulate`` passes its own on unchanged)."""
+    parser.add_argument("scenario", metavar="SCENARIO", help="a scenario file (simulator/scenarios/*.yaml)")
+    parser.add_argument("--until", metavar="DURATION", help="virtual time to simulate (90s, 15m, 2h); "
+                        "default: the scenario's own 'until'")
+    parser.add_argument("--output", choices=("text", "json"), default="text")
+    parser.add_argument("--plot", metavar="FILE.png", help="write nodes, pending pods and $/hour over time "
+                        "(needs matplotlib: pip install -e '.[dev]')")
+    parser.add_argument("--baseline", action="store_true", help="also run the scenario under a Cluster-Autoscaler-"
+                        "like policy (one instance type, 10 s scan, 10 min scale-down) and print the ratios")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(r["ok"] for r in results) else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m simulator.simulate", description=__doc__.split("\n\n")[0])
-    add_simulate_arguments(parser)
+def main(argv: Sequence[str] | None = None, *, prog: str = "python -m simulator.simulate") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
     return run(parser.parse_args(argv))
 
 

@@ -46,6 +46,9 @@ def test_the_tree_keeps_its_layers(tree: Path) -> None:
         ("functions/autoscaler/app/drain.py", "import autoscaler.adapters.clock", "Entry points over adapters"),
         ("functions/autoscaler/app/provisioner.py", "import botocore.exceptions", "only through the ports"),
         ("functions/autoscaler/cli.py", "import simulator.kube_api", "never imports the simulator"),
+        ("functions/autoscaler/handlers/interruption.py", "import boto3", "no boto3 or botocore in a handler"),
+        ("simulator/sim/report.py", "import autoscaler.cli", "never import the CLI"),
+        ("simulator/sim/tasks.py", "import simulator.sim.engine", "never import its event loop"),
     ],
 )
 def test_a_forbidden_import_breaks_the_check(tree: Path, module: str, line: str, contract: str) -> None:

@@ -20,11 +20,13 @@ from autoscaler.adapters.aws.userdata import ClusterInfo
 from autoscaler.adapters.kube.auth import api_client_from_kubeconfig
 from autoscaler.adapters.kube.cluster import KubeCluster
 from autoscaler.adapters.snapshot_file import collect_snapshot, load_snapshot, write_snapshot
+from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS
+from autoscaler.app.planning import decide
 from autoscaler.app.ports import CloudError, ClusterError
 from autoscaler.config import load_cluster_config
 from autoscaler.domain.errors import ConfigError
-from autoscaler.domain.plan import Plan
-from autoscaler.domain.scheduling import plan as solve
+from autoscaler.domain.initialization import capacity_view
+from autoscaler.domain.plan import Plan, PlanInput
 from autoscaler.validate import validate_file
 
 Command = Callable[[argparse.Namespace], int]
@@ -45,13 +47,26 @@ def _plan_text(result: Plan) -> str:
     return "\n".join(lines)
 
 
+def plan_snapshot(snap: PlanInput, *, registration_timeout: float = REGISTRATION_TIMEOUT_SECONDS,
+                  now: float | None = None) -> Plan:
+    """What the provisioner's pass would decide for this snapshot: the same view of registering nodes and
+    in-flight instances (``capacity_view``, at the snapshot's ``takenAt``, else ``now``, else the current
+    time) and the same decision (``app/planning.decide``)."""
+    when = snap.taken_at or (time.time() if now is None else now)
+    return decide(capacity_view(snap, now=when, registration_timeout=registration_timeout), timer=time.perf_counter)
+
+
 def _register_plan(sub: argparse.ArgumentParser) -> Command:
     sub.add_argument("--snapshot", required=True, metavar="FILE", help="cluster snapshot, YAML or JSON")
     sub.add_argument("--output", choices=("json", "text"), default="json")
+    sub.add_argument("--registration-timeout", type=float, default=float(REGISTRATION_TIMEOUT_SECONDS),
+                     metavar="SECONDS", help="the cluster file's provisioner.registrationTimeout, in seconds "
+                     f"(default {REGISTRATION_TIMEOUT_SECONDS}): a registering node younger than this at the "
+                     "snapshot's takenAt counts as capacity, as in the provisioner's pass")
 
     def run(args: argparse.Namespace) -> int:
         try:
-            result = solve(load_snapshot(args.snapshot), timer=time.perf_counter)
+            result = plan_snapshot(load_snapshot(args.snapshot), registration_timeout=args.registration_timeout)
         except ConfigError as exc:
             print(f"autoscaler plan: {exc}", file=sys.stderr)
             return 2
@@ -73,31 +88,26 @@ SIMULATOR_MISSING = ("autoscaler simulate: the simulator is not installed here (
                      "e.g. `python -m simulator.simulate simulator/scenarios/inflate.yaml`")
 
 
-def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``autoscaler simulate`` and ``python -m simulator.simulate`` (one definition)."""
-    parser.add_argument("scenario", metavar="SCENARIO", help="a scenario file (simulator/scenarios/*.yaml)")
-    parser.add_argument("--until", metavar="DURATION", help="virtual time to simulate (90s, 15m, 2h); "
-                        "default: the scenario's own 'until'")
-    parser.add_argument("--output", choices=("text", "json"), default="text")
-    parser.add_argument("--plot", metavar="FILE.png", help="write nodes, pending pods and $/hour over time "
-                        "(needs matplotlib: pip install -e '.[dev]')")
-    parser.add_argument("--baseline", action="store_true", help="also run the scenario under a Cluster-Autoscaler-"
-                        "like policy (one instance type, 10 s scan, 10 min scale-down) and print the ratios")
+def simulate(argv: Sequence[str]) -> int:
+    """``autoscaler simulate ARGS``: ``simulator.simulate.main(ARGS)``. The simulator (development tooling in
+    a clone, never in the Lambda bundle or the wheel) owns its arguments; it is imported by name only here,
+    when the command runs, and never imports the CLI back (``.importlinter``; tests/test_shipped_imports.py
+    checks this is the package's one reference to it)."""
+    try:
+        module = importlib.import_module("simulator.simulate")
+    except ImportError as exc:
+        print(f"{SIMULATOR_MISSING} ({exc})", file=sys.stderr)
+        return 2
+    code: int = module.main(list(argv), prog="autoscaler simulate")
+    return code
 
 
 def _register_simulate(sub: argparse.ArgumentParser) -> Command:
-    # The simulator (development tooling outside the shipped package, never in the Lambda bundle) is
-    # imported by name only when the command runs.
-    add_simulate_arguments(sub)
+    sub.add_argument("args", nargs=argparse.REMAINDER, metavar="SCENARIO [OPTIONS]",
+                     help="passed to the simulator: `autoscaler simulate --help` lists them")
 
     def run(args: argparse.Namespace) -> int:
-        try:
-            simulate = importlib.import_module("simulator.simulate")
-        except ImportError as exc:
-            print(f"{SIMULATOR_MISSING} ({exc})", file=sys.stderr)
-            return 2
-        code: int = simulate.run(args)
-        return code
+        return simulate(args.args)
 
     return run
 
@@ -144,7 +154,8 @@ def _register_snapshot(sub: argparse.ArgumentParser) -> Command:
             info = ClusterInfo(name=config.cluster_name, endpoint="", certificate_authority="", k8s_version="")
             cloud = AwsCloud.from_session(boto3.Session(region_name=region), region=region, cluster=info)
             doc = collect_snapshot(list_raw=kube.list_raw, cloud=cloud, region=region,
-                                   node_pools=config.node_pools, node_classes=config.node_classes)
+                                   node_pools=config.node_pools, node_classes=config.node_classes,
+                                   taken_at=time.time())
             write_snapshot(doc, args.output)
         except (ConfigError, ClusterError, CloudError, OSError) as exc:
             print(f"autoscaler snapshot: {exc}", file=sys.stderr)
@@ -185,8 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["simulate"]:  # every argument after it, --help too, is the simulator's
+        return simulate(given[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(given)
     run: Command | None = getattr(args, "run", None)
     if run is None:
         parser.print_help()

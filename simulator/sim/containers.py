@@ -5,11 +5,11 @@ environment with its own module globals and warm caches. The simulation runs eve
 process, and since invocations are now cooperative tasks (``sim/engine.py``) that take turns, each turn
 must see its own environment's state:
 
-- the runtime's warm cluster cache (``LocalCluster.invoke`` installs a function's cache on the shared
-  runtime for the invocation): saved when a task parks, put back when it resumes;
-- the interruption handler's per-container globals: its ``BatchProcessor`` (which keeps the batch's
-  records and failures between calls) and its two pools, replaced by ``SimExecutor``s so drains and
-  message workers are tasks of the invocation (the stand-in's own pools are restored by ``close``).
+- the runtime's warm state (``handlers/runtime.WarmState``): its cluster cache (``LocalCluster.invoke``
+  installs a function's cache on the shared runtime for the invocation) is saved when a task parks and put
+  back when it resumes; its interruption pieces (Powertools' ``BatchProcessor``, which keeps the batch's
+  records and failures between calls, and the drain pools) are the environment's own, with the pools
+  replaced by ``SimExecutor``s so drains and message workers are tasks of the invocation.
 
 An invocation takes an idle environment of its function or a new one (a cold start) and returns it
 when it ends, so environments are reused in a fixed order.
@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import autoscaler.handlers.interruption as interruption_module
+from autoscaler.app.interruption_batch import DRAIN_WORKERS, MESSAGE_WORKERS, DrainPools
+from autoscaler.handlers.interruption import batch_processor
+from autoscaler.handlers.runtime import InterruptionWarm, Runtime
 from simulator.sim.engine import EventLoop
 from simulator.sim.tasks import SimExecutor, Task
 
@@ -31,8 +33,8 @@ from simulator.sim.tasks import SimExecutor, Task
 class Container:
     function: str
     number: int
-    state: dict[str, Any] = field(default_factory=dict)  # module globals of this environment
-    cluster: Any = None  # the cluster adapter whose cache the invocation uses
+    interruption: InterruptionWarm | None = None  # this environment's interruption pieces
+    runtime: Any = None  # the runtime whose warm cache the invocation uses
     cache: Any = None
     saved: bool = False
 
@@ -40,12 +42,11 @@ class Container:
 class Containers:
     """Execution environments per function; installs the running task's environment on every turn."""
 
-    def __init__(self, loop: EventLoop, cluster: Callable[[], Any]) -> None:
-        self.loop, self._cluster = loop, cluster
+    def __init__(self, loop: EventLoop, runtime: Callable[[], Runtime]) -> None:
+        self.loop, self._runtime = loop, runtime
         self._idle: dict[str, list[Container]] = {}
         self.started: dict[str, int] = {}  # environments created per function (cold starts)
-        self._originals = {name: getattr(interruption_module, name)
-                           for name in ("processor", "_node_pool", "_message_pool")}
+        self._installed: list[tuple[Runtime, InterruptionWarm | None]] = []
         loop.on_resume = self._resume
         loop.on_park = self._park
 
@@ -55,7 +56,7 @@ class Containers:
         task = self.loop.current()
         idle = self._idle.setdefault(function, [])
         container = idle.pop(0) if idle else self._new(function)
-        container.cluster, container.saved = self._cluster(), False
+        container.runtime, container.saved = self._runtime(), False
         if task is not None:
             task.invocation.context = container
         self._install(container)
@@ -67,38 +68,40 @@ class Containers:
             idle.append(container)
 
     def close(self) -> None:
-        """Put the interruption handler's own globals back (the simulation is over)."""
-        for name, value in self._originals.items():
-            setattr(interruption_module, name, value)
+        """Put each runtime's own interruption pieces back (the simulation is over)."""
+        for runtime, original in reversed(self._installed):
+            runtime.warm.interruption = original
+        self._installed.clear()
 
     def _new(self, function: str) -> Container:
-        """A cold start: the interruption handler's globals built as its module builds them (same
-        processor settings, pools with the same worker bounds, as tasks)."""
+        """A cold start: the interruption pieces built as the handler builds them (same processor settings,
+        pools with the same worker bounds, as tasks)."""
         number = self.started[function] = self.started.get(function, 0) + 1
-        state: dict[str, Any] = {}
+        interruption = None
         if function == "interruption":
-            p, nodes, messages = (self._originals[n] for n in ("processor", "_node_pool", "_message_pool"))
-            state = {"processor": type(p)(event_type=p.event_type, model=p.model,
-                                          raise_on_entire_batch_failure=p.raise_on_entire_batch_failure),
-                     "_node_pool": SimExecutor(self.loop, max_workers=nodes._max_workers,
-                                               name=f"drain-{number}"),
-                     "_message_pool": SimExecutor(self.loop, max_workers=messages._max_workers,
-                                                  name=f"message-{number}")}
-        return Container(function, number, state)
+            interruption = InterruptionWarm(
+                processor=batch_processor(),
+                pools=DrainPools(nodes=SimExecutor(self.loop, max_workers=DRAIN_WORKERS, name=f"drain-{number}"),
+                                 messages=SimExecutor(self.loop, max_workers=MESSAGE_WORKERS,
+                                                      name=f"message-{number}")))
+        return Container(function, number, interruption)
 
-    @staticmethod
-    def _install(container: Container) -> None:
-        for name, value in container.state.items():
-            setattr(interruption_module, name, value)
+    def _install(self, container: Container) -> None:
+        if container.interruption is None:
+            return
+        runtime: Runtime = container.runtime
+        if not any(r is runtime for r, _ in self._installed):
+            self._installed.append((runtime, runtime.warm.interruption))
+        runtime.warm.interruption = container.interruption
 
     def _resume(self, task: Task) -> None:
         container = task.invocation.context
         if isinstance(container, Container):
             if container.saved:
-                container.cluster.cache = container.cache
+                container.runtime.use_cluster_cache(container.cache)
             self._install(container)
 
     def _park(self, task: Task) -> None:
         container = task.invocation.context
         if isinstance(container, Container):
-            container.cache, container.saved = container.cluster.cache, True
+            container.cache, container.saved = container.runtime.warm.cluster_cache, True

@@ -165,7 +165,7 @@ class Simulation:
             self.loop, self.cloud, self._invoke_interruption, env.config.region, batch_size=icfg.batch_size,
             max_concurrency=icfg.max_concurrency, visibility_timeout_seconds=icfg.timeout_seconds + 10,
             log=self.log)
-        self.containers = Containers(self.loop, lambda: self.runtime.cluster)
+        self.containers = Containers(self.loop, lambda: self.runtime)
         self.hpas = Autoscalers(self.loop, self.controllers, log=self.log)
         image = _builtin_images(self.cloud.ec2, env.config.region)["x86_64"]
         self.node_groups = ManagedNodeGroups(

@@ -22,10 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
-
-if TYPE_CHECKING:
-    from simulator.sim.engine import EventLoop
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -61,6 +58,13 @@ class Waitable(Protocol):
     def block(self, waiting: list[tuple[Task, int]], timeout: float | None) -> None: ...
 
     def notify(self, waiting: list[tuple[Task, int]]) -> None: ...
+
+
+class TaskLoop(Waitable, Protocol):
+    """What a ``SimExecutor`` needs of the loop (``sim/engine.EventLoop``): this module never imports the
+    engine, which imports it."""
+
+    def spawn_worker(self, name: str, body: Callable[[], None]) -> Task: ...
 
 
 class _CoopCondition:
@@ -144,7 +148,7 @@ class SimExecutor(Executor):
     """``ThreadPoolExecutor``'s contract in virtual time: at most ``max_workers`` calls run at once (the rest
     wait, in submission order), each as a task of the submitting invocation."""
 
-    def __init__(self, loop: EventLoop, *, max_workers: int, name: str = "worker") -> None:
+    def __init__(self, loop: TaskLoop, *, max_workers: int, name: str = "worker") -> None:
         self._loop, self.max_workers, self.name = loop, max_workers, name
         self._queue: deque[tuple[SimFuture[Any], Callable[[], Any]]] = deque()
         self._busy = 0

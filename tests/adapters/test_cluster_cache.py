@@ -127,7 +127,7 @@ def test_a_broken_stream_resumes_from_the_last_event(kube_api: KubeApiServer) ->
 ])
 def test_a_marker_the_watch_cannot_confirm_lists(kube_api: KubeApiServer, case: str, marker: str) -> None:
     # Given a warm cache with a 0.3 s cap
-    cluster = cached(kube_api, marker_cap_seconds=0.3)
+    cluster = cached(kube_api, cap_seconds=0.3)
     cluster.pods()
     kube_api.store.create("pods", pod("a"))
     assert cluster.cache is not None
@@ -142,7 +142,7 @@ def test_a_marker_the_watch_cannot_confirm_lists(kube_api: KubeApiServer, case: 
 def test_a_clock_that_does_not_move_cannot_keep_a_catch_up_going(kube_api: KubeApiServer) -> None:
     # Given a warm cache on a clock that never advances (a simulation's), and a marker the watch never reaches
     cluster = KubeCluster(client_for(kube_api.url))
-    cluster.cache = ClusterCache(cluster, clock=ManualClock(), settings=CacheSettings(marker_cap_seconds=0.1))
+    cluster.cache = ClusterCache(cluster, clock=ManualClock(), settings=CacheSettings(cap_seconds=0.1))
     cluster.pods()
     cluster.cache.expect("999999")
     # When it is read / Then a bounded number of watch requests later it lists instead
@@ -231,7 +231,7 @@ def test_a_catch_up_that_hits_410_gone_lists(kube_api: KubeApiServer) -> None:
 
 def test_a_catch_up_not_quiet_within_its_cap_lists(kube_api: KubeApiServer) -> None:
     # Given a warm cache, two pods created since its last read, and a cap that runs out after one event
-    cluster = warm(kube_api, TickingClock(), catch_up_cap_seconds=1.5)
+    cluster = warm(kube_api, TickingClock(), cap_seconds=1.5)
     assert cluster.cache is not None
     kube_api.store.create("pods", pod("a"))
     kube_api.store.create("pods", pod("b"))

@@ -51,6 +51,7 @@ def test_reads_parse_every_kind(kube_api: KubeApiServer, cluster: KubeCluster) -
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b"]}]}]}}}})
     st.create("storageclasses", {"metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com",
                                  "volumeBindingMode": "WaitForFirstConsumer"})
+    st.create("namespaces", {"metadata": {"name": "data-team", "labels": {"tier": "data"}}})
 
     assert [p.key for p in cluster.pending_pods()] == ["default/waiting"]
     assert sorted(p.key for p in cluster.pods()) == ["default/bound", "default/done", "default/waiting",
@@ -73,6 +74,8 @@ def test_reads_parse_every_kind(kube_api: KubeApiServer, cluster: KubeCluster) -
     assert [(v.name, v.zones) for v in cluster.pvs()] == [("pv-1", ("us-east-1b",))]
     assert [(s.name, s.volume_binding_mode) for s in cluster.storage_classes()] == [
         ("gp3", "WaitForFirstConsumer")]
+    namespaces = cluster.namespaces()
+    assert namespaces["data-team"] == {"tier": "data"} and "team" in namespaces
 
 
 def test_lists_follow_continue_tokens_across_pages(kube_api: KubeApiServer, cluster: KubeCluster) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from autoscaler.app.pass_report import LaunchFailure, LaunchFailureKind
 from autoscaler.app.provisioner import GroupOutcome, PassResult, group_launches
 from autoscaler.domain.fleet import LaunchedInstance, in_flight_node, instance_from_ec2
 from autoscaler.domain.keys import PODS_TAG_PREFIX
@@ -63,7 +64,8 @@ def test_summary_names_what_was_seen_decided_launched_and_left() -> None:
     dry = PassResult(reason="scheduled", dry_run=True, plan=plan,
                      groups=[GroupOutcome(claim_id="c", launch=plan.launches[0], count=1, pods=("d/a",))])
     assert "would launch 1 node(s)" in dry.summary()
-    failed = GroupOutcome(claim_id="c", launch=plan.launches[0], count=2, pods=("d/a",), failure="ConfigError: x")
+    failed = GroupOutcome(claim_id="c", launch=plan.launches[0], count=2, pods=("d/a",),
+                          failure=LaunchFailure(LaunchFailureKind.CONFIG, "x"))
     assert "failed: c: ConfigError: x" in PassResult(reason="s", dry_run=False, plan=plan, groups=[failed]).summary()
 
 

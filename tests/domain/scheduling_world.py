@@ -87,7 +87,7 @@ def check_plan(snap: PlanInput, result: Any) -> None:
     plus daemon overhead; hostname anti-affinity and hostname spread (maxSkew) honoured."""
     from autoscaler.domain import resources as res
     from autoscaler.domain.allocatable import allocatable
-    from autoscaler.domain.models import tolerates_all
+    from autoscaler.domain.models import untolerated_taints
 
     pending = sorted(p.key for p in snap.pods if p.is_pending)
     seen = sorted([k for ln in result.launches for k in ln.pods] + list(result.existing)
@@ -104,12 +104,12 @@ def check_plan(snap: PlanInput, result: Any) -> None:
         for name in ln.instance_types:
             it = types[name]
             overhead = res.total(d.template.requests for d in snap.daemonsets
-                                 if not tolerates_all(d.template.tolerations, pool.taints))
+                                 if not untolerated_taints(d.template.tolerations, pool.taints))
             assert _fits(res.add(need, overhead), allocatable(it, kubelet=pool.kubelet)) or snap.daemonsets, name
             if not snap.daemonsets:
                 assert _fits(need, allocatable(it, kubelet=pool.kubelet)), (name, need)
         for p in pods:
-            assert not tolerates_all(p.tolerations, pool.taints), p.key
+            assert not untolerated_taints(p.tolerations, pool.taints), p.key
             for term in p.pod_anti_affinity:
                 if term.topology_key == "kubernetes.io/hostname" and term.label_selector is not None:
                     assert sum(1 for q in pods if term.label_selector.matches(q.labels)) <= 1

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from autoscaler.adapters.clock import SystemClock
+from autoscaler.app.pass_report import LaunchFailureKind
 from autoscaler.domain.claims import LAUNCH_SETTLE_SECONDS
 from autoscaler.domain.keys import NODECLAIM_TAG
 from autoscaler.metrics_catalog import RecordingSink
@@ -257,7 +258,8 @@ def test_node_groups_launch_in_parallel_and_not_after_the_deadline(local: LocalC
     local.scale("late", 3, cpu="2")
     before = len(windows)
     late = provisioner.run_pass(deadline=rt.clock.monotonic() + 1.0)
-    assert len(windows) == before and late.groups and all(g.failure.startswith("Deferred") for g in late.groups)
+    assert len(windows) == before and late.groups and all(
+        g.failure is not None and g.failure.kind is LaunchFailureKind.DEFERRED for g in late.groups)
     assert not any(c.pods and c.pods[0].startswith("default/late") for c in local.runtime_claims())
 
 

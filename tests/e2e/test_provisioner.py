@@ -243,6 +243,25 @@ def test_replacement_requested_annotation_is_served_by_a_scheduled_pass(local: L
     assert result["pendingPods"] == 2 and result["launched"] and len(calls) == 2
 
 
+def test_a_pass_reads_the_cluster_once_even_when_it_finds_nodes_awaiting_replacement(local: LocalCluster) -> None:
+    # GIVEN a node whose replacement was asked for (the annotation) but whose invoke has not arrived
+    listings: list[dict[str, Any]] = []
+    local.session.events.register("before-parameter-build.ec2.DescribeInstances",
+                                  lambda params, **_: listings.append(params) if "Filters" in params else None)
+    local.runtime()
+    local.scale("inflate", 2)
+    local.invoke_provisioner()
+    [node] = local.register_nodes()
+    local.kube.store.patch("nodes", None, node, {"metadata": {"annotations": {
+        "autoscaler.eks.aws/replacement-requested": "1700000000"}}})
+    before = len(listings)
+    # WHEN a scheduled pass finds it (its pods are planned as leaving)
+    result = local.invoke_provisioner()["passes"][0]
+    # THEN it planned them from its one read: one listing of our instances, shared with the lifecycle sweep
+    assert result["pendingPods"] == 2 and result["launched"]
+    assert len(listings) - before == 1
+
+
 def test_in_flight_capacity_keeps_its_nodepools_taints(moto_server: ThreadedMotoServer,
                                                        local_catalog: Catalog) -> None:
     from simulator.local import demo_config, inflate_pod

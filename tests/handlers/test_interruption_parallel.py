@@ -88,9 +88,10 @@ def test_a_throttled_replacement_invoke_never_stops_the_cordon_or_the_drain(worl
 def test_a_failed_spot_message_comes_back_within_the_notice(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     # Issue 18 item 5: the queue's visibility timeout (130 s) exceeds the 120 s notice; a failed message must
     # come back after RETRY_VISIBILITY_SECONDS instead. Real moto SQS: the receipt handle is a real one.
+    from autoscaler.app import interruption_batch
     from autoscaler.handlers import interruption as handler_module
 
-    monkeypatch.setattr(handler_module, "RETRY_VISIBILITY_SECONDS", 1)
+    monkeypatch.setattr(interruption_batch, "RETRY_VISIBILITY_SECONDS", 1)
     sqs = world.rt.client("sqs")
     url = sqs.create_queue(QueueName="interruption", Attributes={"VisibilityTimeout": "130"})["QueueUrl"]
     iid = world.add_node("n1", owned=False)

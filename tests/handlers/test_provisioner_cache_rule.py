@@ -5,7 +5,6 @@ watch mode lists on every read."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -13,8 +12,18 @@ import pytest
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.cluster import KubeCluster
 from autoscaler.handlers.provisioner import parse_event, sync_cluster_cache
-from autoscaler.handlers.runtime import Runtime
+from autoscaler.handlers.runtime import Runtime, WarmState
 from simulator.kube_api import KubeApiServer, client_for
+
+
+class _Runtime:
+    """The part of ``Runtime`` the rule needs: the cluster adapter and the warm state that owns its cache."""
+
+    cluster_cache = Runtime.cluster_cache
+    use_cluster_cache = Runtime.use_cluster_cache
+
+    def __init__(self, cluster: KubeCluster) -> None:
+        self.cluster, self.clock, self.warm = cluster, SystemClock(), WarmState()
 
 
 @pytest.mark.parametrize(("case", "payload", "watch", "expected"), [
@@ -29,7 +38,7 @@ from simulator.kube_api import KubeApiServer, client_for
 def test_each_invocation_reads_by_its_rule(kube_api: KubeApiServer, case: str, payload: dict[str, Any],
                                              watch: bool, expected: tuple[str, bool]) -> None:
     # Given a provisioner runtime whose cache is warm from an earlier invocation
-    runtime = cast(Runtime, SimpleNamespace(cluster=KubeCluster(client_for(kube_api.url)), clock=SystemClock()))
+    runtime = cast(Runtime, _Runtime(KubeCluster(client_for(kube_api.url))))
     sync_cluster_cache(runtime, parse_event({"source": "watcher", "resourceVersion": "1"}), watch=False)
     # When this invocation's payload arrives
     got = sync_cluster_cache(runtime, parse_event(payload), watch=watch)

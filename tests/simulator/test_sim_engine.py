@@ -204,22 +204,31 @@ def test_tasks_still_sleeping_at_the_end_are_closed() -> None:
 
 def test_concurrent_invocations_each_see_their_own_execution_environment() -> None:
     # Given two interruption invocations running side by side, each in a Lambda execution environment
-    # of its own (the handler's batch processor and pools are per container in AWS), and a cluster
-    # adapter whose warm cache each invocation sets
-    import autoscaler.handlers.interruption as module
+    # of its own (the handler's batch processor and pools are per container in AWS), and a runtime
+    # whose warm cache each invocation sets
+    from autoscaler.handlers.runtime import WarmState
     from simulator.sim.containers import Containers
 
     loop = _loop(interruption=Function(concurrency=None))
-    cluster = type("Cluster", (), {"cache": None})()
-    containers = Containers(loop, lambda: cluster)
-    original = module.processor
+    warm = WarmState()
+
+    class Runtime:  # the runtime's warm state is all the environments touch
+        def __init__(self) -> None:
+            self.warm = warm
+
+        def use_cluster_cache(self, cache: object) -> None:
+            self.warm.cluster_cache = cache  # type: ignore[assignment]
+
+    runtime = Runtime()
+    containers = Containers(loop, lambda: runtime)  # type: ignore[arg-type,return-value]
     seen: dict[str, list[tuple[int, object]]] = {"a": [], "b": []}
 
     def invocation(name: str) -> None:
         with containers.enter("interruption"):
-            cluster.cache = f"cache of {name}"
+            runtime.use_cluster_cache(f"cache of {name}")
             for _ in range(3):
-                seen[name].append((id(module.processor), cluster.cache))
+                assert warm.interruption is not None
+                seen[name].append((id(warm.interruption.processor), warm.cluster_cache))
                 loop.sleep(1)
 
     for name in "ab":
@@ -229,8 +238,8 @@ def test_concurrent_invocations_each_see_their_own_execution_environment() -> No
         loop.run_until(10)
     finally:
         containers.close()
-    # Then each turn saw its own processor and cache, never the other's, and the module's own came back
+    # Then each turn saw its own processor and cache, never the other's, and the runtime's own came back
     assert {p for p, _ in seen["a"]}.isdisjoint({p for p, _ in seen["b"]})
     assert len({p for p, _ in seen["a"]}) == len({p for p, _ in seen["b"]}) == 1
     assert {c for _, c in seen["a"]} == {"cache of a"} and {c for _, c in seen["b"]} == {"cache of b"}
-    assert module.processor is original and containers.started == {"interruption": 2}
+    assert warm.interruption is None and containers.started == {"interruption": 2}

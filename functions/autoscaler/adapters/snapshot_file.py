@@ -11,8 +11,9 @@ offerings, prices, in-flight instances).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ KUBE_COLLECTIONS = {
     "persistentVolumeClaims": "/api/v1/persistentvolumeclaims",
     "persistentVolumes": "/api/v1/persistentvolumes",
     "storageClasses": "/apis/storage.k8s.io/v1/storageclasses",
+    "namespaces": "/api/v1/namespaces",
 }
 
 
@@ -77,11 +79,15 @@ def _slim(obj: Raw) -> Raw:
 
 def collect_snapshot(*, list_raw: Callable[[str], list[Raw]], cloud: AwsCloud, region: str,
                      node_pools: Sequence[Mapping[str, Any]],
-                     node_classes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+                     node_classes: Sequence[Mapping[str, Any]], taken_at: float | None = None) -> dict[str, Any]:
     """A snapshot document of a live cluster: its objects (``list_raw(path)`` lists an API collection as
     raw JSON), the region's catalogue and prices, our in-flight instances, and the given NodePools and
-    EC2NodeClasses (the cluster file's: the autoscaler keeps them there, not in the cluster)."""
-    doc: dict[str, Any] = {"region": region, "nodePools": list(node_pools), "nodeClasses": list(node_classes)}
+    EC2NodeClasses (the cluster file's: the autoscaler keeps them there, not in the cluster). ``taken_at``
+    (epoch seconds, default now): when it was read, which ``autoscaler plan`` judges registration
+    time-outs at, as the provisioner would have then."""
+    when = datetime.fromtimestamp(time.time() if taken_at is None else taken_at, tz=UTC)
+    doc: dict[str, Any] = {"region": region, "takenAt": when.isoformat().replace("+00:00", "Z"),
+                           "nodePools": list(node_pools), "nodeClasses": list(node_classes)}
     for key, path in KUBE_COLLECTIONS.items():
         items = [_slim(o) for o in list_raw(path)]
         if key == "pods":  # finished pods hold no resources

@@ -142,7 +142,8 @@ class ClaimBook:
             out.errors.append(f"the launch of {ids} cannot be resumed: {exc}")
             self._forget(group)
             return []
-        except Exception as exc:  # a cloud failure: report, keep the claims
+        except Exception as exc:  # any failure of the resent launch (EC2 may have acted): logged, reported in the
+            # pass's claim errors, and the claims kept so the next pass resumes them with the same tokens
             out.errors.append(f"resuming the launch of {ids} failed: {exc}")
             log.warning("resuming the launch of node claim(s) %s failed: %s", ids, exc)
             return [c.in_flight() for c in group]

@@ -1,19 +1,24 @@
-"""Read everything the planner needs from the cluster and the cloud, through the ports, into a
-``PlanInput``. Shared by the provisioner and the disruption service (which plans replacements)."""
+"""Read everything the planner needs from the cluster and the cloud, through the ports, into values: a
+``ClusterRead``, from which a ``PlanInput`` is built. Shared by the provisioner and the disruption service
+(which plans replacements)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
-from autoscaler.app.ports import CloudError, CloudPort, ClusterPort
+from autoscaler.app.ports import ClaimStore, CloudError, CloudPort, ClusterPort
+from autoscaler.domain.claims import Claim
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, in_flight_node
 from autoscaler.domain.models import (
     DaemonSet,
+    InstanceType,
     Node,
+    Offering,
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
@@ -32,30 +37,146 @@ def as_pending(pod: Pod) -> Pod:
     return replace(pod, node_name=None, phase="Pending", ready=False)
 
 
-# (instances EC2 lists as in flight, every Node, pending pod keys) -> in-flight capacity from the durable
-# launch record (which wins over EC2's view of the same instance), and the pods each registering node
-# (by instance id) was launched for.
-Claimed = Callable[[Sequence[CloudInstance], Sequence[Node], Collection[str]],
-                   tuple[Sequence[InFlightNode], Mapping[str, tuple[str, ...]]]]
+class Listing(StrEnum):
+    """Which of our instances a read describes (DescribeInstances is a pass's costliest read)."""
+
+    IN_FLIGHT = "inFlight"  # the pending/running instances not yet registered (disruption)
+    OWNED = "owned"  # every live instance of ours, shared by the in-flight view and the lifecycle sweep
+    CLAIMED = "claimed"  # only those the stored node claims name (a woken pass: its sweep waits)
+
+
+@dataclass
+class ClusterRead:
+    """One read of the cluster and the cloud for a pass, as values: what ``plan_input`` builds a
+    ``PlanInput`` from, with the pods of whichever nodes are leaving made pending again."""
+
+    pods: list[Pod]  # every pod, as listed
+    nodes: list[Node]  # every Node, leaving ones too
+    daemonsets: list[DaemonSet]
+    pvcs: list[PersistentVolumeClaim]
+    pvs: list[PersistentVolume]
+    storage_classes: list[StorageClass]
+    instance_types: list[InstanceType]
+    offerings: list[Offering]
+    node_class_zones: dict[str, frozenset[str]]
+    reservations: dict[str, tuple[CapacityReservation, ...]]
+    # Our live instances EC2 lists that are not registered nodes (in-flight capacity by EC2's view).
+    unregistered: list[CloudInstance]
+    owned: list[CloudInstance] | None = None  # ``Listing.OWNED``: every live instance of ours
+    claimed: list[CloudInstance] | None = None  # ``Listing.CLAIMED``: the instances the claims name
+    stored: list[Claim] | None = None  # ``Listing.CLAIMED``: the claims read with them
+    # Namespace name -> its labels, read only when a pod's (anti-)affinity has a namespaceSelector.
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def registered(self) -> set[str]:
+        return {n.instance_id for n in self.nodes if n.instance_id}
+
+    def pending(self, leaving: Collection[str]) -> set[str]:
+        """Keys of the pods waiting for a node once ``leaving`` nodes' pods are made pending."""
+        return {p.key for p in self.pods_with(leaving) if p.node_name is None and p.is_pending}
+
+    def pods_with(self, leaving: Collection[str]) -> list[Pod]:
+        """Pods on ``leaving`` nodes (being interrupted, expired, consolidated) as pending, so the plan makes
+        room for them elsewhere; their DaemonSet, mirror, finished and deleting pods are dropped (they do
+        not move)."""
+        gone = set(leaving)
+        if not gone:
+            return list(self.pods)
+        pods: list[Pod] = []
+        for pod in self.pods:
+            if pod.node_name in gone:
+                if pod.is_daemonset_pod or pod.is_mirror or pod.is_finished or pod.deleting:
+                    continue
+                pods.append(as_pending(pod))
+            else:
+                pods.append(pod)
+        return pods
+
+    def plan_input(self, *, node_pools: list[NodePool], node_classes: Mapping[str, NodeClass], region: str = "",
+                   leaving: Collection[str] = (), from_claims: Sequence[InFlightNode] = (),
+                   launched_for: Mapping[str, tuple[str, ...]] | None = None) -> PlanInput:
+        """The planner's input with ``leaving`` nodes left out and their pods pending. ``from_claims``: the
+        in-flight capacity of the durable launch record, which wins over EC2's view of the same instance;
+        ``launched_for``: the pods each registering node (by instance id) was launched for."""
+        gone = set(leaving)
+        registered = self.registered
+        in_flight = [f for f in (in_flight_node(i) for i in self.unregistered) if f is not None]
+        # A leaving node's instance is still registered: it must not come back as in-flight capacity
+        # (its pod tags would pin the pods onto the very instance that is going away).
+        claimed = [f for f in from_claims if f.instance_id not in registered]
+        ids = {f.instance_id for f in claimed}
+        in_flight = [f for f in in_flight if f.instance_id not in ids] + claimed
+        return PlanInput(
+            node_pools=node_pools, node_classes=node_classes, pods=self.pods_with(gone),
+            nodes=[n for n in self.nodes if n.name not in gone],
+            daemonsets=self.daemonsets, pvcs=self.pvcs, pvs=self.pvs, storage_classes=self.storage_classes,
+            instance_types=self.instance_types, offerings=self.offerings, in_flight=in_flight, region=region,
+            launched_for=launched_for or {}, node_class_zones=self.node_class_zones,
+            reservations=self.reservations, namespaces=self.namespaces,
+        )
+
+
+def read_cluster(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
+                 node_classes: Mapping[str, NodeClass], listing: Listing = Listing.IN_FLIGHT,
+                 claims: ClaimStore | None = None) -> ClusterRead:
+    """Pods, nodes, DaemonSets, volumes, our instances (as ``listing`` says), instance types, priced
+    offerings, subnet zones and reservations. The instance listing and the DaemonSet and volume lists are
+    read on worker threads while the pods and nodes are read here: their waits overlap (the ports' clients
+    are thread-safe). ``Listing.CLAIMED`` reads the claims from ``claims``; when they cannot be read, every
+    owned instance is listed instead."""
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="gather") as workers:
+        instances = workers.submit(_instances, cloud, listing, claims) if listing is not Listing.IN_FLIGHT else None
+        extras = workers.submit(_cluster_extras, cluster)
+        pods = cluster.pods()
+        nodes = cluster.nodes()
+        registered = {n.instance_id for n in nodes if n.instance_id}
+        owned: list[CloudInstance] | None = None
+        claimed: list[CloudInstance] | None = None
+        stored: list[Claim] | None = None
+        if instances is None:
+            unregistered = cloud.in_flight(registered)
+        else:
+            owned, claimed, stored = instances.result()
+            listed = owned if owned is not None else claimed or []
+            unregistered = [i for i in listed if i.instance_id not in registered]
+        daemonsets, pvcs, pvs, storage_classes = extras.result()
+    # Namespaces are read only for a namespaceSelector (a pending or bound pod's pod affinity).
+    selecting = any(term.namespace_selector is not None for pod in pods
+                    for term in (*pod.pod_affinity, *pod.pod_anti_affinity,
+                                 *(weighted for _, weighted in pod.preferred_pod_affinity),
+                                 *(weighted for _, weighted in pod.preferred_pod_anti_affinity)))
+    return ClusterRead(
+        pods=pods, nodes=nodes, daemonsets=daemonsets, pvcs=pvcs, pvs=pvs, storage_classes=storage_classes,
+        instance_types=list(cloud.instance_types().values()), offerings=cloud.offerings(),
+        node_class_zones=_subnet_zones(cloud, node_pools, node_classes),
+        reservations=_reservations(cloud, node_pools, node_classes),
+        unregistered=unregistered, owned=owned, claimed=claimed, stored=stored,
+        namespaces=cluster.namespaces() if selecting else {})
+
+
+_Instances = tuple[list[CloudInstance] | None, list[CloudInstance] | None, list[Claim] | None]
+
+
+def _instances(cloud: CloudPort, listing: Listing, claims: ClaimStore | None) -> _Instances:
+    """(every owned instance, or None), (the claimed instances, or None), (the claims read, or None)."""
+    if listing is Listing.CLAIMED and claims is not None:
+        try:
+            stored = claims.claims()
+            ids = {c.instance_id for c in stored if c.instance_id}
+            return None, (cloud.describe_instances(ids) if ids else []), stored
+        except CloudError as exc:
+            log.warning("claimed instances not described (listing every owned instance): %s", exc)
+    return cloud.owned_instances(), None, None
 
 
 def gather_plan_input(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
                       node_classes: Mapping[str, NodeClass], region: str = "",
-                      leaving_nodes: Collection[str] = (), claimed: Claimed | None = None,
-                      owned_from: Callable[[], Sequence[CloudInstance]] | None = None) -> PlanInput:
-    """Pods, nodes, DaemonSets, volumes, in-flight instances, instance types and priced offerings.
-
-    Pods on ``leaving_nodes`` (being interrupted, expired, consolidated) are returned as pending and
-    those nodes are left out, so the plan makes room for them elsewhere. DaemonSet, mirror and
-    finished pods on them are dropped: they do not move. ``owned_from``: the pass's one listing of our
-    live instances. It and the DaemonSet and volume lists are read on worker threads while the pods and
-    nodes are read here: their waits overlap (the ports' clients are thread-safe).
-    """
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="gather") as workers:
-        listing = workers.submit(owned_from) if owned_from is not None else None
-        extras = workers.submit(_cluster_extras, cluster)
-        return _gather(cluster=cluster, cloud=cloud, node_pools=node_pools, node_classes=node_classes,
-                       region=region, leaving_nodes=leaving_nodes, claimed=claimed, listing=listing, extras=extras)
+                      leaving_nodes: Collection[str] = ()) -> PlanInput:
+    """Everything the planner reads, with ``leaving_nodes`` left out and their pods pending
+    (``ClusterRead.plan_input``); in-flight capacity is EC2's view of our unregistered instances."""
+    read = read_cluster(cluster=cluster, cloud=cloud, node_pools=node_pools, node_classes=node_classes)
+    return read.plan_input(node_pools=node_pools, node_classes=node_classes, region=region, leaving=leaving_nodes)
 
 
 _Extras = tuple[list[DaemonSet], list[PersistentVolumeClaim], list[PersistentVolume], list[StorageClass]]
@@ -63,46 +184,6 @@ _Extras = tuple[list[DaemonSet], list[PersistentVolumeClaim], list[PersistentVol
 
 def _cluster_extras(cluster: ClusterPort) -> _Extras:
     return cluster.daemonsets(), cluster.pvcs(), cluster.pvs(), cluster.storage_classes()
-
-
-def _gather(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[NodePool],
-            node_classes: Mapping[str, NodeClass], region: str, leaving_nodes: Collection[str],
-            claimed: Claimed | None, listing: Future[Sequence[CloudInstance]] | None,
-            extras: Future[_Extras]) -> PlanInput:
-    leaving = set(leaving_nodes)
-    pods: list[Pod] = []
-    for pod in cluster.pods():
-        if pod.node_name in leaving:
-            if pod.is_daemonset_pod or pod.is_mirror or pod.is_finished or pod.deleting:
-                continue
-            pods.append(as_pending(pod))
-        else:
-            pods.append(pod)
-    all_nodes = cluster.nodes()
-    nodes = [n for n in all_nodes if n.name not in leaving]
-    # A leaving node's instance is still registered: it must not come back as in-flight capacity
-    # (its pod tags would pin the pods onto the very instance that is going away).
-    registered = {n.instance_id for n in all_nodes if n.instance_id}
-    # ``listing``: the pass's one listing of our live instances (DescribeInstances is the costliest read).
-    listed = ([i for i in listing.result() if i.instance_id not in registered] if listing is not None
-              else cloud.in_flight(registered))
-    in_flight = [f for f in (in_flight_node(i) for i in listed) if f is not None]
-    launched_for: Mapping[str, tuple[str, ...]] = {}
-    if claimed is not None:
-        pending = {p.key for p in pods if p.node_name is None and p.is_pending}
-        flying, launched_for = claimed(listed, all_nodes, pending)
-        from_claims = [f for f in flying if f.instance_id not in registered]
-        ids = {f.instance_id for f in from_claims}
-        in_flight = [f for f in in_flight if f.instance_id not in ids] + from_claims
-    daemonsets, pvcs, pvs, storage_classes = extras.result()
-    return PlanInput(
-        node_pools=node_pools, node_classes=node_classes, pods=pods, nodes=nodes,
-        daemonsets=daemonsets, pvcs=pvcs, pvs=pvs,
-        storage_classes=storage_classes, instance_types=list(cloud.instance_types().values()),
-        offerings=cloud.offerings(), in_flight=in_flight, region=region, launched_for=launched_for,
-        node_class_zones=_subnet_zones(cloud, node_pools, node_classes),
-        reservations=_reservations(cloud, node_pools, node_classes),
-    )
 
 
 def _subnet_zones(cloud: CloudPort, node_pools: list[NodePool],

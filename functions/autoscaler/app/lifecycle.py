@@ -206,7 +206,7 @@ def _delete_orphans(cluster: ClusterPort, cloud: CloudPort, candidates: Sequence
     ids = {n.instance_id for n in candidates if n.instance_id}
     try:
         found = {i.instance_id: i for i in cloud.describe_instances(ids)}
-    except Exception as exc:  # best effort: the next pass retries
+    except CloudError as exc:  # best effort, reported in the pass's lifecycle errors: the next pass retries
         result.errors.append(f"describe instances of nodes: {exc}")
         return
     for node in candidates:
@@ -228,7 +228,7 @@ def _delete_orphans(cluster: ClusterPort, cloud: CloudPort, candidates: Sequence
 def _delete_templates(cloud: CloudPort, *, now: float, ttl: float, result: LifecycleResult, dry_run: bool) -> None:
     try:
         templates = cloud.launch_templates()
-    except Exception as exc:  # best effort: the next pass retries
+    except CloudError as exc:  # best effort, reported in the pass's lifecycle errors: the next pass retries
         result.errors.append(f"list launch templates: {exc}")
         return
     for lt in templates:
@@ -238,7 +238,7 @@ def _delete_templates(cloud: CloudPort, *, now: float, ttl: float, result: Lifec
         if not dry_run:
             try:
                 cloud.delete_launch_template(lt.template_id)
-            except Exception as exc:  # best effort: the next pass retries
+            except CloudError as exc:  # best effort, reported as above
                 result.errors.append(f"delete launch template {lt.name}: {exc}")
                 continue
         result.deleted_templates.append(lt.name)

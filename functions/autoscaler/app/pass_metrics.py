@@ -70,7 +70,7 @@ def _emit_failures(sink: MetricsSink, result: PassResult) -> None:
     failures: Counter[str] = Counter()
     for g in result.groups:
         if g.failure:
-            failures[g.failure.split(":", 1)[0]] += g.count
+            failures[g.failure.reason] += g.count
         elif g.missing:
             # EC2's own reason beats our "nothing left to try", which only follows it.
             codes = ([e.code for e in g.errors if e.code != "NoOfferingsLeft"]

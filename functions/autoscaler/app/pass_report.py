@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from autoscaler.app.claims import Reconciled
 from autoscaler.app.lifecycle import LifecycleResult
@@ -20,6 +21,35 @@ LOG_CLAIMS = 8
 JSON_ITEMS = 200
 
 
+class LaunchFailureKind(StrEnum):
+    """Why a planned node group was not sent to EC2, or its request raised (EC2's own per-offering answers
+    are ``GroupOutcome.errors``). The value is the ``LaunchFailures`` metric's ``Reason``."""
+
+    CONFIG = "ConfigError"  # the NodePool / EC2NodeClass resolves to nothing launchable; nothing was sent
+    BLOCKED = "not launched"  # the pass may not launch (no lease, no claim store): planned again next pass
+    DEFERRED = "Deferred"  # the invocation is ending: left to the next pass
+    CLAIM_STORE = "ClaimStoreUnavailable"  # the node claims could not be recorded, so nothing was launched
+    ERROR = "LaunchError"  # the launch raised; EC2 may have acted, so the claims stay for the next pass
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFailure:
+    """A group's failure: its kind and the detail a person reads. ``code``: for ``ERROR``, the AWS error code
+    or the exception's class, which the metric counts instead of the kind."""
+
+    kind: LaunchFailureKind
+    detail: str
+    code: str = ""
+
+    @property
+    def reason(self) -> str:
+        """The ``LaunchFailures`` metric's ``Reason``."""
+        return self.code or self.kind.value
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.detail}"
+
+
 @dataclass
 class GroupOutcome:
     """One CreateFleet request: ``count`` identical planned nodes."""
@@ -30,7 +60,7 @@ class GroupOutcome:
     pods: tuple[str, ...]
     launched: list[LaunchedInstance] = field(default_factory=list)
     errors: list[FleetError] = field(default_factory=list)
-    failure: str = ""  # a launch that raised (configuration), with the reason
+    failure: LaunchFailure | None = None  # not sent, or the request raised
     # USD/hour of each launched instance's actual offering (type, zone, capacity type EC2 chose)
     prices: dict[str, float] = field(default_factory=dict)
     # pod key -> the launched instance it was planned onto (set once instances are known)

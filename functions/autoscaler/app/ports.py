@@ -101,6 +101,32 @@ class CloudError(Exception):
         return self.throttled or self.status >= 500 or self.status == 0
 
 
+# The kinds of AWS failure the product branches on. The adapters raise the most specific one (the
+# translation is ``adapters/aws/_calls.cloud_error``); a caller that does not care catches ``CloudError``.
+
+class ThrottledError(CloudError):
+    """AWS asked the caller to slow down (a throttling code or HTTP 429). The request was not carried
+    out, whatever the HTTP status (EC2's ``RequestLimitExceeded`` comes with 503)."""
+
+
+class InsufficientCapacityError(CloudError):
+    """AWS has no capacity for what was asked (``InsufficientInstanceCapacity`` and the like)."""
+
+
+class CloudNotFoundError(CloudError):
+    """The named resource does not exist (``InvalidInstanceID.NotFound``, ``NoSuchEntity``, ...)."""
+
+
+class UnauthorizedError(CloudError):
+    """The caller's role may not do this (``UnauthorizedOperation``, ``AccessDenied``...): retrying does not
+    help, the deployment's IAM policy must change."""
+
+
+class UncertainOutcomeError(CloudError):
+    """No answer, or a server error: AWS may or may not have acted on the request. A caller that changes
+    state must find out what happened before it asks again with anything but the same client token."""
+
+
 class ClusterPort(Protocol):
     """What the autoscaler reads from and does to a Kubernetes cluster.
 
@@ -151,6 +177,10 @@ class ClusterPort(Protocol):
 
     def storage_classes(self) -> list[StorageClass]:
         """Every StorageClass."""
+        ...
+
+    def namespaces(self) -> dict[str, dict[str, str]]:
+        """Every namespace's labels, by name (for namespaceSelectors of pod affinity)."""
         ...
 
     # ----- node actions (idempotent) ---------------------------------------------------------
@@ -397,4 +427,14 @@ class ProvisionerWaker(Protocol):
     def wake(self, *, reason: str, pods: int, resource_version: str = "") -> None:
         """Queue one provisioner pass; ``resource_version``: the newest pod version of the batch, which the
         pass's view of the pods must include. Raises CloudError when it could not be queued."""
+        ...
+
+
+class MessageVisibility(Protocol):
+    """When a queue message returned for retry comes back (SQS ChangeMessageVisibility)."""
+
+    def change_visibility(self, *, source_arn: str, receipt_handle: str, seconds: int) -> bool:
+        """Make the message (its queue's ARN, as Lambda's SQS record names it, and its receipt handle) visible
+        again in ``seconds``. False, changing nothing, when the ARN or handle cannot name a message (a record
+        not read from SQS). Raises CloudError when SQS refuses or cannot be asked."""
         ...

@@ -16,31 +16,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from autoscaler.app.claims import ClaimBook, MemoryClaimStore, Reconciled
-from autoscaler.app.cluster_state import gather_plan_input
+from autoscaler.app.cluster_state import ClusterRead, Listing, read_cluster
 from autoscaler.app.launcher import fleet_request_for, new_claim_id
 from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile, register_claimed
 from autoscaler.app.node_state import NodeStates
 from autoscaler.app.pass_metrics import emit_pass_metrics
-from autoscaler.app.pass_report import GroupOutcome, PassResult, group_launches
+from autoscaler.app.pass_report import GroupOutcome, LaunchFailure, LaunchFailureKind, PassResult, group_launches
 from autoscaler.app.plan_prep import PlanPrep
+from autoscaler.app.planning import decide
 from autoscaler.app.pod_events import PodEvent, PodEvents
 from autoscaler.app.ports import ClaimStore, Clock, CloudError, CloudPort, ClusterError, ClusterPort
 from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
 from autoscaler.domain.claims import Claim, claims_for
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchedInstance
-from autoscaler.domain.initialization import as_capacity, is_initialized
+from autoscaler.domain.initialization import capacity_view, is_initialized
 from autoscaler.domain.models import Node, Pod
 from autoscaler.domain.node_state import Owner, awaits_replacement, mark_provisioned
 from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.ownership import pod_tag_budget, pod_tags, pods_from_tags
 from autoscaler.domain.plan import InFlightNode, Launch, Plan, PlanInput
-from autoscaler.domain.scheduling import plan_reserved_first as schedule
-from autoscaler.domain.static_pools import static_launches
 from autoscaler.metrics_catalog import MetricsSink
 
 # The launch lease outlives a pass that died holding it by at most this long.
@@ -77,9 +76,31 @@ class ReplacementRequest:
     event_id: str = ""
 
 
+@dataclass
+class Pass:
+    """One provisioner pass: created by ``run_pass``, dropped when it returns. The long-lived service holds
+    dependencies only; everything a pass learns on its way lives here."""
+
+    holder: str  # this pass's name on the launch lease
+    reason: str
+    started: float  # the clock's monotonic reading when the pass began
+    deadline: float | None  # the monotonic time the invocation must be done by (None: no limit)
+    woken: bool  # a watcher's wake-up: EC2's view of the claimed instances only (docs/provisioner.md)
+    leaving: set[str]  # nodes whose pods are planned elsewhere
+    blocked: str = ""  # why this pass may not launch ("" when it holds the lease)
+    read: ClusterRead | None = None  # the pass's one read of the cluster and the cloud
+    reconciled: Reconciled = field(default_factory=Reconciled)  # what the stored node claims came to
+    awaiting: dict[str, Node] = field(default_factory=dict)  # nodes awaiting replacement, planned now
+
+    @property
+    def owned(self) -> list[CloudInstance] | None:
+        """Every live instance of ours, as this pass listed them (None: a woken pass did not)."""
+        return self.read.owned if self.read is not None else None
+
+
 class Provisioner:
-    """One cluster's provisioner. Stateless between invocations except for event de-duplication:
-    everything that matters lives in the cluster and in the instances' tags."""
+    """One cluster's provisioner: its dependencies and what a warm container keeps between passes (pod
+    Event de-duplication, the planner's NodePool table). A pass's own state is its ``Pass``."""
 
     def __init__(self, *, cluster: ClusterPort, cloud: CloudPort, node_pools: Sequence[NodePool],
                  node_classes: Mapping[str, NodeClass], settings: ProvisionerSettings,
@@ -98,34 +119,27 @@ class Provisioner:
         self.claims = ClaimBook(claims if claims is not None else MemoryClaimStore())
         self._holder = f"pass-{new_claim_id()}"
         self._passes = 0
-        self._reconciled = Reconciled()
-        self._blocked = ""
-        self._deadline: float | None = None
-        self._owned: list[CloudInstance] | None = []
-        self._claimed: list[CloudInstance] | None = None
-        self._stored: list[Claim] | None = None  # the claims this gather's claimed-instance read saw
-        # A woken pass (handlers/provisioner.py): EC2's view of the claimed instances only before CreateFleet;
-        # the full listing of owned instances waits for the lifecycle sweep (docs/provisioner.md).
-        self.instances_from_claims = False
         self.events = PodEvents(cluster, clock)  # rate-limited, de-duplicated pod Events
         self.prep = PlanPrep()  # planning inputs kept between passes: same plans, less CPU on a warm pass
 
     # ----- one pass ----------------------------------------------------------------------------
     def run_pass(self, *, reason: str = "scheduled", leaving_nodes: Collection[str] = (),
-                 deadline: float | None = None) -> PassResult:
+                 deadline: float | None = None, woken: bool = False) -> PassResult:
         """One pass. ``deadline`` (the clock's monotonic time the invocation must be done by): launches
-        not started shortly before it are left to the next pass instead of running into the timeout."""
-        started = self._mono()
-        self._deadline = deadline
+        not started shortly before it are left to the next pass instead of running into the timeout.
+        ``woken``: a watcher's wake-up, which describes only its claims' instances before CreateFleet; the
+        full listing of owned instances waits for the lifecycle sweep (docs/provisioner.md)."""
         self._passes += 1
-        holder = f"{self._holder}-{self._passes}"
-        blocked = "" if self.settings.dry_run else self._acquire(holder)
+        current = Pass(holder=f"{self._holder}-{self._passes}", reason=reason, started=self._mono(),
+                       deadline=deadline, woken=woken, leaving=set(leaving_nodes))
+        current.blocked = "" if self.settings.dry_run else self._acquire(current.holder)
+        holds_lease = not current.blocked and not self.settings.dry_run
         try:
-            return self._run(reason, set(leaving_nodes), started, blocked)
+            return self._run(current)
         finally:
-            if not blocked and not self.settings.dry_run:
+            if holds_lease:
                 try:
-                    self.claims.store.release_lease(holder)
+                    self.claims.store.release_lease(current.holder)
                 except CloudError as exc:  # it expires on its own
                     log.warning("could not release the launch lease: %s", exc)
 
@@ -138,42 +152,25 @@ class Provisioner:
         except CloudError as exc:
             return f"the node claim store is unavailable ({exc.code or exc})"
 
-    def _run(self, reason: str, nodes_leaving: set[str], started: float, blocked: str) -> PassResult:
-        self._reconciled = Reconciled()
-        self._blocked = blocked
-        snap = self._gather(nodes_leaving)
-        # Nodes whose replacement was asked for and not yet planned (the record survives a delayed or
-        # lost invoke). Once planned, the node is an ordinary node again until it is drained: its pods are
-        # not pending, and counting them as pending forever would keep PendingPods above zero.
-        # A static pool's node being replaced is not leaving for the planner: the pool's count launches its
-        # replacement, and its pods move once that has registered.
-        static = {n.name for n in [*snap.nodes, *(self.cluster.get_node(name) for name in nodes_leaving)]
-                  if n is not None and self._static(n)}
-        awaiting = {n.name: n for n in snap.nodes if awaits_replacement(n.annotations) and n.name not in static}
-        if set(awaiting) - nodes_leaving or nodes_leaving & static:
-            nodes_leaving = (nodes_leaving | set(awaiting)) - static
-            snap = self._gather(nodes_leaving)
+    def _run(self, current: Pass) -> PassResult:
+        snap = self._gather(current)
         plan, plan_seconds = self._plan(snap)
-        fixed, short = static_launches(snap, self.node_pools)
-        plan.launches.extend(fixed)
-        for problem in short:
-            log.warning("%s", problem)
-        result = PassResult(reason=reason, dry_run=self.settings.dry_run, plan=plan, started_at=started,
-                            blocked=self._blocked, claims=self._reconciled)
+        result = PassResult(reason=current.reason, dry_run=self.settings.dry_run, plan=plan,
+                            started_at=current.started, blocked=current.blocked, claims=current.reconciled)
         # Only pending pods are ever looked up (those the plan names): unbound, so bound pods are skipped cheaply.
         pods = {p.key: p for p in snap.pods if p.node_name is None}
-        result.groups = self._launch(plan, pods, blocked=self._blocked)
+        result.groups = self._launch(plan, pods, current)
         price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings
                  } if any(g.launched for g in result.groups) else {}
         for g in result.groups:
             g.prices = {i.instance_id: price.get((i.instance_type, i.zone, i.capacity_type), 0.0) for i in g.launched}
-        self._mark_provisioned(result, awaiting)
+        self._mark_provisioned(result, current.awaiting)
         self._nominate(result, pods)
         owned: list[CloudInstance] | None = []
         if self.settings.lifecycle:
-            result.lifecycle, owned = self._lifecycle(snap, launched=any(g.launched for g in result.groups))
+            result.lifecycle, owned = self._lifecycle(current, launched=any(g.launched for g in result.groups))
         self._emit(result, snap, plan_seconds, owned, pods)
-        result.seconds = self._mono() - started
+        result.seconds = self._mono() - current.started
         log.debug(result.summary())  # the handler logs it, structured
         return result
 
@@ -197,63 +194,46 @@ class Provisioner:
             except ClusterError as exc:
                 log.warning("could not record the replacement of node %s as planned: %s", node.name, exc)
 
-    def _gather(self, leaving: Collection[str]) -> PlanInput:
-        def claimed(listed: Sequence[CloudInstance], nodes: Sequence[Node],
-                    pending: Collection[str]) -> tuple[Sequence[InFlightNode], Mapping[str, tuple[str, ...]]]:
-            # A dry run or a pass without the lease reads the claims but changes nothing.
-            writes = not (self.settings.dry_run or self._blocked)
-            # Read once per gather: the worker thread that described the claimed instances read them (the
-            # listing's result, awaited before this runs, orders the two threads).
-            stored, self._stored = (self._stored if not self._blocked else None), None
-            registered = {n.instance_id for n in nodes if n.instance_id}
-            initialized = {n.instance_id for n in nodes if n.instance_id and is_initialized(n)}
-            try:
-                self._reconciled = self.claims.reconcile(
-                    listed=listed, registered=registered, pending=pending, now=self._now(),
-                    resume=self._resume if writes else None, write=writes, initialized=initialized,
-                    describe=self.cloud.describe_instances, stored=stored)
-            except CloudError as exc:  # without the record of launches, planning is advice only
-                log.warning("node claims could not be read: %s", exc)
-                self._blocked = self._blocked or f"the node claim store is unavailable ({exc.code or exc})"
-                return [], {}
-            return self._reconciled.in_flight, self._reconciled.pinned
+    def _gather(self, current: Pass) -> PlanInput:
+        """The pass's one read of the cluster and the cloud, its claims reconciled, as the planner's input."""
+        read = current.read = read_cluster(
+            cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools, node_classes=self.node_classes,
+            listing=Listing.CLAIMED if current.woken else Listing.OWNED, claims=self.claims.store)
+        # Nodes whose replacement was asked for and not yet planned (the record survives a delayed or
+        # lost invoke). Once planned, the node is an ordinary node again until it is drained: its pods are
+        # not pending, and counting them as pending forever would keep PendingPods above zero.
+        # A static pool's node being replaced is not leaving for the planner: the pool's count launches its
+        # replacement, and its pods move once that has registered.
+        static = {n.name for n in read.nodes if self._static(n)}
+        current.awaiting = {n.name: n for n in read.nodes if awaits_replacement(n.annotations)
+                            and n.name not in static and n.name not in current.leaving}
+        current.leaving = (current.leaving | set(current.awaiting)) - static
+        flying, launched_for = self._reconcile(current, read)
+        snap = read.plan_input(node_pools=self.node_pools, node_classes=self.node_classes,
+                               region=self.settings.region, leaving=current.leaving, from_claims=flying,
+                               launched_for=launched_for)
+        return capacity_view(snap, now=self._now(), registration_timeout=self.settings.registration_timeout)
 
-        snap = gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,
-                                 node_classes=self.node_classes, region=self.settings.region,
-                                 leaving_nodes=leaving, claimed=claimed, owned_from=self._instances)
-        # An in-flight instance will register with its NodePool's taints: pods that do not tolerate
-        # them must not count it as their capacity (the instance tags do not carry taints).
-        snap.in_flight = [replace(f, taints=self.pools_by_name[f.node_pool].taints)
-                          if not f.taints and f.node_pool in self.pools_by_name else f for f in snap.in_flight]
-        # A registering or initialising node is the capacity its pods were launched for, although its
-        # registration and startup taints still keep them off it (Karpenter's StateNode.Taints()).
-        now = self._now()
-        snap.nodes = [as_capacity(n, self.pools_by_name, now=now,
-                                  registration_timeout=self.settings.registration_timeout) for n in snap.nodes]
-        return snap
-
-    def _instances(self) -> list[CloudInstance]:
-        """One DescribeInstances listing per gather, shared by the planner's in-flight view and the lifecycle
-        sweep (at 10k instances each listing costs seconds and most of the pass's memory). A woken pass
-        describes only the instances its claims name: its in-flight capacity comes from the claims."""
-        self._stored = None  # never a claims read of an earlier gather
-        owned = self._claimed = self._claimed_instances() if self.instances_from_claims else None
-        if owned is None:
-            owned = self._owned = self.cloud.owned_instances()
-        else:
-            self._owned = None
-        return owned
-
-    def _claimed_instances(self) -> list[CloudInstance] | None:
-        """EC2's view of the instances the node claims name (None: list every owned instance instead). The
-        claims read here are the ones this gather reconciles: only a pass holding the lease writes claims."""
+    def _reconcile(self, current: Pass, read: ClusterRead) -> tuple[Sequence[InFlightNode],
+                                                                      Mapping[str, tuple[str, ...]]]:
+        """The stored node claims against what the pass read: in-flight capacity from the durable launch
+        record (which wins over EC2's view of the same instance), and the pods each registering node (by
+        instance id) was launched for. A pass that may not write (dry run, no lease) reads and changes nothing."""
+        writes = not (self.settings.dry_run or current.blocked)
+        # The claims the woken pass's claimed-instance read saw are the ones it reconciles; a pass without the
+        # lease reads them again.
+        stored = read.stored if not current.blocked else None
+        initialized = {n.instance_id for n in read.nodes if n.instance_id and is_initialized(n)}
         try:
-            stored = self._stored = self.claims.store.claims()
-            ids = {c.instance_id for c in stored if c.instance_id}
-            return self.cloud.describe_instances(ids) if ids else []
-        except CloudError as exc:
-            log.warning("claimed instances not described (listing every owned instance): %s", exc)
-            return None
+            current.reconciled = self.claims.reconcile(
+                listed=read.unregistered, registered=read.registered, pending=read.pending(current.leaving),
+                now=self._now(), resume=self._resume if writes else None, write=writes, initialized=initialized,
+                describe=self.cloud.describe_instances, stored=stored)
+        except CloudError as exc:  # without the record of launches, planning is advice only
+            log.warning("node claims could not be read: %s", exc)
+            current.blocked = current.blocked or f"the node claim store is unavailable ({exc.code or exc})"
+            return [], {}
+        return current.reconciled.in_flight, current.reconciled.pinned
 
     def _resume(self, group: Sequence[Claim]) -> FleetResult:
         """Send a stale claim group's CreateFleet again exactly as first sent (same claim id, count, tags,
@@ -267,10 +247,10 @@ class Provisioner:
 
     def _plan(self, snap: PlanInput) -> tuple[Plan, float]:
         unavailable = self.cloud.unavailable()
-        plan = schedule(snap, unavailable=unavailable, timer=self._mono, prepared=self.prep.prepare(snap, unavailable))
+        plan = decide(snap, unavailable=unavailable, timer=self._mono, prepared=self.prep.prepare(snap, unavailable))
         return plan, plan.solve_seconds
 
-    def _launch(self, plan: Plan, pods: Mapping[str, Pod], *, blocked: str) -> list[GroupOutcome]:
+    def _launch(self, plan: Plan, pods: Mapping[str, Pod], current: Pass) -> list[GroupOutcome]:
         """One CreateFleet per group of identical planned nodes, up to LAUNCH_THREADS at once (each with
         its claims recorded first and its own client tokens). Groups not started when the invocation is
         about to end are left to the next pass, which plans their pods again."""
@@ -284,7 +264,7 @@ class Provisioner:
                                             node_pools=self.pools_by_name, node_classes=self.node_classes)
             except ConfigError as exc:
                 outcomes.append(GroupOutcome(claim_id="-", launch=first, count=len(group), pods=keys,
-                                             failure=f"ConfigError: {exc}"))
+                                             failure=LaunchFailure(LaunchFailureKind.CONFIG, str(exc))))
                 continue
             # One identity per node: each planned node gets its own claim id, recorded (with its pods) in
             # the claims table; the instances of the one CreateFleet call carry the group's tags.
@@ -295,38 +275,39 @@ class Provisioner:
             outcomes.append(outcome)
             if self.settings.dry_run:
                 continue
-            if blocked:
-                outcome.failure = f"not launched: {blocked}"
+            if current.blocked:
+                outcome.failure = LaunchFailure(LaunchFailureKind.BLOCKED, current.blocked)
                 continue
             todo.append((outcome, request, group, ids))
         if len(todo) == 1:
-            self._launch_group(*todo[0])
+            self._launch_group(*todo[0], deadline=current.deadline)
         elif todo:
             with ThreadPoolExecutor(max_workers=LAUNCH_THREADS) as workers:
-                list(workers.map(lambda item: self._launch_group(*item), todo))
+                list(workers.map(lambda item: self._launch_group(*item, deadline=current.deadline), todo))
         return outcomes
 
     def _launch_group(self, outcome: GroupOutcome, request: FleetRequest, group: list[Launch],
-                      ids: list[str]) -> None:
-        deadline = self._deadline
+                      ids: list[str], *, deadline: float | None) -> None:
         if deadline is not None and self._mono() > deadline - LAUNCH_RESERVE_SECONDS:
-            outcome.failure = "Deferred: the invocation is ending; planned again by the next pass"
+            outcome.failure = LaunchFailure(LaunchFailureKind.DEFERRED,
+                                            "the invocation is ending; planned again by the next pass")
             return
         claims = claims_for(group, ids, now=self._now())
         try:
             self.claims.record(claims)  # durable before CreateFleet, or no launch at all
         except CloudError as exc:
-            outcome.failure = f"ClaimStoreUnavailable: node claims could not be recorded ({exc})"
+            outcome.failure = LaunchFailure(LaunchFailureKind.CLAIM_STORE, f"node claims could not be recorded ({exc})")
             return
         try:
             fleet = self.cloud.launch(request)
         except ConfigError as exc:  # nothing was sent: the claims have nothing to wait for
-            outcome.failure = f"ConfigError: {exc}"
+            outcome.failure = LaunchFailure(LaunchFailureKind.CONFIG, str(exc))
             self.claims.complete(claims, [])
             return
-        except Exception as exc:  # one bad group must not stop the others; reported and metered
+        except Exception as exc:  # one bad group must not stop the others: logged, reported, metered by code
             log.exception("launch %s failed", request.claim_id)
-            outcome.failure = f"{type(exc).__name__}: {exc}"
+            code = exc.code if isinstance(exc, CloudError) and exc.code else type(exc).__name__
+            outcome.failure = LaunchFailure(LaunchFailureKind.ERROR, str(exc), code=code)
             # The claims stay: if EC2 did launch, the next pass finds the instances by their tags,
             # else it resumes the launch with the same client tokens.
             return
@@ -371,7 +352,7 @@ class Provisioner:
                             f"Pod should schedule on: nodeclaim/{i.claim_id} (new node: {i.instance_type} "
                             f"{i.capacity_type} in {i.zone}; instance {i.instance_id})")))
                 if g.failure or g.missing:
-                    why = g.failure or ", ".join(sorted({e.code for e in g.errors})) or "no capacity"
+                    why = str(g.failure or "") or ", ".join(sorted({e.code for e in g.errors})) or "no capacity"
                     todo += [PodEvent(pods[key], "LaunchFailed", (
                         f"Failed to launch a node for this pod (node claim {g.claim_id}): {why}; it is planned "
                         "again on the next pass"), "Warning") for key in g.pods if key in pods and key not in g.placed]
@@ -383,16 +364,18 @@ class Provisioner:
         result.events_failed, result.events_suppressed = sent.failed, sent.suppressed
 
     # ----- lifecycle ---------------------------------------------------------------------------
-    def _lifecycle(self, snap: PlanInput, *, launched: bool = False) -> tuple[LifecycleResult,
-                                                                             list[CloudInstance] | None]:
+    def _lifecycle(self, current: Pass, *, launched: bool = False) -> tuple[LifecycleResult,
+                                                                            list[CloudInstance] | None]:
         try:
             nodes = self.cluster.nodes()
-            if self._owned is None:  # a woken pass: its claims' nodes only; the safety pass sweeps the rest
+            if current.owned is None:  # a woken pass: its claims' nodes only; the safety pass sweeps the rest
+                claimed = current.read.claimed if current.read is not None else None
                 return register_claimed(cluster=self.cluster, cloud=self.cloud, nodes=nodes,
-                                        claimed=self._claimed or [], node_pools=self.pools_by_name,
+                                        claimed=claimed or [], node_pools=self.pools_by_name,
                                         dry_run=self.settings.dry_run), None
-            owned = list(self._owned)  # listed by this pass's gather; this pass's launches are not due yet
-        except Exception as exc:  # lifecycle is housekeeping: never fail a pass that launched nodes
+            owned = list(current.owned)  # listed by this pass's read; this pass's launches are not due yet
+        except Exception as exc:  # lifecycle is housekeeping: never fail a pass that launched nodes (logged,
+            # and reported in the pass's lifecycle errors)
             log.warning("lifecycle skipped: %s", exc)
             return LifecycleResult(errors=[f"lifecycle skipped: {exc}"]), []
         result = reconcile(cluster=self.cluster, cloud=self.cloud, nodes=nodes, owned=owned,

@@ -101,7 +101,7 @@ class PendingPodWatch:
                 if self._stop.is_set():
                     return
                 self.events.put(pod)
-        except Exception as exc:  # the next scheduled run picks up anything missed
+        except Exception as exc:  # any end of the watch thread: logged; the next scheduled run picks up what it missed
             log.warning("pending-pod watch ended: %s", exc)
         finally:
             self.events.put(None)
@@ -122,10 +122,11 @@ def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
                    replacement: ReplacementRequest | None = None,
                    mark_unavailable: Callable[[str, str, str], None] | None = None,
                    deadline: float | None = None, on_pass: PassHook | None = None,
-                   reason: str = "scheduled") -> list[PassResult]:
+                   reason: str = "scheduled", woken: bool = False) -> list[PassResult]:
     """One Lambda invocation: a replacement pass or a scheduled (or woken: ``reason``) pass, then watch
     mode when ``watch_seconds`` > 0. ``deadline``: when the invocation ends (the clock's monotonic time);
-    ``on_pass``: called with each pass's result as soon as that pass ends."""
+    ``on_pass``: called with each pass's result as soon as that pass ends; ``woken``: a watcher's wake-up
+    (``Provisioner.run_pass``)."""
     watcher = open_watch(provisioner, seconds=watch_seconds) if watch_seconds > 0 else None
     try:
         if replacement is not None:
@@ -134,10 +135,10 @@ def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
                 mark(instance_type, zone, capacity_type)
             first = provisioner.run_pass(
                 reason=f"replacement ({replacement.source} {replacement.event_id})".strip(),
-                leaving_nodes=replacement.nodes, deadline=deadline)
+                leaving_nodes=replacement.nodes, deadline=deadline, woken=woken)
         else:
-            first = provisioner.run_pass(reason=reason, deadline=deadline)
-    except BaseException:
+            first = provisioner.run_pass(reason=reason, deadline=deadline, woken=woken)
+    except BaseException:  # close the watch whatever stops the pass, then let it propagate unchanged
         if watcher is not None:
             watcher.close()
         raise
@@ -145,7 +146,7 @@ def run_invocation(provisioner: Provisioner, *, watch_seconds: float,
     if on_pass is not None:
         try:
             on_pass(first)
-        except BaseException:
+        except BaseException:  # as above: the watch is closed, the error propagates unchanged
             if watcher is not None:
                 watcher.close()
             raise

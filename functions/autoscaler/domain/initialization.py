@@ -25,6 +25,7 @@ from autoscaler.domain.keys import (
 )
 from autoscaler.domain.models import Node, Taint
 from autoscaler.domain.nodepool import NodePool
+from autoscaler.domain.plan import PlanInput
 
 # Karpenter's KnownEphemeralTaints plus its unregistered taint.
 EPHEMERAL_TAINT_KEYS = frozenset({UNREGISTERED_TAINT_KEY, NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY,
@@ -58,3 +59,16 @@ def as_capacity(node: Node, pools: dict[str, NodePool], *, now: float, registrat
     kept: tuple[Taint, ...] = tuple(t for t in node.taints
                                     if t.key not in EPHEMERAL_TAINT_KEYS and (t.key, t.effect) not in startup)
     return replace(node, taints=kept, ready=True)
+
+
+def capacity_view(snap: PlanInput, *, now: float, registration_timeout: float) -> PlanInput:
+    """The cluster as the planner counts it, the one view the provisioner's pass and ``autoscaler plan``
+    both plan from: registering and initialising nodes as capacity (``as_capacity``), and in-flight
+    instances with their NodePool's taints (an instance will register with them, and its tags do not carry
+    them: pods that do not tolerate them must not count it as their capacity)."""
+    pools = {p.name: p for p in snap.node_pools}
+    return replace(
+        snap,
+        in_flight=[replace(f, taints=pools[f.node_pool].taints) if not f.taints and f.node_pool in pools else f
+                   for f in snap.in_flight],
+        nodes=[as_capacity(n, pools, now=now, registration_timeout=registration_timeout) for n in snap.nodes])

@@ -145,11 +145,13 @@ class Ignored:
 Parsed = InterruptionEvent | LaunchHook | Ignored
 _Parser = Callable[[_Envelope], Parsed]
 _REGISTRY: dict[tuple[str, str], _Parser] = {}
+_KIND_OF_DETAIL_TYPE: dict[str, EventKind] = {}
 
 
-def _register(source: str, detail_type: str) -> Callable[[_Parser], _Parser]:
+def _register(source: str, detail_type: str, kind: EventKind) -> Callable[[_Parser], _Parser]:
     def wrap(fn: _Parser) -> _Parser:
         _REGISTRY[(source, detail_type)] = fn
+        _KIND_OF_DETAIL_TYPE[detail_type] = kind
         return fn
     return wrap
 
@@ -163,6 +165,13 @@ def is_instance_id(value: object) -> bool:
     return isinstance(value, str) and _INSTANCE_ID.fullmatch(value) is not None
 
 
+def kind_of_detail_type(detail_type: str) -> str:
+    """The event kind a registered detail-type stands for (``unknown`` for any other): how an ignored
+    message is counted."""
+    kind = _KIND_OF_DETAIL_TYPE.get(detail_type)
+    return kind.value if kind is not None else "unknown"
+
+
 def _instance_id(env: _Envelope) -> str:
     iid = env.detail.get("instance-id")
     if not is_instance_id(iid):
@@ -172,20 +181,20 @@ def _instance_id(env: _Envelope) -> str:
     return iid
 
 
-@_register("aws.ec2", "EC2 Spot Instance Interruption Warning")
+@_register("aws.ec2", "EC2 Spot Instance Interruption Warning", EventKind.SPOT_INTERRUPTION)
 def _spot(env: _Envelope) -> Parsed:
     t = env.epoch
     return InterruptionEvent(env.id, EventKind.SPOT_INTERRUPTION, (_instance_id(env),), t,
                              None if t is None else t + SPOT_WARNING_SECONDS, detail_type=env.detail_type)
 
 
-@_register("aws.ec2", "EC2 Instance Rebalance Recommendation")
+@_register("aws.ec2", "EC2 Instance Rebalance Recommendation", EventKind.REBALANCE)
 def _rebalance(env: _Envelope) -> Parsed:
     return InterruptionEvent(env.id, EventKind.REBALANCE, (_instance_id(env),), env.epoch, None,
                              detail_type=env.detail_type)
 
 
-@_register("aws.ec2", "EC2 Instance State-change Notification")
+@_register("aws.ec2", "EC2 Instance State-change Notification", EventKind.STATE_CHANGE)
 def _state_change(env: _Envelope) -> Parsed:
     state = env.detail.get("state")
     if not isinstance(state, str) or not state:
@@ -224,7 +233,7 @@ def _lifecycle_action(env: _Envelope) -> LifecycleAction:
                            token=_lifecycle_field(env, "LifecycleActionToken"), instance_id=iid)
 
 
-@_register("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action")
+@_register("aws.autoscaling", "EC2 Instance-terminate Lifecycle Action", EventKind.ASG_LIFECYCLE)
 def _asg_terminate(env: _Envelope) -> Parsed:
     action = _lifecycle_action(env)
     iid = action.instance_id
@@ -234,7 +243,7 @@ def _asg_terminate(env: _Envelope) -> Parsed:
                              detail_type=env.detail_type, lifecycle=action)
 
 
-@_register("aws.autoscaling", "EC2 Instance-launch Lifecycle Action")
+@_register("aws.autoscaling", "EC2 Instance-launch Lifecycle Action", EventKind.ASG_LIFECYCLE)
 def _asg_launch(env: _Envelope) -> Parsed:
     return LaunchHook(env.id, _lifecycle_action(env), env.detail_type)
 
@@ -250,7 +259,7 @@ def _health_time(value: Any) -> float | None:
     return _epoch(value)
 
 
-@_register("aws.health", "AWS Health Event")
+@_register("aws.health", "AWS Health Event", EventKind.SCHEDULED_CHANGE)
 def _health(env: _Envelope) -> Parsed:
     service = env.detail.get("service")
     category = env.detail.get("eventTypeCategory")

@@ -62,7 +62,7 @@ class Toleration:
         return self.operator == "Exists" or self.value == taint.value
 
 
-def tolerates_all(tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]) -> list[Taint]:
+def untolerated_taints(tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]) -> list[Taint]:
     """The taints (NoSchedule / NoExecute) that no toleration covers; empty means schedulable."""
     return [
         t for t in taints
@@ -123,13 +123,18 @@ class TopologySpreadConstraint:
 
 # ``PodAffinityTerm.namespaces`` entry meaning every namespace (an empty ``namespaceSelector``).
 ALL_NAMESPACES = "*"
+# ``PodAffinityTerm.namespaces`` entry no namespace has (a namespaceSelector that selects none).
+NO_NAMESPACE = ""
 
 
 @dataclass(frozen=True, slots=True)
 class PodAffinityTerm:
     label_selector: LabelSelector | None
     topology_key: str
-    namespaces: tuple[str, ...] = ()  # empty = the pod's own namespace
+    namespaces: tuple[str, ...] = ()  # empty (and no selector) = the pod's own namespace
+    # A non-empty namespaceSelector: the namespaces whose labels it matches are added to ``namespaces``
+    # (scheduling/namespace_selector.py resolves it against the cluster's namespaces).
+    namespace_selector: LabelSelector | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -152,13 +152,17 @@ def _affinity_term(t: Raw, *, where: str) -> PodAffinityTerm:
         raise ObjectError(f"{where}: topologyKey is required")
     namespaces = tuple(t.get("namespaces") or ())
     ns_selector = t.get("namespaceSelector")
+    selector = None
     if isinstance(ns_selector, Mapping) and not ns_selector.get("matchLabels") and not ns_selector.get(
             "matchExpressions"):
         namespaces = (ALL_NAMESPACES,)  # an empty namespaceSelector selects every namespace
+    elif isinstance(ns_selector, Mapping):
+        selector = parse_label_selector(ns_selector, where=f"{where}.namespaceSelector")
     return PodAffinityTerm(
         label_selector=parse_label_selector(t.get("labelSelector"), where=f"{where}.labelSelector"),
         topology_key=str(t["topologyKey"]),
         namespaces=namespaces,
+        namespace_selector=selector,
     )
 
 
@@ -423,6 +427,14 @@ def pv_from_dict(obj: Raw) -> PersistentVolume:
         if e.get("key") in ZONE_KEYS and e.get("operator") == "In" for v in e.get("values") or ()
     })
     return PersistentVolume(name=str(meta.get("name")), zones=tuple(zones))
+
+
+def namespace_from_dict(obj: Raw) -> tuple[str, dict[str, str]]:
+    """A v1 Namespace as (name, labels): what a namespaceSelector of pod (anti-)affinity matches."""
+    meta = obj.get("metadata") or {}
+    if not meta.get("name"):
+        raise ObjectError(f"{_name({**obj, 'kind': 'Namespace'})}: metadata.name is missing")
+    return str(meta["name"]), _map(meta.get("labels"))
 
 
 def storage_class_from_dict(obj: Raw) -> StorageClass:

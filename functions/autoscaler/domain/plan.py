@@ -68,6 +68,12 @@ class PlanInput:
     # EC2NodeClass name -> its usable capacity reservations, ``available`` being what each still takes
     # (only for node classes of NodePools allowing ``reserved``; scheduling/reserved.py).
     reservations: Mapping[str, tuple[CapacityReservation, ...]] = field(default_factory=dict)
+    # When the cluster was read (epoch seconds; 0: not known): a snapshot's ``takenAt``, the time
+    # ``autoscaler plan`` judges registration time-outs at.
+    taken_at: float = 0.0
+    # Namespace name -> its labels: what a non-empty namespaceSelector of pod (anti-)affinity matches
+    # (read only when a pod has one).
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

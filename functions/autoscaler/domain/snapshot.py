@@ -24,7 +24,9 @@ from autoscaler.domain.objects import (
     ObjectError,
     daemonset_from_dict,
     instance_type_from_ec2,
+    namespace_from_dict,
     node_from_dict,
+    parse_timestamp,
     pod_from_dict,
     pv_from_dict,
     pvc_from_dict,
@@ -55,10 +57,12 @@ class _Snapshot(BaseModel):
     persistent_volume_claims: Any = Field(default_factory=list, alias="persistentVolumeClaims")
     persistent_volumes: Any = Field(default_factory=list, alias="persistentVolumes")
     storage_classes: Any = Field(default_factory=list, alias="storageClasses")
+    namespaces: Any = Field(default_factory=list)
     instance_types: Any = Field(default_factory=list, alias="instanceTypes")
     offerings: Any = Field(default_factory=list)
     prices: _Prices = Field(default_factory=_Prices)
     in_flight: Any = Field(default_factory=list, alias="inFlight")
+    taken_at: Any = Field(default=None, alias="takenAt")
 
 
 def _items(value: Any, *, key: str, wrapper: str = "items") -> list[Raw]:
@@ -167,12 +171,20 @@ def parse_snapshot(data: Mapping[str, Any]) -> PlanInput:
     pvcs = each("persistentVolumeClaims", snap.persistent_volume_claims, pvc_from_dict)
     pvs = each("persistentVolumes", snap.persistent_volumes, pv_from_dict)
     storage_classes = each("storageClasses", snap.storage_classes, storage_class_from_dict)
+    namespaces = dict(each("namespaces", snap.namespaces, namespace_from_dict))
     in_flight = [f for f in _each(instances, _in_flight, key="inFlight", problems=problems) if f is not None]
     try:
         offerings = offerings_from(types, locations, snap.prices)
     except ConfigError as exc:
         problems.append(str(exc))
         offerings = []
+    taken_at = 0.0
+    if snap.taken_at is not None:
+        try:
+            taken_at = parse_timestamp(str(snap.taken_at))
+        except ValueError:
+            problems.append(f"snapshot: takenAt: {snap.taken_at!r} is not an RFC 3339 time "
+                            "(e.g. 2026-01-31T12:00:00Z)")
     if problems:
         shown = problems[:MAX_PROBLEMS]
         if len(problems) > MAX_PROBLEMS:
@@ -183,5 +195,6 @@ def parse_snapshot(data: Mapping[str, Any]) -> PlanInput:
         node_pools=parse_node_pools(raw_pools),
         node_classes=parse_node_classes(raw_classes, default_role="(not needed for planning)"),
         pods=pods, nodes=nodes, daemonsets=daemonsets, pvcs=pvcs, pvs=pvs, storage_classes=storage_classes,
-        instance_types=types, offerings=offerings, in_flight=in_flight,
+        instance_types=types, offerings=offerings, in_flight=in_flight, taken_at=taken_at,
+        namespaces=namespaces,
     )

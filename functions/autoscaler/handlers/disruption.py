@@ -16,7 +16,7 @@ from autoscaler.app.disruption import DisruptionService, Options
 from autoscaler.domain.disruption import Settings
 from autoscaler.domain.durations import duration_seconds
 from autoscaler.handlers.observability import logger, metrics, tracer
-from autoscaler.handlers.runtime import Runtime, get_runtime, replacement_requester, warm_cluster_cache
+from autoscaler.handlers.runtime import Runtime, get_runtime
 
 # Seconds kept back from the Lambda's remaining time for the final API calls and metric flush.
 MARGIN_SECONDS = 10.0
@@ -40,12 +40,13 @@ def options_for(rt: Runtime, *, dry_run: bool | None = None) -> Options:
 def service_for(rt: Runtime, *, dry_run: bool | None = None) -> DisruptionService:
     options = options_for(rt, dry_run=dry_run)
     # Kept by the container, so unadopted Karpenter nodes are logged when their set changes, not every run.
-    karpenter = rt.memo.setdefault("karpenterNodes", KarpenterNodes(cloud=rt.cloud, sink=rt.sink,
-                                                                    adopt=options.adopt_karpenter))
+    if rt.warm.karpenter_nodes is None:
+        rt.warm.karpenter_nodes = KarpenterNodes(cloud=rt.cloud, sink=rt.sink, adopt=options.adopt_karpenter)
+    karpenter = rt.warm.karpenter_nodes
     return DisruptionService(
         cluster=rt.cluster, cloud=rt.cloud, node_pools=rt.node_pools, node_classes=rt.node_classes,
         cluster_name=rt.config.cluster_name, region=rt.config.region, clock=rt.clock, sink=rt.sink,
-        options=options, replacements=replacement_requester(rt), karpenter=karpenter,
+        options=options, replacements=rt.replacement_requester(), karpenter=karpenter,
     )
 
 
@@ -64,7 +65,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     # current as a list taken then), or list (cold container, last list older than the resync period, 410,
     # not quiet in time); its later reads (the snapshot after its drains) catch up likewise
     # (adapters/kube/informer.py; why this is safe: docs/disruption.md).
-    warm_cluster_cache(rt).catch_up()
+    rt.cluster_cache().catch_up()
     report = service_for(rt, dry_run=dry_run).run_pass(deadline=deadline)
     logger.info("disruption pass done", extra={"report": report.to_json()})
     return report.to_json()

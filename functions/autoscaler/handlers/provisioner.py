@@ -23,7 +23,7 @@ from autoscaler.config import ProvisionerConfig
 from autoscaler.domain.durations import duration_seconds
 from autoscaler.domain.keys import KARPENTER_TERMINATION_FINALIZER
 from autoscaler.handlers.observability import flush_metrics, logger, metrics, tracer
-from autoscaler.handlers.runtime import Runtime, get_runtime, warm_cluster_cache
+from autoscaler.handlers.runtime import Runtime, get_runtime
 
 # Time kept back from the Lambda timeout for the last pass (plan + CreateFleet + lifecycle).
 FINAL_PASS_RESERVE_SECONDS = 20.0
@@ -56,16 +56,9 @@ def parse_event(event: Any) -> ProvisionerEvent:
         raise ValueError(f"provisioner payload rejected: {problems}") from None
 
 
-# runtime id -> (the runtime, its services by dry-run flag); the runtime is kept so its id is not reused.
-_SERVICES: dict[int, tuple[Runtime, dict[bool, Provisioner]]] = {}
-
-
 def provisioner_for(runtime: Runtime, *, dry_run: bool) -> Provisioner:
-    """One service per runtime and dry-run flag (it keeps the event de-duplication memory warm)."""
-    entry = _SERVICES.get(id(runtime))
-    if entry is None or entry[0] is not runtime:
-        entry = _SERVICES[id(runtime)] = (runtime, {})
-    services = entry[1]
+    """One service per container and dry-run flag (it keeps the event de-duplication memory warm)."""
+    services = runtime.warm.provisioners
     if dry_run not in services:
         cfg = runtime.config
         settings = ProvisionerSettings(
@@ -112,7 +105,7 @@ def sync_cluster_cache(runtime: Runtime, payload: ProvisionerEvent, *, watch: bo
     quiet, or lists when the cache is cold, its last list is older than the resync period or the catch-up
     fails; a watch-mode invocation lists on every read, as before the cache. Whether this is a woken pass
     (it also describes only its claims' instances before CreateFleet)."""
-    cache = warm_cluster_cache(runtime)
+    cache = runtime.cluster_cache()
     woken = not watch and payload.kind == "provisioner" and payload.source == "watcher" \
         and bool(payload.resource_version)
     if watch:
@@ -144,13 +137,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     watch_enabled = wants_watch(cfg, payload)
     woken = sync_cluster_cache(runtime, payload, watch=watch_enabled)
     service = provisioner_for(runtime, dry_run=dry_run)
-    service.instances_from_claims = woken
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     deadline = runtime.clock.monotonic() + remaining_ms() / 1000.0 if callable(remaining_ms) else None
     passes: list[dict[str, Any]] = []
     results = run_invocation(service, watch_seconds=watch_seconds(runtime, context, enabled=watch_enabled),
                              replacement=replacement, deadline=deadline,
-                             reason=pass_reason(payload),
+                             reason=pass_reason(payload), woken=woken,
                              on_pass=lambda result: passes.append(publish_pass(result)))
     assert len(passes) == len(results)
     return {"passes": passes}

@@ -3,9 +3,9 @@ unbound pods (and of our nodes waiting for initialisation) open until shortly be
 plus a short overlap, so the next one is already watching) and wakes the provisioner function asynchronously
 per batch of newly unschedulable pods and newly registered or Ready nodes.
 
-Imports are kept to what this needs (boto3 for the wake-up and the EKS token, the Kubernetes client, the
-watcher service): no planner, no pydantic, no Powertools, no cluster file; settings come from environment
-variables the stack sets (``autoscaler/watcher_settings.py``). The service, and so the watch's
+Imports are kept to what this needs (boto3, through the adapters, for the wake-up and the EKS token, the
+Kubernetes client, the watcher service): no planner, no pydantic, no Powertools, no cluster file; settings
+come from environment variables the stack sets (``autoscaler/watcher_settings.py``). The service, and so the watch's
 resourceVersion and the set of pods already woken for, is kept while the container is warm.
 """
 
@@ -17,10 +17,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import boto3
-
 from autoscaler.adapters.aws._calls import client_config
 from autoscaler.adapters.aws.replacement import LambdaProvisionerWaker
+from autoscaler.adapters.aws.session import aws_session
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.auth import api_client_from_environ
 from autoscaler.adapters.kube.cluster import KubeCluster
@@ -42,7 +41,7 @@ def build_watcher(*, environ: Mapping[str, str] | None = None, session: Any = No
     """The service with its adapters; arguments override the environment (tests, the benchmark)."""
     env = os.environ if environ is None else environ
     settings = WatcherEnv.from_environ(env)
-    session = session or boto3.Session(region_name=settings.region)
+    session = session or aws_session(settings.region)
     clock = clock or SystemClock()
     api = api_client_from_environ(env, cluster_name=settings.cluster_name, session=session,
                                   region=settings.region, clock=clock)

@@ -14,7 +14,17 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.utils import parse_timestamp
 
-from autoscaler.app.ports import Clock, CloudError
+from autoscaler.app.ports import (
+    THROTTLING_CODES,
+    Clock,
+    CloudError,
+    CloudNotFoundError,
+    InsufficientCapacityError,
+    ThrottledError,
+    UnauthorizedError,
+    UncertainOutcomeError,
+)
+from autoscaler.domain.fleet import CAPACITY_ERROR_CODES
 
 log = logging.getLogger("autoscaler.adapters.aws")
 V = TypeVar("V")
@@ -88,15 +98,42 @@ def use_fast_timestamps(session: Any) -> None:
         core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=fast_timestamp)
 
 
+# Codes by which AWS says the caller may not do this (IAM, an expired or unknown credential).
+UNAUTHORIZED_CODES = frozenset({
+    "UnauthorizedOperation", "AccessDenied", "AccessDeniedException", "AuthFailure", "UnrecognizedClientException",
+    "InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException", "SignatureDoesNotMatch",
+})
+# Codes naming a missing resource that do not follow the ``*.NotFound`` / ``*NotFoundException`` pattern.
+NOT_FOUND_CODES = frozenset({"NoSuchEntity", "ParameterNotFound", "ResourceNotFoundException"})
+
+
+def error_kind(code: str, status: int) -> type[CloudError]:
+    """The port error class for AWS's ``code`` and HTTP ``status`` (0: no answer). Throttling is checked
+    first: EC2 answers ``RequestLimitExceeded`` with HTTP 503, and a throttled request was never acted on."""
+    if code in THROTTLING_CODES or status == 429:
+        return ThrottledError
+    if code in CAPACITY_ERROR_CODES:
+        return InsufficientCapacityError
+    if code in UNAUTHORIZED_CODES:
+        return UnauthorizedError
+    if code.endswith((".NotFound", "NotFoundException")) or code in NOT_FOUND_CODES:
+        return CloudNotFoundError
+    if status >= 500 or status == 0:
+        return UncertainOutcomeError
+    return CloudError
+
+
 def cloud_error(operation: str, exc: ClientError | BotoCoreError) -> CloudError:
-    """The one translation of SDK exceptions into the port's ``CloudError``."""
+    """The one translation of SDK exceptions into the port's ``CloudError`` classes (``error_kind``)."""
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         meta = exc.response.get("ResponseMetadata", {})
-        return CloudError(f"{operation}: {err.get('Code', '')}: {err.get('Message', exc)}", operation=operation,
-                          code=str(err.get("Code", "")), status=int(meta.get("HTTPStatusCode") or 0),
-                          request_id=str(meta.get("RequestId", "")))
-    return CloudError(f"{operation}: {type(exc).__name__}: {exc}", operation=operation, code=type(exc).__name__)
+        code, status = str(err.get("Code", "")), int(meta.get("HTTPStatusCode") or 0)
+        return error_kind(code, status)(f"{operation}: {code}: {err.get('Message', exc)}", operation=operation,
+                                        code=code, status=status, request_id=str(meta.get("RequestId", "")))
+    # No answer at all (a connection or read failure): the request may have reached AWS.
+    return UncertainOutcomeError(f"{operation}: {type(exc).__name__}: {exc}", operation=operation,
+                                 code=type(exc).__name__)
 
 
 def _log_failure(exc: CloudError) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from autoscaler.adapters.aws._calls import Caller, TtlCache
-from autoscaler.app.ports import Clock, CloudError
+from autoscaler.app.ports import Clock, CloudError, CloudNotFoundError
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.models import InstanceType
 from autoscaler.domain.nodeclass import AmiSelectorTerm, NodeClass
@@ -164,10 +164,8 @@ class AmiResolver:
         try:
             found = self._ssm("get_parameter", Name=name, expected_errors=("ParameterNotFound",))
             return str(found["Parameter"]["Value"])
-        except CloudError as exc:
-            if exc.code == "ParameterNotFound":
-                return None  # e.g. no arm64 build of this family: that architecture is simply absent
-            raise
+        except CloudNotFoundError:
+            return None  # e.g. no arm64 build of this family: that architecture is simply absent
 
     def _describe(self, params: dict[str, Any], *, source: str) -> list[Ami]:
         try:

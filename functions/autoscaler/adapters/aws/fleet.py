@@ -29,7 +29,13 @@ from autoscaler.adapters.aws.reservations import CapacityReservations
 from autoscaler.adapters.aws.unavailable import UnavailableOfferings
 from autoscaler.adapters.aws.userdata import ClusterInfo, NodeJoin
 from autoscaler.adapters.clock import SystemClock
-from autoscaler.app.ports import Clock, CloudError
+from autoscaler.app.ports import (
+    Clock,
+    CloudError,
+    InsufficientCapacityError,
+    ThrottledError,
+    UncertainOutcomeError,
+)
 from autoscaler.domain.fleet import (
     CAPACITY_ERROR_CODES,
     FleetError,
@@ -279,10 +285,11 @@ class FleetLauncher:
             resp = self._send_create_fleet(params)
         except CloudError as exc:
             code = exc.code
-            # A capacity error is EC2 saying it launched nothing; no answer or a server error is not.
-            # A throttle (RequestLimitExceeded comes with HTTP 503) is EC2 refusing before acting.
-            uncertain = code not in CAPACITY_ERROR_CODES and not exc.throttled and (
-                code == "IdempotentParameterMismatch" or exc.status >= 500 or exc.status == 0)
+            # A capacity error is EC2 saying it launched nothing; no answer or a server error is not. A
+            # throttle (EC2's RequestLimitExceeded comes with HTTP 503) is EC2 refusing before acting.
+            uncertain = not isinstance(exc, InsufficientCapacityError | ThrottledError) and not exc.throttled and (
+                isinstance(exc, UncertainOutcomeError) or code == "IdempotentParameterMismatch"
+                or exc.status >= 500 or exc.status == 0)
             result.errors.append(FleetError(code=code, capacity_type=ct, message=str(exc), uncertain=uncertain))
             if code not in CAPACITY_ERROR_CODES:
                 return False
@@ -329,7 +336,7 @@ class FleetLauncher:
                 return self._ec2("create_fleet", **params)
             except CloudError as exc:
                 wait = self._rng.uniform(0.0, ceiling)
-                if not exc.throttled or self._clock.monotonic() + wait > give_up:
+                if not (isinstance(exc, ThrottledError) or exc.throttled) or self._clock.monotonic() + wait > give_up:
                     raise
                 log.info("CreateFleet throttled (%s); sent again in %.2f s with the same token", exc.code, wait)
                 self._clock.sleep(wait)

@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from autoscaler.adapters.aws._calls import Caller
-from autoscaler.app.ports import CloudError
+from autoscaler.app.ports import CloudNotFoundError
 from autoscaler.domain.fleet import CloudInstance, instance_from_ec2
 from autoscaler.domain.keys import MANAGED_BY_TAG, NODEPOOL_TAG, PROVISIONER_NAME_TAG
 from autoscaler.domain.ownership import OwnershipError, cluster_tag, launched_by_karpenter, ownership_problem
@@ -67,9 +67,7 @@ class Instances:
             return []
         try:
             pages = list(self._ec2.pages("describe_instances", InstanceIds=ids))
-        except CloudError as exc:
-            if exc.code != "InvalidInstanceID.NotFound":
-                raise
+        except CloudNotFoundError:
             # One unknown id fails the whole call; ask one by one so the known ones still come back.
             found = []
             for iid in ids:
@@ -81,10 +79,8 @@ class Instances:
         try:
             resp = self._ec2("describe_instances", InstanceIds=[instance_id],
                              expected_errors=("InvalidInstanceID.NotFound",))
-        except CloudError as exc:
-            if exc.code == "InvalidInstanceID.NotFound":
-                return []
-            raise
+        except CloudNotFoundError:
+            return []
         return [instance_from_ec2(i) for r in resp.get("Reservations", ()) for i in r.get("Instances", ())]
 
     def terminate(self, instance_ids: Iterable[str]) -> list[str]:

@@ -17,7 +17,7 @@ from autoscaler.adapters.aws._calls import Caller
 from autoscaler.adapters.aws.ami import Ami
 from autoscaler.adapters.aws.userdata import ClusterInfo, NodeJoin, render_user_data
 from autoscaler.adapters.clock import SystemClock
-from autoscaler.app.ports import Clock, CloudError
+from autoscaler.app.ports import Clock, CloudError, CloudNotFoundError
 from autoscaler.domain.fleet import LaunchTemplateInfo
 from autoscaler.domain.keys import NODECLASS_TAG
 from autoscaler.domain.nodeclass import BlockDeviceMapping, NodeClass
@@ -197,10 +197,8 @@ class LaunchTemplates:
         try:
             self._ec2("delete_launch_template", LaunchTemplateId=template_id,
                       expected_errors=("InvalidLaunchTemplateId.NotFound",))
-        except CloudError as exc:
-            if exc.code in ("InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFoundException"):
-                return False
-            raise
+        except CloudNotFoundError:
+            return False
         return True
 
     def _find(self, name: str) -> str | None:
@@ -208,10 +206,8 @@ class LaunchTemplates:
             found = self._ec2(
                 "describe_launch_templates", LaunchTemplateNames=[name],
                 expected_errors=("InvalidLaunchTemplateName.NotFoundException",)).get("LaunchTemplates", ())
-        except CloudError as exc:
-            if exc.code in ("InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"):
-                return None
-            raise
+        except CloudNotFoundError:
+            return None
         return str(found[0]["LaunchTemplateId"]) if found else None
 
 
@@ -249,9 +245,7 @@ class InstanceProfiles:
         try:
             profile = self._iam("get_instance_profile", InstanceProfileName=name,
                                 expected_errors=("NoSuchEntity",))["InstanceProfile"]
-        except CloudError as exc:
-            if exc.code != "NoSuchEntity":
-                raise
+        except CloudNotFoundError:
             tags = [{"Key": k, "Value": v} for k, v in sorted(ownership_tags(self._cluster).items())]
             try:
                 profile = self._iam("create_instance_profile", InstanceProfileName=name, Tags=tags,

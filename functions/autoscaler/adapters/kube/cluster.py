@@ -36,6 +36,7 @@ from autoscaler.domain.models import (
 )
 from autoscaler.domain.objects import (
     daemonset_from_dict,
+    namespace_from_dict,
     node_from_dict,
     pdb_from_dict,
     pod_from_dict,
@@ -167,9 +168,7 @@ class KubeCluster:
     def _parse_all(self, parse: Callable[[Raw], T], path: str, *, field_selector: str | None = None,
                    label_selector: str | None = None) -> list[T]:
         with gc_paused():
-            items, _ = self._list_all(path, field_selector=field_selector, label_selector=label_selector,
-                                      parse=parse)
-            return items
+            return self._list_all(path, field_selector=field_selector, label_selector=label_selector, parse=parse)[0]
 
     def list_parsed(self, path: str, parse: Callable[[Raw], T], *,
                     label_selector: str | None = None) -> tuple[list[T], str]:
@@ -228,6 +227,9 @@ class KubeCluster:
 
     def storage_classes(self) -> list[StorageClass]:
         return self._parse_all(storage_class_from_dict, "/apis/storage.k8s.io/v1/storageclasses")
+
+    def namespaces(self) -> dict[str, dict[str, str]]:
+        return dict(self._parse_all(namespace_from_dict, "/api/v1/namespaces"))
 
     # ----- node actions ----------------------------------------------------------------------
     def _node_path(self, name: str) -> str:

@@ -8,16 +8,15 @@ the cluster. 410 Gone, an ERROR event or a stream that keeps breaking lists agai
 does. Only parsed objects are kept, never raw JSON; a list (the periodic resync) keeps the held objects whose
 resourceVersion is unchanged instead of parsing them again.
 
-How current a read must be (``docs/provisioner.md``, "The warm cluster cache"):
+How current a read must be (``docs/provisioner.md``, "The warm cluster cache"): three rules, three windows.
+- ``catch_up()`` (the rule until another is set): any invocation without a marker (a scheduled pass, a
+  replacement request, every disruption pass). The first read of each collection after it catches up until
+  the stream has been quiet for ``quiet_seconds``, and lists when it is not quiet within ``cap_seconds``;
+  later reads catch up likewise and keep what arrived within the cap. A collection never listed, or listed
+  ``resync_seconds`` ago or more, lists: the periodic resync.
 - ``expect(version)``: a watcher's wake-up names the newest pod resourceVersion of its batch; pods catch up
-  until an event (or bookmark) at or past it has been applied. Not reached within ``marker_cap_seconds``,
-  or a version that is not an integer: list again.
-- nodes (and pods without a marker, after this invocation's list) catch up until the stream has been quiet
-  for ``quiet_seconds``, bounded by ``quiet_cap_seconds``.
-- ``catch_up()``: any invocation without a marker (a scheduled pass, a replacement request, every disruption
-  pass). A collection listed less than ``resync_seconds`` ago catches up until the stream is quiet; one that
-  does not go quiet within ``catch_up_cap_seconds`` lists. A collection never listed, or listed longer ago
-  than that, lists: the periodic resync.
+  until an event (or bookmark) at or past it has been applied. Not reached within ``cap_seconds``, or a
+  version that is not an integer: list again. Nodes are read as after ``catch_up()``'s first read.
 - ``list_always()``: every read lists, as without a cache (watch-mode invocations).
 """
 
@@ -54,14 +53,14 @@ class WatchSource(Protocol):
 
 @dataclass(frozen=True)
 class CacheSettings:
+    # A stream with no event for this long has delivered the backlog (a catch-up is then as current as a
+    # list taken at that moment).
     quiet_seconds: float = 0.05
-    quiet_cap_seconds: float = 1.0
-    marker_cap_seconds: float = 2.0
-    # A pass without a marker trusts its incremental state for at most this long after the collection's
-    # last list (docs/provisioner.md, "The warm cluster cache": why 5 minutes), and gives the backlog of
-    # changes since its last read this long to go quiet before it lists instead.
+    # The longest one read waits for its stream: to go quiet, or to reach a marker.
+    cap_seconds: float = 2.0
+    # A pass trusts its incremental state for at most this long after the collection's last list
+    # (docs/provisioner.md, "The warm cluster cache": why 5 minutes).
     resync_seconds: float = 300.0
-    catch_up_cap_seconds: float = 2.0
 
 
 @dataclass
@@ -123,7 +122,7 @@ class _Collection(Generic[T]):
         return list(self.items.values())
 
 
-Mode = Literal["marker", "catch-up", "quiet", "list"]
+Mode = Literal["marker", "catch-up", "list"]
 
 
 class ClusterCache:
@@ -135,7 +134,7 @@ class ClusterCache:
         self.stats = CacheStats()
         self._pods: _Collection[Pod] = _Collection("/api/v1/pods", pod_from_dict, lambda p: (p.namespace, p.name))
         self._nodes: _Collection[Node] = _Collection("/api/v1/nodes", node_from_dict, lambda n: ("", n.name))
-        self._mode: Mode = "quiet"
+        self._mode: Mode = "catch-up"
         self._marker = ""
         self._lock = threading.RLock()
 
@@ -148,7 +147,7 @@ class ClusterCache:
     def catch_up(self) -> None:
         """The next read of each collection catches up until quiet, as current as a list taken when the stream
         went quiet; it lists instead when the collection's last list is ``resync_seconds`` old (or was never
-        made) or the stream is not quiet within ``catch_up_cap_seconds``. Later reads catch up until quiet."""
+        made) or the stream is not quiet within ``cap_seconds``. Later reads catch up until quiet."""
         with self._lock:
             self._mode, self._marker = "catch-up", ""
             now = self._clock.now()
@@ -168,7 +167,7 @@ class ClusterCache:
 
     @property
     def rule(self) -> str:
-        """The current rule, for logs and tests: ``marker <version>``, ``catch-up``, ``quiet`` or ``list``."""
+        """The current rule, for logs and tests: ``marker <version>``, ``catch-up`` or ``list``."""
         return f"marker {self._marker}" if self._mode == "marker" else self._mode
 
     # ----- reads ---------------------------------------------------------------------------------------
@@ -190,12 +189,12 @@ class ClusterCache:
                 self._relist(col, f"a resourceVersion that is not an integer ({marker!r} / {col.version!r})")
             elif have < want and not self._catch_up(col, until=want):
                 self._relist(col, f"resourceVersion {marker} not reached within "
-                                  f"{self.settings.marker_cap_seconds:g} s")
+                                  f"{self.settings.cap_seconds:g} s")
         else:
             strict, col.strict = col.strict, False
             if not self._catch_up(col, until=None, strict=strict):
                 self._relist(col, f"the watch could not resume, or was not quiet within "
-                                  f"{self.settings.catch_up_cap_seconds:g} s" if strict else
+                                  f"{self.settings.cap_seconds:g} s" if strict else
                                   "the watch could not resume")
         return col.values()
 
@@ -231,10 +230,9 @@ class ClusterCache:
     def _catch_up(self, col: _Collection[T], *, until: int | None, strict: bool = False) -> bool:
         """Apply the watch from the collection's version: until ``until`` is reached, else until the stream
         is quiet. False when the cache must list again (410 Gone, an error, a marker not reached in time,
-        ``strict``: a stream not quiet within ``catch_up_cap_seconds``)."""
+        ``strict``: a stream not quiet within ``cap_seconds``)."""
         s = self.settings
-        cap = s.marker_cap_seconds if until is not None else s.catch_up_cap_seconds if strict else s.quiet_cap_seconds
-        deadline = self._clock.monotonic() + cap
+        deadline = self._clock.monotonic() + s.cap_seconds
         resumes = streams = 0
         capped = False
         # Bounded by requests too: a clock that does not move (a simulation's) must not keep the loop going.

@@ -24,6 +24,11 @@ them"). The steps, in order:
    a group's remainder fills small nodes well instead of one roomy node.
 5. Each new node gets up to 60 instance types, cheapest first, that fit everything on it.
 
+Where: 1 in ``prepared.py`` and ``node_pool_view.py``; 2 in ``instance_type_index.py`` (``resolve``),
+``topology.py`` and ``class_splitter.py``; 3 and the shaped classes' nodes in ``scheduler.py`` (a fresh
+``Scheduler`` per plan, composing the objects of the other modules; ``docs/architecture.md`` lists them);
+4 in ``group_packer.py`` and ``node_mix.py``; 5 in ``plan_writer.py``.
+
 Capacity reservations (``PlanInput.reservations``) are filled first by ``plan_reserved_first``
 (``reserved.py``), which plans twice around ``plan``.
 

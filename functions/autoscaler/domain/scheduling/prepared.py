@@ -15,12 +15,13 @@ from autoscaler.domain import resources as res
 from autoscaler.domain.allocatable import allocatable, capacity
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, WELL_KNOWN_KEYS, ZONE_KEYS
 from autoscaler.domain.labels import instance_type_labels
-from autoscaler.domain.models import Pod, Requirement, tolerates_all
+from autoscaler.domain.models import Pod, Requirement, untolerated_taints
 from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
 from autoscaler.domain.nodepool import NodePool, requirement_allows
 from autoscaler.domain.plan import PlanInput
-from autoscaler.domain.scheduling.model import _CT, Vec, _Type, _variants
-from autoscaler.domain.scheduling.rules import _label_ok
+from autoscaler.domain.scheduling.pool_type import PoolType
+from autoscaler.domain.scheduling.requirements import intersect, label_satisfies, required_variants
+from autoscaler.domain.scheduling.vector import vector
 
 # A node's bound, unfinished pods and the sum of their requests.
 NodeLoad = tuple[tuple[Pod, ...], res.Resources]
@@ -40,42 +41,39 @@ class BoundPods:
 def bound_pods(pods: Sequence[Pod]) -> BoundPods:
     """``BoundPods`` of ``pods``."""
     grouped: dict[str, list[Pod]] = defaultdict(list)
-    for p in pods:
-        if p.node_name and not p.is_finished:
-            grouped[p.node_name].append(p)
-    return BoundPods({name: (tuple(on), res.total(p.requests for p in on)) for name, on in grouped.items()})
+    for pod in pods:
+        if pod.node_name and not pod.is_finished:
+            grouped[pod.node_name].append(pod)
+    return BoundPods({name: (tuple(here), res.total(pod.requests for pod in here)) for name, here in grouped.items()})
 
 
 def plan_keys(pending: Sequence[Pod]) -> tuple[str, ...]:
     """The resource keys a plan's vectors have: cpu, memory, pods, then any other the pending pods request."""
     keys = [res.CPU, res.MEMORY, res.PODS]
-    for p in pending:
-        for k, v in p.requests.items():
-            if v > 0 and k not in keys:
-                keys.append(k)
+    for pod in pending:
+        for key, value in pod.requests.items():
+            if value > 0 and key not in keys:
+                keys.append(key)
     return tuple(keys)
 
 
 def pending_pods(snap: PlanInput) -> list[Pod]:
     """The pods a plan places: pending, not DaemonSet pods."""
     # ``node_name is None`` first: a plain attribute that rules out the (many) bound pods before the property.
-    return [p for p in snap.pods if p.node_name is None and p.is_pending and not p.is_daemonset_pod]
-
-
-def vec(keys: Sequence[str], r: Mapping[str, int]) -> Vec:
-    return tuple(r.get(k, 0) for k in keys)
+    return [pod for pod in snap.pods if pod.node_name is None and pod.is_pending and not pod.is_daemonset_pod]
 
 
 def kubelet_of(pool: NodePool, node_classes: Mapping[str, NodeClass]) -> tuple[KubeletConfiguration | None,
                                                                                  int | None]:
     """The kubelet settings and root volume size (bytes) a NodePool's nodes get."""
-    nc: NodeClass | None = node_classes.get(pool.node_class_ref)
-    kubelet = pool.kubelet or (nc.kubelet if nc else None)
+    node_class: NodeClass | None = node_classes.get(pool.node_class_ref)
+    kubelet = pool.kubelet or (node_class.kubelet if node_class else None)
     root = None
-    if nc is not None:
-        for bdm in nc.block_device_mappings:
-            if (bdm.root_volume or len(nc.block_device_mappings) == 1) and bdm.ebs and bdm.ebs.volume_size:
-                root = res.parse_resource_list({"x": bdm.ebs.volume_size})["x"]
+    if node_class is not None:
+        for mapping in node_class.block_device_mappings:
+            if ((mapping.root_volume or len(node_class.block_device_mappings) == 1) and mapping.ebs
+                    and mapping.ebs.volume_size):
+                root = res.parse_resource_list({"x": mapping.ebs.volume_size})["x"]
     return kubelet, root
 
 
@@ -84,9 +82,9 @@ class PoolPart:
     """One dynamic NodePool as every plan over the same inputs sees it (its usage is the plan's own)."""
 
     pool: NodePool
-    types: tuple[_Type, ...]
+    types: tuple[PoolType, ...]
     zones: frozenset[str]
-    cts: frozenset[str]
+    capacity_types: frozenset[str]
     custom: Mapping[str, list[Requirement]]  # requirements on keys that are not well-known
     daemon_ports: Mapping[tuple[int, str], str]  # host port -> the DaemonSet on it
 
@@ -118,65 +116,104 @@ def pool_table(snap: PlanInput, unavailable: Collection[tuple[str, str, str]], k
 
 def _parts(snap: PlanInput, unavailable: frozenset[tuple[str, str, str]], keys: tuple[str, ...]) -> list[PoolPart]:
     by_type: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
-    for o in snap.offerings:
-        if o.available and (o.instance_type, o.zone, o.capacity_type) not in unavailable:
-            by_type[o.instance_type].append((o.zone, o.capacity_type, o.price))
+    for offering in snap.offerings:
+        if offering.available and (offering.instance_type, offering.zone, offering.capacity_type) not in unavailable:
+            by_type[offering.instance_type].append((offering.zone, offering.capacity_type, offering.price))
     out = []
     # A static NodePool keeps its own node count (domain/static_pools.py): never launched into for pods.
-    dynamic = [p for p in snap.node_pools if not p.is_static]
-    for pool in sorted(dynamic, key=lambda p: (-p.weight, p.name)):
+    dynamic = [pool for pool in snap.node_pools if not pool.is_static]
+    for pool in sorted(dynamic, key=lambda pool: (-pool.weight, pool.name)):
         kubelet, root = kubelet_of(pool, snap.node_classes)
         # A template label on a well-known key (zone, capacity type, arch...) constrains like a requirement.
-        reqs = [*pool.requirements, *(Requirement(k, "In", (v,)) for k, v in pool.labels.items()
-                                      if k in WELL_KNOWN_KEYS and k != NODEPOOL_LABEL)]
-        type_reqs = [r for r in reqs if r.key in WELL_KNOWN_KEYS
-                     and r.key not in ZONE_KEYS and r.key not in _CT and r.key != NODEPOOL_LABEL]
-        zone_reqs = [r for r in reqs if r.key in ZONE_KEYS]
-        ct_reqs = [r for r in reqs if r.key == CAPACITY_TYPE_LABEL]
+        requirements = [*pool.requirements, *(Requirement(key, "In", (value,)) for key, value in pool.labels.items()
+                                              if key in WELL_KNOWN_KEYS and key != NODEPOOL_LABEL)]
+        type_requirements = [requirement for requirement in requirements if requirement.key in WELL_KNOWN_KEYS
+                             and requirement.key not in ZONE_KEYS
+                             and requirement.key not in (CAPACITY_TYPE_LABEL, NODEPOOL_LABEL)]
+        zone_requirements = [requirement for requirement in requirements if requirement.key in ZONE_KEYS]
+        capacity_requirements = [requirement for requirement in requirements
+                                 if requirement.key == CAPACITY_TYPE_LABEL]
         reserved = pool.allows_reserved
         pool_labels = {**pool.labels, NODEPOOL_LABEL: pool.name}
-        landing = [d for d in snap.daemonsets if not tolerates_all(d.template.tolerations, pool.taints)]
-        daemons = [d.template for d in landing]
-        types: list[_Type] = []
+        landing = [daemonset for daemonset in snap.daemonsets
+                   if not untolerated_taints(daemonset.template.tolerations, pool.taints)]
+        daemons = [daemonset.template for daemonset in landing]
+        types: list[PoolType] = []
         zones: set[str] = set()
-        cts: set[str] = set()
+        capacity_types: set[str] = set()
         subnet_zones = snap.node_class_zones.get(pool.node_class_ref)
-        for it in snap.instance_types:
-            labels = instance_type_labels(it)
-            if not all(requirement_allows(r, labels.get(r.key)) for r in type_reqs):
+        for instance_type in snap.instance_types:
+            labels = instance_type_labels(instance_type)
+            if not all(requirement_allows(requirement, labels.get(requirement.key))
+                       for requirement in type_requirements):
                 continue
             offers = {}
-            for zone, ct, price in by_type.get(it.name, ()):
-                if (ct == "spot" and not it.supports_spot) or (ct == "on-demand" and not it.supports_on_demand):
+            for zone, capacity_type, price in by_type.get(instance_type.name, ()):
+                if ((capacity_type == "spot" and not instance_type.supports_spot)
+                        or (capacity_type == "on-demand" and not instance_type.supports_on_demand)):
                     continue
                 if subnet_zones is not None and zone not in subnet_zones:
                     continue  # the node class has no subnet there: EC2 could not launch it
                 # A reservation is on-demand capacity: a pool allowing only `reserved` is planned on
                 # on-demand offerings and launched into its reservations (app/launcher.py).
-                if all(requirement_allows(r, zone) for r in zone_reqs) and (all(
-                        requirement_allows(r, ct) for r in ct_reqs) or (ct == "on-demand" and reserved)):
-                    offers[(zone, ct)] = price
+                if all(requirement_allows(requirement, zone) for requirement in zone_requirements) and (all(
+                        requirement_allows(requirement, capacity_type) for requirement in capacity_requirements)
+                        or (capacity_type == "on-demand" and reserved)):
+                    offers[(zone, capacity_type)] = price
             if not offers:
                 continue
-            alloc = allocatable(it, kubelet=kubelet, root_volume_bytes=root)
-            node_view = {**labels, **pool_labels}
-            overhead: dict[str, int] = {}
-            for d in daemons:
-                if any(all(_label_ok(r, node_view) for r in v) for v in _variants(d)[-1:]):
-                    overhead = res.add(overhead, d.requests)
-            alloc = res.subtract(alloc, overhead)
-            types.append(_Type(it.name, labels, vec(keys, alloc),
-                               {**capacity(it, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers,
-                               overhead))
-            zones.update(z for z, _ in offers)
-            cts.update(c for _, c in offers)
+            room = allocatable(instance_type, kubelet=kubelet, root_volume_bytes=root)
+            node_labels = {**labels, **pool_labels}
+            offered_zones = {zone for zone, _ in offers}
+            offered_types = {capacity_type for _, capacity_type in offers}
+            # Karpenter's getDaemonOverhead: a DaemonSet counts when its pod is compatible with what such a
+            # node may be (its zone and capacity type not decided yet), and exactly once they are
+            # (``PoolType.allocatable_on``).
+            overhead = _daemon_overhead(daemons, node_labels, pool, offered_zones, offered_types)
+            exact = {(zone, capacity_type): vector(keys, res.subtract(room, _daemon_overhead(
+                daemons, node_labels, pool, {zone}, {capacity_type})))
+                for zone, capacity_type in offers} if overhead else {}
+            types.append(PoolType(
+                instance_type.name, labels, vector(keys, res.subtract(room, overhead)),
+                {**capacity(instance_type, kubelet=kubelet, root_volume_bytes=root), "nodes": 1}, offers, overhead,
+                allocatable_by_offering=exact))
+            zones.update(zone for zone, _ in offers)
+            capacity_types.update(capacity_type for _, capacity_type in offers)
         custom: dict[str, list[Requirement]] = defaultdict(list)
-        for r in pool.requirements:
-            if r.key not in WELL_KNOWN_KEYS:
-                custom[r.key].append(r)
-        ports = {(hp.port, hp.protocol): f"{d.namespace}/{d.name}" for d in landing for hp in d.template.host_ports}
-        out.append(PoolPart(pool, tuple(types), frozenset(zones), frozenset(cts), dict(custom), ports))
+        for requirement in pool.requirements:
+            if requirement.key not in WELL_KNOWN_KEYS:
+                custom[requirement.key].append(requirement)
+        ports = {(port.port, port.protocol): f"{daemonset.namespace}/{daemonset.name}"
+                 for daemonset in landing for port in daemonset.template.host_ports}
+        out.append(PoolPart(pool, tuple(types), frozenset(zones), frozenset(capacity_types), dict(custom), ports))
     return out
+
+
+def _daemon_overhead(daemons: Sequence[Pod], node_labels: Mapping[str, str], pool: NodePool, zones: set[str],
+                     capacity_types: set[str]) -> dict[str, int]:
+    """The summed requests of the DaemonSet pods that may land on a node with ``node_labels`` (its
+    instance type's and NodePool's) in one of ``zones`` with one of ``capacity_types``."""
+    overhead: dict[str, int] = {}
+    for daemon in daemons:
+        if any(all(_compatible(requirement, node_labels, pool, zones, capacity_types) for requirement in variant)
+               for variant in required_variants(daemon)):
+            overhead = res.add(overhead, daemon.requests)
+    return overhead
+
+
+def _compatible(requirement: Requirement, node_labels: Mapping[str, str], pool: NodePool, zones: set[str],
+                capacity_types: set[str]) -> bool:
+    """Whether a DaemonSet pod's node requirement may hold on such a node (Karpenter's ``Compatible``)."""
+    if requirement.key in ZONE_KEYS and requirement.key not in node_labels:
+        return any(requirement_allows(requirement, zone) for zone in zones)
+    if requirement.key == CAPACITY_TYPE_LABEL and requirement.key not in node_labels:
+        return any(requirement_allows(requirement, capacity_type) for capacity_type in capacity_types)
+    if requirement.key in node_labels or requirement.key in WELL_KNOWN_KEYS:
+        return label_satisfies(requirement, node_labels)
+    custom = [own for own in pool.requirements if own.key == requirement.key]
+    if custom:
+        return intersect(requirement, custom) is not False
+    return requirement_allows(requirement, None)
 
 
 @dataclass(frozen=True, slots=True)

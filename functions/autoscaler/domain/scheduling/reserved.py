@@ -29,8 +29,8 @@ _SLOT = "reserved-slot-"  # the synthetic in-flight ids of the first plan's node
 
 
 def _restricted(pool: NodePool, reservations: list[CapacityReservation]) -> NodePool:
-    types = tuple(sorted({r.instance_type for r in reservations}))
-    zones = tuple(sorted({r.zone for r in reservations}))
+    types = tuple(sorted({reservation.instance_type for reservation in reservations}))
+    zones = tuple(sorted({reservation.zone for reservation in reservations}))
     return pool.model_copy(update={"requirements": (*pool.requirements, Requirement(INSTANCE_TYPE_LABEL, "In", types),
                                                     Requirement(ZONE_LABEL, "In", zones))})
 
@@ -42,7 +42,8 @@ def _for_reserved(pod: Pod) -> Pod | None:
     """The pod as the reserved rounds see it: None when it does not allow ``reserved``; its
     capacity-type requirements on the on-demand stand-in when it does."""
     mentions = CAPACITY_TYPE_LABEL in pod.node_selector or any(
-        r.key == CAPACITY_TYPE_LABEL for t in pod.required_node_affinity for r in t.requirements)
+        requirement.key == CAPACITY_TYPE_LABEL for term in pod.required_node_affinity
+        for requirement in term.requirements)
     if not mentions:
         return pod
     selector = dict(pod.node_selector)
@@ -50,9 +51,11 @@ def _for_reserved(pod: Pod) -> Pod | None:
         if selector[CAPACITY_TYPE_LABEL] != "reserved":
             return None
         selector[CAPACITY_TYPE_LABEL] = "on-demand"
-    terms = [NodeSelectorTerm(tuple(_STAND_IN if r.key == CAPACITY_TYPE_LABEL else r for r in t.requirements))
-             for t in pod.required_node_affinity
-             if all(requirement_allows(r, "reserved") for r in t.requirements if r.key == CAPACITY_TYPE_LABEL)]
+    terms = [NodeSelectorTerm(tuple(_STAND_IN if requirement.key == CAPACITY_TYPE_LABEL else requirement
+                                    for requirement in term.requirements))
+             for term in pod.required_node_affinity
+             if all(requirement_allows(requirement, "reserved") for requirement in term.requirements
+                    if requirement.key == CAPACITY_TYPE_LABEL)]
     if pod.required_node_affinity and not terms:
         return None
     return replace(pod, node_selector=selector, required_node_affinity=tuple(terms))
@@ -61,10 +64,10 @@ def _for_reserved(pod: Pod) -> Pod | None:
 def _slot(launch: Launch, reservations: tuple[CapacityReservation, ...],
           room: Mapping[str, int]) -> CapacityReservation | None:
     for name in launch.instance_types:
-        for r in reservations:
-            if r.instance_type == name and room.get(r.reservation_id, 0) > 0 and (
-                    not launch.zones or r.zone in launch.zones):
-                return r
+        for reservation in reservations:
+            if reservation.instance_type == name and room.get(reservation.reservation_id, 0) > 0 and (
+                    not launch.zones or reservation.zone in launch.zones):
+                return reservation
     return None
 
 
@@ -77,9 +80,9 @@ def _reserved_only(result: Plan, pools: Mapping[str, NodePool]) -> Plan:
         if launch.capacity_type == "reserved" or pool is None or pool.capacity_types:
             launches.append(launch)
             continue
-        result.unschedulable.extend(Unschedulable(k, (
+        result.unschedulable.extend(Unschedulable(key, (
             f"NodePool {pool.name} allows only karpenter.sh/capacity-type reserved and no capacity reservation "
-            f"of EC2NodeClass {pool.node_class_ref} has room for it")) for k in launch.pods)
+            f"of EC2NodeClass {pool.node_class_ref} has room for it")) for key in launch.pods)
     result.launches = launches
     return result
 
@@ -88,22 +91,24 @@ def plan_reserved_first(snapshot: PlanInput, *, unavailable: Collection[tuple[st
                         timer: Callable[[], float] | None = None, prepared: Prepared | None = None) -> Plan:
     """``plan`` with ``snapshot.reservations`` used first (see the module docstring). Without usable
     reservations it is exactly ``plan``. ``prepared``: as for ``plan``."""
-    pools = {p.name: p for p in snapshot.node_pools}
-    room = {r.reservation_id: r.available for rs in snapshot.reservations.values() for r in rs}
-    if not any(p.is_pending for p in snapshot.pods):
+    pools = {pool.name: pool for pool in snapshot.node_pools}
+    room = {reservation.reservation_id: reservation.available for listed in snapshot.reservations.values()
+            for reservation in listed}
+    if not any(pod.is_pending for pod in snapshot.pods):
         return _reserved_only(plan(snapshot, unavailable=unavailable, timer=timer, prepared=prepared), pools)
     kept: list[Launch] = []
     slots: list[InFlightNode] = []
     spent = 0.0
     # Only when a reservation has room (the rounds below): it visits every pod.
-    eligible = [q for p in snapshot.pods if (q := _for_reserved(p) if p.is_pending else p) is not None
+    eligible = [seen for pod in snapshot.pods if (seen := _for_reserved(pod) if pod.is_pending else pod) is not None
                 ] if any(room.values()) else []
     # One round per reservation at most: a round sizes its nodes to one type, so a reservation of another
     # type still with room gets the next round (its nodes planned around the slots taken so far).
     for _ in range(len(room)):
         restricted = []
         for pool in snapshot.node_pools:
-            usable = [r for r in snapshot.reservations.get(pool.node_class_ref, ()) if room[r.reservation_id] > 0]
+            usable = [reservation for reservation in snapshot.reservations.get(pool.node_class_ref, ())
+                      if room[reservation.reservation_id] > 0]
             if usable and pool.allows_reserved and not pool.is_static:
                 restricted.append(_restricted(pool, usable))
         if not restricted:
@@ -112,48 +117,49 @@ def plan_reserved_first(snapshot: PlanInput, *, unavailable: Collection[tuple[st
                              in_flight=[*snapshot.in_flight, *slots]), unavailable=unavailable, timer=timer,
                      prepared=prepared)
         spent += first.solve_seconds
-        taken, placed = len(kept), {k for launch in kept for k in launch.pods}
+        taken, placed = len(kept), {key for launch in kept for key in launch.pods}
         for launch in first.launches:
-            r = _slot(launch, snapshot.reservations.get(launch.node_class, ()), room)
-            if r is None or placed.intersection(launch.pods):
+            slot = _slot(launch, snapshot.reservations.get(launch.node_class, ()), room)
+            if slot is None or placed.intersection(launch.pods):
                 continue  # no reservation left for it: its pods are planned again below
-            room[r.reservation_id] -= 1
-            kept.append(replace(launch, capacity_type="reserved", instance_types=(r.instance_type,),
-                                zones=(r.zone,), hourly_price=0.0,
-                                labels={**launch.labels, CAPACITY_TYPE_LABEL: "reserved", ZONE_LABEL: r.zone}))
+            room[slot.reservation_id] -= 1
+            kept.append(replace(launch, capacity_type="reserved", instance_types=(slot.instance_type,),
+                                zones=(slot.zone,), hourly_price=0.0,
+                                labels={**launch.labels, CAPACITY_TYPE_LABEL: "reserved", ZONE_LABEL: slot.zone}))
             # Labelled as the reserved rounds see it (the on-demand stand-in); the last plan relabels it.
             slots.append(InFlightNode(instance_id=f"{_SLOT}{len(slots)}", node_pool=launch.node_pool,
-                                      instance_type=r.instance_type, zone=r.zone, capacity_type=launch.capacity_type,
-                                      labels={**launch.labels, ZONE_LABEL: r.zone}, taints=launch.taints,
+                                      instance_type=slot.instance_type, zone=slot.zone,
+                                      capacity_type=launch.capacity_type,
+                                      labels={**launch.labels, ZONE_LABEL: slot.zone}, taints=launch.taints,
                                       pod_keys=launch.pods))
         if len(kept) == taken or len(kept) - taken == len(first.launches):
             break  # nothing more fits a reservation, or every pending pod has a reserved node
     if not kept:
         return _reserved_only(plan(snapshot, unavailable=unavailable, timer=timer, prepared=prepared), pools)
     # The last plan sees the pods as they are: the reserved nodes carry the capacity type they will have.
-    final_slots = [replace(f, capacity_type="reserved", labels={**f.labels, CAPACITY_TYPE_LABEL: "reserved"})
-                   for f in slots]
+    final_slots = [replace(flight, capacity_type="reserved", labels={**flight.labels, CAPACITY_TYPE_LABEL: "reserved"})
+                   for flight in slots]
     rest = plan(replace(snapshot, in_flight=[*snapshot.in_flight, *final_slots]), unavailable=unavailable,
                 timer=timer, prepared=prepared)
-    reserved_pods = {k for launch in kept for k in launch.pods}
+    reserved_pods = {key for launch in kept for key in launch.pods}
     extra: dict[int, list[str]] = {}
     existing = {}
-    for k, v in rest.existing.items():
-        if v.startswith(_SLOT):
-            if k not in reserved_pods:  # spare room of a reserved node: the pod goes with its launch
-                extra.setdefault(int(v[len(_SLOT):]), []).append(k)
-        elif k not in reserved_pods:
-            existing[k] = v
-    kept = [replace(ln, pods=(*ln.pods, *extra[i])) if i in extra else ln for i, ln in enumerate(kept)]
-    reserved_pods.update(k for keys in extra.values() for k in keys)
+    for key, node in rest.existing.items():
+        if node.startswith(_SLOT):
+            if key not in reserved_pods:  # spare room of a reserved node: the pod goes with its launch
+                extra.setdefault(int(node[len(_SLOT):]), []).append(key)
+        elif key not in reserved_pods:
+            existing[key] = node
+    kept = [replace(launch, pods=(*launch.pods, *extra[i])) if i in extra else launch for i, launch in enumerate(kept)]
+    reserved_pods.update(key for keys in extra.values() for key in keys)
     others = []
     for launch in rest.launches:
         # A pod of a reserved node is never planned twice, whatever the last plan made of it.
-        pods = tuple(k for k in launch.pods if k not in reserved_pods)
+        pods = tuple(key for key in launch.pods if key not in reserved_pods)
         if pods:
             others.append(replace(launch, pods=pods))
     rest.launches = [*kept, *others]
     rest.existing = existing
-    rest.unschedulable = [u for u in rest.unschedulable if u.pod not in reserved_pods]
+    rest.unschedulable = [unplaced for unplaced in rest.unschedulable if unplaced.pod not in reserved_pods]
     rest.solve_seconds += spent
     return _reserved_only(rest, pools)

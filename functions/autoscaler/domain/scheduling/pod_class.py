@@ -1,0 +1,205 @@
+"""Pod classes: pending pods with the same requests, labels and constraints (the replicas of one
+Deployment) are one class and are placed by arithmetic; a class's node requirement variants in
+Karpenter's order, its volumes' zones, the classes it may not share a node with, and how many of its
+pods a node may hold."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autoscaler.domain.keys import HOSTNAME_LABEL
+from autoscaler.domain.models import (
+    ALL_NAMESPACES,
+    LabelSelector,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodAffinityTerm,
+    StorageClass,
+    TopologySpreadConstraint,
+)
+from autoscaler.domain.plan import PlanInput, Unschedulable
+from autoscaler.domain.scheduling.requirements import Variant, required_variants, variants
+from autoscaler.domain.scheduling.target import Target
+from autoscaler.domain.scheduling.vector import UNBOUNDED, Vec, vector
+
+
+@dataclass(eq=False, slots=True)
+class PodClass:
+    id: int
+    sample: Pod  # the first pod: every pod of the class has its requests, labels and constraints
+    pods: list[Pod]
+    request: Vec
+    variants: list[Variant]
+    zone_pin: frozenset[str] | None = None  # the zones its volumes allow
+    error: str | None = None
+    # decided during planning
+    targets: list[Target] = field(default_factory=list)
+    variant: Variant = ()
+    cap: int = UNBOUNDED  # pods of this class per node
+    conflicts: set[int] = field(default_factory=set)  # classes it may not share a node with
+    # hostname spread: (maxSkew, ids of the classes its selector matches, the constraint)
+    host_spread: list[tuple[int, frozenset[int], TopologySpreadConstraint]] = field(default_factory=list)
+    placed: int = 0  # pods placed or reported so far
+    # the variants without preferred node affinity (nodeAffinityPolicy Honor looks at these only)
+    required_variants: list[Variant] = field(default_factory=list)
+    handled: frozenset[str] = frozenset()  # keys this class was split on (class_splitter.py)
+
+    @property
+    def shapes_nodes(self) -> bool:
+        """Hostname anti-affinity, host ports or hostname spread bound how many of its pods a node holds:
+        such a class opens nodes of its own shape instead of joining a group's packing."""
+        return self.cap < UNBOUNDED or bool(self.conflicts)
+
+    def reject(self, count: int, reason: str, into: list[Unschedulable]) -> None:
+        """Report its next ``count`` pods as unschedulable for ``reason``."""
+        for pod in self.pods[self.placed:self.placed + count]:
+            into.append(Unschedulable(pod.key, reason))
+        self.placed += count
+
+    def conflicts_on(self, placed: Mapping[int, int], bound: Sequence[Pod]) -> bool:
+        """Whether a node holding ``placed`` (class id -> pods) and the ``bound`` pods excludes this class:
+        hostname anti-affinity either way, or a host port already taken."""
+        if self.conflicts and any(other in self.conflicts for other in placed):
+            return True
+        if not bound:
+            return False
+        namespace, ports = self.sample.namespace, {(port.port, port.protocol) for port in self.sample.host_ports}
+        for pod in bound:
+            for term in self.sample.pod_anti_affinity:
+                if term.topology_key == HOSTNAME_LABEL and selects(term, owner_namespace=namespace, candidate=pod):
+                    return True
+            for term in pod.pod_anti_affinity:
+                if term.topology_key == HOSTNAME_LABEL and selects(term, owner_namespace=pod.namespace,
+                                                                   candidate=self):
+                    return True
+            if ports and ports & {(port.port, port.protocol) for port in pod.host_ports}:
+                return True
+        return False
+
+    def room_on(self, placed: Mapping[int, int], bound: Sequence[Pod]) -> int:
+        """Pods of this class a node holding ``placed`` and ``bound`` may still take: its own cap, and for
+        each hostname spread constraint maxSkew minus the matching pods already there (a new node is
+        always a domain with zero, so the minimum is zero and skew is the node's own count)."""
+        room = self.cap - placed.get(self.id, 0)
+        for skew, ids, constraint in self.host_spread:
+            have = sum(count for other, count in placed.items() if other in ids)
+            if bound:
+                have += sum(1 for pod in bound if selects(constraint.label_selector,
+                                                          owner_namespace=self.sample.namespace, candidate=pod))
+            room = min(room, skew - have)
+        return room
+
+
+@dataclass(eq=False, slots=True)
+class PodChunk:
+    """Pods of one class still to place, limited to some zones and capacity types."""
+
+    cls: PodClass
+    zones: frozenset[str] | None
+    capacity_types: frozenset[str] | None
+    left: int
+
+
+def selects(term: PodAffinityTerm | LabelSelector | None, *, owner_namespace: str, candidate: Pod | PodClass,
+            namespaces: tuple[str, ...] = ()) -> bool:
+    """Whether an affinity term (or a spread constraint's selector) of a pod in ``owner_namespace``
+    selects ``candidate``: a pod, or the pods of a class."""
+    sample = candidate if isinstance(candidate, Pod) else candidate.sample
+    if isinstance(term, PodAffinityTerm):
+        namespaces, term = term.namespaces, term.label_selector
+    allowed = namespaces or (owner_namespace,)
+    if sample.namespace not in allowed and ALL_NAMESPACES not in allowed:
+        return False
+    return term is not None and term.matches(sample.labels)
+
+
+def class_key(pod: Pod) -> tuple[object, ...]:
+    return (
+        pod.namespace, tuple(sorted(pod.labels.items())), tuple(sorted(pod.requests.items())),
+        tuple(sorted(pod.node_selector.items())), pod.required_node_affinity, pod.preferred_node_affinity,
+        pod.tolerations, pod.topology_spread, pod.pod_affinity, pod.pod_anti_affinity, pod.host_ports,
+        pod.volume_claims,
+    )
+
+
+def build_classes(pending: list[Pod], snap: PlanInput, keys: Sequence[str]) -> list[PodClass]:
+    """The classes of ``pending``, with their volumes' zones, conflicts and per-node caps."""
+    groups: dict[tuple[object, ...], list[Pod]] = {}
+    for pod in pending:
+        groups.setdefault(class_key(pod), []).append(pod)
+    claims = {(claim.namespace, claim.name): claim for claim in snap.pvcs}
+    volumes = {volume.name: volume for volume in snap.pvs}
+    storage_classes = {storage.name: storage for storage in snap.storage_classes}
+    out = []
+    for number, pods in enumerate(groups.values()):
+        sample = pods[0]
+        cls = PodClass(id=number, sample=sample, pods=pods, request=vector(keys, sample.requests),
+                       variants=variants(sample), required_variants=required_variants(sample))
+        _pin_to_volume_zones(cls, claims, volumes, storage_classes)
+        out.append(cls)
+    _add_conflicts(out)
+    return out
+
+
+def _pin_to_volume_zones(cls: PodClass, claims: Mapping[tuple[str, str], PersistentVolumeClaim],
+                         volumes: Mapping[str, PersistentVolume], storage_classes: Mapping[str, StorageClass]) -> None:
+    sample = cls.sample
+    for name in sample.volume_claims:
+        claim = claims.get((sample.namespace, name))
+        if claim is None and name in sample.ephemeral_claims:
+            # not created yet from the pod's ephemeral volume template: provisioned like a
+            # WaitForFirstConsumer claim of the template's StorageClass
+            storage = storage_classes.get(sample.ephemeral_claims[name])
+            if storage is not None and storage.zones:
+                cls.zone_pin = frozenset(storage.zones) if cls.zone_pin is None else cls.zone_pin & frozenset(
+                    storage.zones)
+            continue
+        if claim is None:
+            cls.error = f"PersistentVolumeClaim {sample.namespace}/{name} not found"
+            break
+        zones: tuple[str, ...] = ()
+        if claim.volume_name:
+            volume = volumes.get(claim.volume_name)
+            zones = volume.zones if volume else ()
+        else:
+            storage = storage_classes.get(claim.storage_class or "")
+            if storage is not None and storage.volume_binding_mode != "WaitForFirstConsumer":
+                cls.error = (f"PersistentVolumeClaim {sample.namespace}/{name} is not bound yet "
+                             f"(StorageClass {storage.name} binds Immediately)")
+                break
+            zones = storage.zones if storage else ()
+        if zones:
+            cls.zone_pin = frozenset(zones) if cls.zone_pin is None else cls.zone_pin & frozenset(zones)
+    if cls.zone_pin is not None and not cls.zone_pin:
+        cls.error = "its volumes are in different zones"
+
+
+def _add_conflicts(classes: list[PodClass]) -> None:
+    """Conflicts (hostname anti-affinity both ways, shared host ports) and per-node caps."""
+    shaped = [cls for cls in classes if cls.sample.pod_anti_affinity or cls.sample.host_ports
+              or cls.sample.pod_affinity
+              or any(term.topology_key == HOSTNAME_LABEL for term in cls.sample.topology_spread)]
+    for cls in shaped:
+        sample = cls.sample
+        for constraint in sample.topology_spread:
+            if constraint.topology_key == HOSTNAME_LABEL:
+                ids = frozenset(other.id for other in classes if selects(
+                    constraint.label_selector, owner_namespace=sample.namespace, candidate=other))
+                cls.host_spread.append((constraint.max_skew, ids, constraint))
+                if cls.id in ids:
+                    cls.cap = min(cls.cap, constraint.max_skew)
+        ports = {(port.port, port.protocol) for port in sample.host_ports}
+        for other in classes:
+            anti = any(term.topology_key == HOSTNAME_LABEL and selects(term, owner_namespace=sample.namespace,
+                                                                       candidate=other)
+                       for term in sample.pod_anti_affinity)
+            anti = anti or any(term.topology_key == HOSTNAME_LABEL and selects(
+                term, owner_namespace=other.sample.namespace, candidate=cls) for term in other.sample.pod_anti_affinity)
+            shared = bool(ports & {(port.port, port.protocol) for port in other.sample.host_ports})
+            if anti or shared:
+                cls.conflicts.add(other.id)
+                other.conflicts.add(cls.id)
+        if cls.id in cls.conflicts:
+            cls.cap = 1
