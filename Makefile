@@ -8,25 +8,62 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 PY_STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 NODE_STAMP := node_modules/.installed
+# uv installs the locked packages (uv.lock: every package of every extra, with the hashes of every
+# platform's wheels). It is itself pinned with hashes in requirements/tools.txt and installed from PyPI into
+# .tools/ (not .venv: syncing .venv to the lock would remove it). Bump it: UV_VERSION here and
+# [tool.uv].required-version in pyproject.toml, then make lock.
+UV_VERSION := 0.13.8
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+PIP_QUIET := --quiet --disable-pip-version-check
+# The machine's Python, never one uv would download; quiet, and no hard links across file systems.
+export UV_PYTHON_DOWNLOADS := never
+export UV_LINK_MODE := copy
+UV_SYNC := $(UV) sync --frozen --quiet --python $(PY)
 
-.PHONY: help install test lint typecheck layers unit demo simulate synth package bootstrap deploy bench clean validate prices
+.PHONY: help install lock test lint typecheck layers unit kube-bin demo simulate synth package bootstrap deploy bench clean validate browser prices
 
 help:
 	@echo "make demo   - run the autoscaler locally on the 'inflate' example, then replay it in virtual time (no AWS account needed)"
-	@echo "make simulate SCENARIO=hpa-burst - replay simulator/scenarios/<name>.yaml: timeline, summary, simulation.png"
+	@echo "make simulate SCENARIO=hpa-burst - replay simulator/scenarios/<name>.yaml: timeline, summary, simulation.png and simulation.html"
 	@echo "make test   - install everything, then lint, type-check, check layers and run the tests"
+	@echo "make lock   - re-resolve uv.lock and requirements/ from pyproject.toml's ranges (after editing dependencies)"
 	@echo "make synth  - validate clusters/$(CLUSTER).yaml, then synthesise and lint the CloudFormation template into cdk.out/ (no AWS credentials, no Docker)"
 	@echo "make package - synth with the real Lambda asset (pip-installs the arm64 dependencies)"
 	@echo "make bootstrap CLUSTER=name - cdk bootstrap your credentials' account in the region of clusters/<name>.yaml"
 	@echo "make deploy CLUSTER=name - cdk deploy the stack for clusters/<name>.yaml"
 	@echo "make bench  - run the benchmarks and print JSON"
 
-$(PY_STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[cdk,dev]'
+$(UV): requirements/tools.txt
+	@test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)
+	@$(TOOLS)/bin/pip install $(PIP_QUIET) --require-hashes -r requirements/tools.txt
 	@touch $@
+
+$(PY):
+	@$(PYTHON) -m venv $(VENV)
+
+# Exactly the lock's packages (plus the project, editable): what CI tested is what a clone installs.
+$(PY_STAMP): uv.lock | $(UV) $(PY)
+	@echo "Installing the locked packages into $(VENV)/ (uv.lock, every extra)"
+	@$(UV_SYNC) --all-extras
+	@touch $@ $(DEMO_STAMP)
+
+# The demo's share of the lock only (runtime + the demo extra); --inexact keeps what make install added.
+$(DEMO_STAMP): uv.lock | $(UV) $(PY)
+	@echo "Installing the demo's locked packages into $(VENV)/ (uv.lock: run-time + demo extra)"
+	@$(UV_SYNC) --inexact --extra demo
+	@touch $@
+
+# After editing pyproject.toml's dependencies: resolve them (keeping every pin that still fits; add
+# ARGS=--upgrade to take the newest of everything), then export the Lambda's share for infra/bundling.py.
+lock: | $(UV)
+	$(UV) lock --python $(PYTHON) $(ARGS)
+	$(UV) export --frozen --quiet --no-dev --no-emit-project --no-header --no-annotate \
+	  --format requirements-txt -o requirements/lambda.txt
+	echo "uv==$(UV_VERSION)" | $(UV) pip compile --quiet --universal --generate-hashes --no-header --no-annotate \
+	  - -o requirements/tools.txt
 
 $(NODE_STAMP): package.json
 	npm install --no-audit --no-fund --loglevel=error
@@ -43,21 +80,38 @@ typecheck: $(PY_STAMP)
 layers: $(PY_STAMP)
 	PYTHONPATH=functions:. $(BIN)/lint-imports
 
-unit: $(PY_STAMP)
+# The upstream control plane the contract suite and tests/e2e/real_kube run against (etcd, kube-apiserver,
+# kube-scheduler, kube-controller-manager), built once from the Go module proxy into a cache outside the
+# work tree (tools/kube/build.sh; docs/development.md has the build time and size).
+kube-bin:
+	@bash tools/kube/build.sh > /dev/null
+
+unit: $(PY_STAMP) kube-bin
 	@# pytest exits 5 when it collected no test: that is a failure here, never a pass.
 	@# Two workers: CI has two cores, and most of the suite waits on moto, the emulator and CDK synthesis.
+	@# Each worker that runs a test on the real control plane starts its own (tests/real_kube.py).
 	@$(PY) -m pytest -n 2 --durations=15; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
-test: install lint typecheck layers unit
+# The HTML report's test opens it in headless Chromium (Debian's package); installed when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { echo "installing chromium for the HTML report's test"; \
+	    $$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo) apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo) \
+	      apt-get install -y -qq chromium; }
 
-demo: $(PY_STAMP)
-	$(PY) -m simulator.demo
-	$(PY) -m simulator.simulate simulator/scenarios/inflate.yaml --plot simulation.png
+test: install browser lint typecheck layers unit
+
+demo: $(DEMO_STAMP)
+	@$(PY) -m simulator.demo
+	@echo
+	@$(PY) -m simulator.simulate simulator/scenarios/inflate.yaml --plot simulation.png --report simulation.html
+	@echo "HTML report: file://$(CURDIR)/simulation.html (open it in a browser); plot: $(CURDIR)/simulation.png"
 
 SCENARIO ?= inflate
-simulate: $(PY_STAMP)
-	$(PY) -m simulator.simulate simulator/scenarios/$(SCENARIO).yaml --plot simulation.png $(ARGS)
+simulate: $(DEMO_STAMP)
+	$(PY) -m simulator.simulate simulator/scenarios/$(SCENARIO).yaml --plot simulation.png --report simulation.html $(ARGS)
 
 # synth skips the dependency bundling (fast, offline after install); package and deploy bundle for real.
 CLUSTER ?= demo
@@ -107,4 +161,4 @@ bench: $(PY_STAMP)
 	done
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

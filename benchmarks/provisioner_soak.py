@@ -57,13 +57,23 @@ class Killed(BaseException):
 
 @dataclass
 class VirtualClock(SystemClock):
+    """The soak's time: it moves only when the soak says (``shift``) or a pass sleeps, never with the
+    machine's speed, so a loaded machine runs the same soak as an idle one."""
+
     shift: float = 0.0
+    _wall: float = field(default_factory=time.time)
+    _mono: float = field(default_factory=time.monotonic)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def now(self) -> float:
-        return time.time() + self.shift
+        return self._wall + self.shift
 
     def monotonic(self) -> float:
-        return time.monotonic() + self.shift
+        return self._mono + self.shift
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.shift += max(0.0, seconds)
 
 
 class _Raw:

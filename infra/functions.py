@@ -1,9 +1,10 @@
 """The Lambda functions (provisioner, interruption, disruption, and with ``provisioner.reaction: watcher``
-the watcher), their log groups, schedules and the SQS event source. Python 3.13 on arm64, Powertools
-settings, the cluster's VPC when configured. X-Ray active tracing ($5 per million traces) only on the
-interruption function, whose rare invocations cross EC2, SQS and the API server on the way to a drain: the
-idle bill has no room for a trace per safety pass, disruption pass or watcher run (docs/cost.md), and a
-provisioner pass already reports its timings in its decision log and metrics."""
+the watcher), their log groups, schedules and the SQS event source. Python 3.13 on arm64 (infra/bundling.py
+compiles the asset's bytecode for it); Powertools settings, the cluster's VPC when
+configured. X-Ray active tracing ($5 per million traces) only on the interruption function, whose rare
+invocations cross EC2, SQS and the API server on the way to a drain: the idle bill has no room for a trace
+per safety pass, disruption pass or watcher run (docs/cost.md), and a provisioner pass already reports its
+timings in its decision log and metrics."""
 
 from __future__ import annotations
 
@@ -20,11 +21,13 @@ from constructs import Construct
 from autoscaler import config as cfg
 from autoscaler import watcher_settings as ws
 from autoscaler.metrics_catalog import NAMESPACE, service_name
+from infra.bundling import RUNTIME as BUNDLE_RUNTIME
 from infra.claims_table import ClaimsTable
 from infra.identity import Identity
 from infra.lambda_limits import MAX_EVENT_AGE_SECONDS, RESERVED_CONCURRENCY, SCHEDULED_FUNCTIONS
 
-RUNTIME = lambda_.Runtime.PYTHON_3_13
+# The runtime whose Python compiles the asset's bytecode (infra/bundling.py).
+RUNTIME = BUNDLE_RUNTIME
 ARCHITECTURE = lambda_.Architecture.ARM_64
 HANDLERS = {
     "provisioner": "autoscaler.handlers.provisioner.handler",

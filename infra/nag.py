@@ -44,8 +44,8 @@ def apply_suppressions(stack: cdk.Stack, *, node_role_created: bool) -> None:
         [function for name in ("Provisioner", "Interruption", "Disruption", "Watcher")
          if (function := stack.node.find_child("Functions").node.try_find_child(name)) is not None],
         [NagPackSuppression(id="AwsSolutions-L1",
-                            reason="Pinned to Python 3.13, the newest runtime every dependency ships arm64 "
-                                   "wheels for; moving to a newer runtime is a tested change, not automatic.")],
+                            reason="Pinned to Python 3.13, whose bytecode the asset ships (infra/bundling.py), "
+                                   "supported until 2029; moving to a newer runtime is a tested change.")],
     )
     if node_role_created:
         _suppress(stack, "Identity/NodeRole/Resource", "AwsSolutions-IAM4",

@@ -102,6 +102,12 @@ def _demo() -> int:
             # The claims table knows each instance's pods (a grouped launch's instances share the group's tags).
             pods = claim.pods if claim else pods_from_tags(inst.tags)
             say(f"  launched for: {', '.join(pods)}")
+        shared = {inst.tags.get(NODECLAIM_TAG) for inst in env.instances()}
+        if len(env.instances()) > 1 and len(shared) < len(env.instances()):
+            say("The instances of one grouped CreateFleet carry the same tags, Name and karpenter.sh/nodeclaim "
+                "included: EC2 tags a fleet's instances alike. Each instance's own node claim is the one the "
+                "claims table records for it (the 'node claim' shown per instance above); the tag names the "
+                "group's first claim.")
         say("Node claims recorded in DynamoDB before CreateFleet, one per instance: "
             + ", ".join(f"{c.claim_id} -> {c.instance_id or '(launching)'}" for c in claims))
         for flag in _join_flags(env):
@@ -131,6 +137,10 @@ def _demo() -> int:
         say(f"Metrics recorded: NodesLaunched={launched:g}, PendingPods (max)="
             f"{max((v for n, v, _ in sink.points if n == 'PendingPods'), default=0):g}.")
     say(f"\nDone in {time.monotonic() - started:.1f} s. Deploy for real with: make deploy CLUSTER=<name>")
+    say("Next, `make demo` replays the getting-started guides' inflate scenario in virtual time "
+        "(simulator/scenarios/inflate.yaml). That scenario is not this run: it uses the guides' v1alpha5 "
+        "Provisioner (spot, instance families m5 and c5 only, ttlSecondsAfterEmpty 30) instead of this cluster "
+        "file's NodePool, so it launches an m5/c5 type where this run chose from every family.")
     return 0
 
 

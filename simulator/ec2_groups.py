@@ -10,22 +10,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+_SENT = "simulator.ec2_groups.params"  # the CreateFleet parameters, in that request's botocore context
+
 
 def install_launch_template_groups(events: Any, ec2: Callable[[], Any]) -> None:
     """Register on ``events`` (``session.events`` or ``client.meta.events``); ``ec2`` gives the client the
     hook calls EC2 with (made lazily, so a session's hook never runs inside its own client's creation)."""
-    sent: dict[str, Any] = {}
 
-    def remember(params: dict[str, Any], **_: Any) -> None:
-        sent["params"] = params
+    def remember(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        # Kept in the request's own context: the provisioner launches groups on several threads at once,
+        # and one shared "last request" would hand one call's templates to another call's instances.
+        context[_SENT] = params
 
-    def apply(parsed: dict[str, Any], **_: Any) -> None:
+    def apply(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         made = [iid for fleet in parsed.get("Instances", ()) for iid in fleet.get("InstanceIds", ())]
         if not made:
             return
         client = ec2()
         groups: set[str] = set()
-        for cfg in sent.get("params", {}).get("LaunchTemplateConfigs", ()):
+        for cfg in (context.get(_SENT) or {}).get("LaunchTemplateConfigs", ()):
             spec = cfg["LaunchTemplateSpecification"]
             [version] = client.describe_launch_template_versions(
                 LaunchTemplateId=spec["LaunchTemplateId"], Versions=[spec.get("Version", "$Latest")],

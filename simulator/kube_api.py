@@ -198,7 +198,7 @@ class _Routes:
             body = self._read_body()
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", f"create {res.kind}: body must be a JSON object")
-            self._send(201, store.create(res.plural, body, namespace=namespace))
+            self._send(201, store.create(res.plural, body, namespace=namespace, request=True))
             return
         if method != "GET":
             raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on the {res.plural} collection")
@@ -222,7 +222,8 @@ class _Routes:
         stream: Iterator[Obj] = store.watch(
             res.plural, namespace=namespace, resource_version=query.get("resourceVersion"),
             label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector"),
-            timeout=timeout, stop=self.server.stopping)
+            timeout=timeout, stop=self.server.stopping,
+            bookmarks=query.get("allowWatchBookmarks") in ("1", "true", "True"))
         first = next(stream, None)  # surfaces 400s before the 200 header goes out
 
         def chunks() -> Iterator[bytes]:

@@ -143,6 +143,26 @@ def _scaled(value: Any, total: int, *, where: str) -> int:
         raise ApiError(422, "Invalid", f"{where}: {text!r} is not an integer or percentage") from exc
 
 
+def _namespace_name_label(ns: Obj) -> None:
+    """The API server labels every namespace with its name (on create and on every update)."""
+    meta = ns["metadata"]
+    meta["labels"] = {**(meta.get("labels") or {}), "kubernetes.io/metadata.name": meta["name"]}
+
+
+def _graceful(pod: Mapping[str, Any]) -> bool:
+    """Whether the API server deletes a pod gracefully (CheckGracefulDelete): only a pod bound to a node and
+    not finished waits for its kubelet; an unbound or finished pod is removed at once."""
+    return bool((pod.get("spec") or {}).get("nodeName")) and \
+        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _next_bookmark(now: float, end: float) -> float | None:
+    """When the watch cache sends a watcher's next bookmark: in a minute, or 2 s before its timeout if that
+    comes first; None once that moment has passed."""
+    at = min(now + 60.0, end - 2.0)
+    return at if at > now else None
+
+
 def pod_ready(pod: Mapping[str, Any]) -> bool:
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return False
@@ -185,6 +205,21 @@ def pdb_status(pdb: Mapping[str, Any], pods: list[Obj]) -> PdbStatus:
     else:
         desired = expected  # neither set: the API server defaults minAvailable to 1 on create
     return PdbStatus(expected, healthy, desired, max(0, healthy - desired))
+
+
+def _check_create_request(res: Resource, obj: Obj, namespace: str | None) -> None:
+    """What the API server's create strategies and validation do to a created object before it is stored."""
+    if res.plural == "pods":
+        # PrepareForCreate: the status is the server's; the kubelet reports the rest through pods/status.
+        obj["status"] = {"phase": "Pending"}
+    elif res.plural == "events" and not obj.get("eventTime"):
+        # core/v1 Event validation: the involved object is in the Event's namespace ("default" or none for a
+        # cluster-scoped object).
+        ns = namespace or (obj.get("metadata") or {}).get("namespace") or "default"
+        involved = str((obj.get("involvedObject") or {}).get("namespace") or "")
+        if (involved and involved != ns) or (not involved and ns != "default"):
+            raise ApiError(422, "Invalid", f'Event "{(obj.get("metadata") or {}).get("name")}" is invalid: '
+                           f'involvedObject.namespace: Invalid value: "{involved}": does not match event.namespace')
 
 
 @dataclass
@@ -347,14 +382,22 @@ class Store:
             obj.setdefault("status", {}).setdefault("phase", "Pending")
         elif res.plural == "namespaces":
             obj.setdefault("status", {"phase": "Active"})
+            _namespace_name_label(obj)
         elif res.plural == "poddisruptionbudgets":
             spec = obj.setdefault("spec", {})
             if spec.get("minAvailable") is None and spec.get("maxUnavailable") is None:
                 spec["minAvailable"] = 1
 
-    def create(self, plural: str, obj: Mapping[str, Any], *, namespace: str | None = None) -> Obj:
+    def create(self, plural: str, obj: Mapping[str, Any], *, namespace: str | None = None,
+               request: bool = False) -> Obj:
+        """``request``: a create sent to the API (``kube_api``), held to the API server's rules: a pod's
+        status is the server's (Pending), the namespace must exist (404), an Event's involved object must be
+        in its namespace (422). Without it (tests and the simulator seeding the store) objects are stored as
+        given and a missing namespace is created."""
         res = self._res(plural)
         new = copy.deepcopy(dict(obj))
+        if request:
+            _check_create_request(res, new, namespace)
         meta = new.setdefault("metadata", {})
         if not meta.get("name"):
             if not meta.get("generateName"):
@@ -373,7 +416,10 @@ class Store:
                 raise ApiError(409, "AlreadyExists", f'{plural} "{meta["name"]}" already exists',
                                details={"name": meta["name"], "kind": plural})
             if res.namespaced and ("", key[0]) not in self._objs["namespaces"]:
-                # Lenient: a real server answers 404 for a missing namespace; tests seed freely.
+                if request:  # the NamespaceLifecycle admission plugin
+                    raise ApiError(404, "NotFound", f'namespaces "{key[0]}" not found',
+                                   details={"name": key[0], "kind": "namespaces"})
+                # Seeding: tests and the simulator create objects in namespaces they never declared.
                 self.create("namespaces", {"metadata": {"name": key[0]}})
             self._defaults(res, new)
             self._decorate(res, new)
@@ -422,6 +468,8 @@ class Store:
                            f"no new finalizers can be added if the object is being deleted, found new finalizers "
                            f"{sorted(added)}")
         self._decorate(res, new)
+        if res.plural == "namespaces":
+            _namespace_name_label(new)
         meta["resourceVersion"] = self._bump()
         if deleting and not meta.get("finalizers") and not (res.plural == "pods" and self.graceful_deletion):
             # The last finalizer is gone: the API server completes the pending delete.
@@ -491,14 +539,17 @@ class Store:
         with self._lock:
             key, old = self._existing(res, plural, namespace, name)
             if precondition_uid and old["metadata"].get("uid") != precondition_uid:
-                raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {precondition_uid}, "
-                               f"UID in object meta: {old['metadata'].get('uid')}")
-            if plural == "pods" and self.graceful_deletion and grace_period_seconds != 0:
-                if old["metadata"].get("deletionTimestamp"):
-                    return copy.deepcopy(old)
-                new = copy.deepcopy(old)
+                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {res.kind} "{name}": the UID in '
+                               f"the precondition ({precondition_uid}) does not match the UID in record "
+                               f"({old['metadata'].get('uid')}). The object might have been deleted and then "
+                               "recreated", details={"name": name, "kind": res.kind})
+            if plural == "pods" and self.graceful_deletion and grace_period_seconds != 0 and _graceful(old):
                 grace = grace_period_seconds if grace_period_seconds is not None else \
                     int((old.get("spec") or {}).get("terminationGracePeriodSeconds") or 30)
+                held = old["metadata"].get("deletionGracePeriodSeconds")
+                if old["metadata"].get("deletionTimestamp") and (held is None or grace >= int(held)):
+                    return copy.deepcopy(old)  # already terminating; a delete may only shorten the grace period
+                new = copy.deepcopy(old)
                 # As the API server: the deletion's time plus its grace period (when the kubelet is due
                 # to kill the containers), not the time of the DELETE.
                 new["metadata"]["deletionTimestamp"] = now_rfc3339(self.clock() + grace)
@@ -673,11 +724,15 @@ class Store:
 
     def watch(self, plural: str, *, namespace: str | None = None, resource_version: str | None = None,
               label_selector: str | None = None, field_selector: str | None = None,
-              timeout: float = 60.0, stop: threading.Event | None = None) -> Iterator[Obj]:
+              timeout: float = 60.0, stop: threading.Event | None = None,
+              bookmarks: bool = False) -> Iterator[Obj]:
         """Watch events as ``{"type", "object"}`` dicts, like the API server's watch stream.
 
         No resourceVersion (or "0"): synthetic ADDED events for the current state first. An object
         that stops matching the selectors is sent as DELETED, one that starts matching as ADDED.
+        ``bookmarks`` (allowWatchBookmarks): as the API server's watch cache, a BOOKMARK carrying the current
+        resourceVersion every minute and 2 s before the watch's timeout, when the store moved past the last
+        version this watch sent (changes it does not select) and no event is due.
         """
         res = self._res(plural)
         preds = self._predicates(res, label_selector, field_selector)
@@ -689,7 +744,9 @@ class Store:
                 return False
             return all(p(obj) for p in preds)
 
-        end = time.monotonic() + timeout
+        start = time.monotonic()
+        end = start + timeout
+        next_mark = _next_bookmark(start, end) if bookmarks else None
         with self._lock:
             if resource_version in (None, "", "0"):
                 since = self._rv
@@ -698,10 +755,13 @@ class Store:
                 try:
                     since = int(str(resource_version))
                 except ValueError as exc:
-                    raise ApiError(400, "BadRequest", f"resourceVersion {resource_version!r} is not valid") from exc
+                    # What kube-apiserver answers (its storage fails to parse the version: an internal error).
+                    raise ApiError(500, "InternalError", f'resourceVersion: Invalid value: "{resource_version}": '
+                                   f"strconv.ParseUint: parsing {resource_version!r}: invalid syntax") from exc
                 initial = []
                 if since < self._compacted_rv:
                     initial = [{"__error__": True}]
+        sent = since  # the newest version this watch has told its client about
         for obj in initial:
             if obj.get("__error__"):
                 yield {"type": "ERROR", "object": ApiError(
@@ -709,15 +769,29 @@ class Store:
                 return
             yield {"type": "ADDED", "object": obj}
         while True:
+            mark: Obj | None = None
             with self._cond:
                 idx = bisect.bisect_right(self._log_rvs, since)
                 while idx >= len(self._log):
-                    remaining = end - time.monotonic()
+                    now = time.monotonic()
+                    remaining = end - now
                     if remaining <= 0 or (stop is not None and stop.is_set()):
                         return
+                    if next_mark is not None and now >= next_mark and self._rv > sent:
+                        since = sent = max(since, self._rv)
+                        mark = {"type": "BOOKMARK", "object": {
+                            "kind": res.kind, "apiVersion": res.api_version,
+                            "metadata": {"resourceVersion": str(since)}}}
+                        next_mark = _next_bookmark(now, end)
+                        break
+                    if next_mark is not None and now >= next_mark:
+                        next_mark = _next_bookmark(now, end)  # nothing new to report this time
                     self._cond.wait(min(remaining, 0.25))
                     idx = bisect.bisect_right(self._log_rvs, since)
-                batch = self._log[idx:]
+                batch = [] if mark is not None else self._log[idx:]
+            if mark is not None:
+                yield mark
+                continue
             for ev in batch:
                 since = ev.rv
                 if ev.plural != plural:
@@ -734,4 +808,5 @@ class Store:
                     kind = "DELETED"
                 else:
                     continue
+                sent = ev.rv
                 yield {"type": kind, "object": ev.obj}

@@ -47,16 +47,15 @@ from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.informer import ClusterCache
 from autoscaler.app.ports import Clock
 from autoscaler.config import ENV_CLAIMS_TABLE, ClusterConfig, load_cluster_config
-from autoscaler.domain.allocatable import allocatable, capacity
 from autoscaler.domain.claims import Claim
 from autoscaler.domain.fleet import CloudInstance
-from autoscaler.domain.keys import CAPACITY_RESERVATION_ID_LABEL, CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
-from autoscaler.domain.labels import instance_type_labels
+from autoscaler.domain.keys import CAPACITY_RESERVATION_ID_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.models import UNREGISTERED_TAINT, InstanceType
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.quantity import cpu_millis
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import MetricsSink, RecordingSink
+from simulator import eks_node
 from simulator.ec2_groups import install_launch_template_groups
 from simulator.ec2_reservations import CapacityReservationStub
 from simulator.ec2_tokens import ClientTokens
@@ -276,6 +275,65 @@ def _lazy_ec2(session: boto3.Session) -> Callable[[], Any]:
 
 
 @dataclass
+class AwsAccount:
+    """The AWS side of a local cluster: moto as a server and what the autoscaler needs to find in it."""
+
+    moto: ThreadedMotoServer
+    endpoint: str
+    config: ClusterConfig
+    session: boto3.Session
+    network: Network
+    catalog: Catalog
+    tokens: ClientTokens
+    reservations: CapacityReservationStub
+
+
+@contextmanager
+def aws_account(config: ClusterConfig | None = None, *, catalog: Catalog | None = None,
+                moto_server: ThreadedMotoServer | None = None) -> Iterator[AwsAccount]:
+    """Start (or reuse ``moto_server``, reset) moto with the account a cluster needs (network, node role, AMI
+    parameters, prices, the claims table); boto3 reaches it through ``AWS_ENDPOINT_URL``, undone after."""
+    config = config or demo_config()
+    catalog = catalog or moto_catalog(config.region)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto server's per-request access log
+    own = moto_server is None
+    server = moto_server or SerialMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    if own:
+        server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                            "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")}
+    os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": config.region})
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    try:
+        # Generous: resetting a moto that held thousands of instances takes seconds on a busy machine.
+        with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"),
+                                    timeout=120):
+            pass
+        session = boto3.Session(region_name=config.region)
+        install_price_data(session, region=config.region)
+        tokens = ClientTokens().install(session.events)
+        install_launch_template_groups(session.events, _lazy_ec2(session))
+        reservations = CapacityReservationStub()
+        reservations.install(session.events, _lazy_ec2(session))
+        network = make_account(session, config, region=config.region,
+                               k8s_version=config.kubernetes_version or "1.31")
+        create_table(session.client("dynamodb", region_name=config.region), CLAIMS_TABLE)
+        yield AwsAccount(moto=server, endpoint=endpoint, config=config, session=session, network=network,
+                         catalog=catalog, tokens=tokens, reservations=reservations)
+    finally:
+        if own:
+            server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@dataclass
 class LocalCluster:
     """A running local account + cluster. Build with :meth:`start` (a context manager)."""
 
@@ -298,46 +356,15 @@ class LocalCluster:
     def start(cls, config: ClusterConfig | None = None, *, catalog: Catalog | None = None,
               moto_server: ThreadedMotoServer | None = None) -> Iterator[LocalCluster]:
         """Start (or reuse ``moto_server``, reset) moto and a fresh emulator; undo the environment after."""
-        config = config or demo_config()
-        catalog = catalog or moto_catalog(config.region)
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto server's per-request access log
-        own = moto_server is None
-        server = moto_server or SerialMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        if own:
-            server.start()
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                                "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")}
-        os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": config.region})
-        os.environ.pop("AWS_SESSION_TOKEN", None)
-        with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"),
-                                    timeout=10):
-            pass
-        kube = KubeApiServer().start()
-        try:
-            session = boto3.Session(region_name=config.region)
-            install_price_data(session, region=config.region)
-            tokens = ClientTokens().install(session.events)
-            install_launch_template_groups(session.events, _lazy_ec2(session))
-            reservations = CapacityReservationStub()
-            reservations.install(session.events, _lazy_ec2(session))
-            network = make_account(session, config, region=config.region,
-                                   k8s_version=config.kubernetes_version or "1.31")
-            create_table(session.client("dynamodb", region_name=config.region), CLAIMS_TABLE)
-            yield cls(moto=server, kube=kube, endpoint=endpoint, config=config, session=session,
-                      network=network, catalog=catalog, tokens=tokens, reservations=reservations)
-        finally:
-            set_runtime(None)
-            kube.stop()
-            if own:
-                server.stop()
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        with aws_account(config, catalog=catalog, moto_server=moto_server) as account:
+            kube = KubeApiServer().start()
+            try:
+                yield cls(moto=account.moto, kube=kube, endpoint=account.endpoint, config=account.config,
+                          session=account.session, network=account.network, catalog=account.catalog,
+                          tokens=account.tokens, reservations=account.reservations)
+            finally:
+                set_runtime(None)
+                kube.stop()
 
     # ----- the autoscaler ----------------------------------------------------------------------
     def runtime(self, *, clock: Clock | None = None, sink: MetricsSink | None = None,
@@ -472,23 +499,22 @@ class LocalCluster:
         return bound
 
 
-def node_manifest(inst: CloudInstance, it: InstanceType, *, pool: NodePool | None, region: str,
+def node_manifest(inst: CloudInstance | Any, it: InstanceType | None = None, *, pool: NodePool | None, region: str,
                   ready: bool = True) -> dict[str, Any]:
-    """The Node a kubelet registers for ``inst``: the labels kubelet and the node's user data set, the
-    registration taint ``karpenter.sh/unregistered:NoExecute`` and the NodePool's startupTaints, the
-    machine's capacity and, below it, what pods may use. Not ``ready``: condition Ready=False and the
-    node lifecycle controller's ``node.kubernetes.io/not-ready:NoSchedule`` taint."""
+    """The Node a kubelet registers for ``inst`` (a DescribeInstances view with ``instance_type``, ``zone``,
+    ``capacity_type``, ``node_pool``, ``provider_id``): the well-known labels, capacity and allocatable of
+    ``simulator/eks_node.py`` (written from the EKS AMI's and the kubelet's definitions, not the product's),
+    the registration taint ``karpenter.sh/unregistered:NoExecute`` and the NodePool's startupTaints. Not
+    ``ready``: condition Ready=False and the ``node.kubernetes.io/not-ready:NoSchedule`` taint. (``it`` is
+    accepted for older callers and not read: the instance data comes from EC2's.)"""
+    del it
     name = inst.private_dns_name or f"ip-{inst.instance_id}.ec2.internal"
-    labels = {**instance_type_labels(it), "kubernetes.io/hostname": name,
-              "topology.kubernetes.io/zone": inst.zone, "topology.kubernetes.io/region": region,
-              NODEPOOL_LABEL: inst.node_pool, CAPACITY_TYPE_LABEL: inst.capacity_type}
+    info = eks_node.instance_info(inst.instance_type)
+    labels = eks_node.labels_for(info, zone=inst.zone, region=region, capacity_type=inst.capacity_type,
+                                 hostname=name)
+    labels[NODEPOOL_LABEL] = inst.node_pool
     if inst.reservation_id:  # the node's user data carries it (adapters/aws/fleet.py)
         labels[CAPACITY_RESERVATION_ID_LABEL] = inst.reservation_id
-    alloc, cap = allocatable(it), capacity(it)
-    quantities = {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]), "pods": str(alloc["pods"]),
-                  "ephemeral-storage": str(alloc["ephemeral-storage"])}
-    capacities = {"cpu": f"{cap['cpu']}m", "memory": str(cap["memory"]), "pods": str(cap["pods"]),
-                  "ephemeral-storage": str(cap["ephemeral-storage"])}
     taints: list[dict[str, str]] = [{"key": UNREGISTERED_TAINT.key, "effect": UNREGISTERED_TAINT.effect}]
     if not ready:
         taints.append({"key": NOT_READY_TAINT, "effect": "NoSchedule"})
@@ -497,7 +523,8 @@ def node_manifest(inst: CloudInstance, it: InstanceType, *, pool: NodePool | Non
     return {
         "metadata": {"name": name, "labels": labels},
         "spec": {"providerID": inst.provider_id, "taints": taints},
-        "status": {"allocatable": quantities, "capacity": capacities,
+        "status": {"capacity": eks_node.quantities(eks_node.capacity(info)),
+                   "allocatable": eks_node.quantities(eks_node.allocatable(info)),
                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
 

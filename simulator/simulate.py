@@ -1,4 +1,4 @@
-"""``python -m simulator.simulate SCENARIO [--until 2h] [--output text|json] [--plot FILE.png]``
+"""``python -m simulator.simulate SCENARIO [--until 2h] [--output text|json] [--plot FILE.png] [--report FILE.html]``
 (also ``autoscaler simulate`` from a clone): run a scenario in virtual time against moto and the
 Kubernetes API emulator with the real handlers, print its timeline and summary, check its assertions.
 
@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from autoscaler.domain.errors import ConfigError
+from simulator.sim.html_report import write_report
 from simulator.sim.report import as_json, as_text, baseline_text, check, plot, ratios, summary
 from simulator.sim.runner import run_scenario
 from simulator.sim.scenario import ScenarioError, load_scenario, seconds
@@ -24,19 +27,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--until", metavar="DURATION", help="virtual time to simulate (90s, 15m, 2h); "
                         "default: the scenario's own 'until'")
     parser.add_argument("--output", choices=("text", "json"), default="text")
-    parser.add_argument("--plot", metavar="FILE.png", help="write nodes, pending pods and $/hour over time "
-                        "(needs matplotlib: pip install -e '.[dev]')")
+    parser.add_argument("--plot", metavar="FILE.png", help="write nodes by pool and capacity type, pods, $/hour "
+                        "and $ spent over time (needs matplotlib: pip install -e '.[dev]')")
     parser.add_argument("--baseline", action="store_true", help="also run the scenario under a Cluster-Autoscaler-"
                         "like policy (one instance type, 10 s scan, 10 min scale-down) and print the ratios")
+    parser.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report (timeline "
+                        "charts with event markers, summary, assertions) to open in a browser")
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     try:
         scenario = load_scenario(args.scenario)
         until = seconds(args.until) if args.until else None
         record = run_scenario(scenario, until=until)
-        results = check(record, scenario.assertions)
-        base = run_scenario(scenario, until=until, policy="cluster-autoscaler") if args.baseline else None
+        # An assertion comparing with the baseline runs it even without --baseline.
+        wants_baseline = args.baseline or any(a.ratio_to_baseline is not None for a in scenario.assertions)
+        base = run_scenario(scenario, until=until, policy="cluster-autoscaler") if wants_baseline else None
+        results = check(record, scenario.assertions, base)
     except (ScenarioError, ConfigError, ValueError) as exc:
         print(f"autoscaler simulate: {exc}", file=sys.stderr)
         return 2
@@ -51,11 +59,17 @@ def run(args: argparse.Namespace) -> int:
         if base is not None:
             print("\n" + baseline_text(record, base))
     if args.plot:
-        if plot(record, args.plot):
+        if plot(record, args.plot, baseline=base):
             print(f"plot written to {args.plot}", file=sys.stderr)
         else:
             print("autoscaler simulate: --plot needs matplotlib (pip install -e '.[dev]'); no plot written",
                   file=sys.stderr)
+    if args.report:
+        write_report(record, args.report, results=results, baseline=base)
+        print(f"report written to {Path(args.report).resolve()} (open it in a browser)", file=sys.stderr)
+    runs = "both runs" if base is not None else "the run"
+    print(f"autoscaler simulate: {time.monotonic() - started:.1f} s wall in all ({runs}, with the start-up of "
+          "moto and the Kubernetes API emulator)", file=sys.stderr)
     return 0 if all(r["ok"] for r in results) else 1
 
 

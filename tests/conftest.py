@@ -20,3 +20,41 @@ def kube_api() -> Iterator[KubeApiServer]:
     ``simulator.kube_api.client_for(kube_api.url)``."""
     with KubeApiServer() as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _generous_aws_read_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto answers in milliseconds on an idle machine, but a loaded CI machine can stall it past the
+    functions' 10 s read timeout: in tests a slow answer is slow, never a failure (botocore still names the
+    endpoint if one ever takes two minutes)."""
+    from autoscaler.adapters.aws import _calls
+
+    monkeypatch.setattr(_calls, "READ_TIMEOUT_SECONDS", 120.0)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The contract suite's count per server (tests/adapters/contract): both halves must be there."""
+    counts: dict[str, dict[str, int]] = {}
+    for outcome in ("passed", "failed", "skipped", "error"):
+        for report in terminalreporter.stats.get(outcome, ()):
+            nodeid = getattr(report, "nodeid", "")
+            if "/contract/" not in nodeid or getattr(report, "when", "call") not in ("call", "setup"):
+                continue
+            if outcome == "passed" and report.when != "call":
+                continue
+            server = "real" if ("[real]" in nodeid or "[real-" in nodeid) else \
+                "emulator" if "[emulator]" in nodeid else "other"
+            counts.setdefault(server, {}).setdefault(outcome, 0)
+            counts[server][outcome] += 1
+    if counts:
+        for server in sorted(counts):
+            summary = ", ".join(f"{n} {o}" for o, n in sorted(counts[server].items()))
+            terminalreporter.write_line(f"contract tests [{server}]: {summary}")
+
+
+def pytest_sessionfinish() -> None:
+    # Stop this process's control plane while the session still owns the process (an xdist worker may be
+    # ended before atexit handlers finish).
+    from tests import real_kube
+
+    real_kube.shutdown()

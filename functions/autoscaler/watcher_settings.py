@@ -19,8 +19,10 @@ ENV_REGION = "AWS_REGION"  # set by Lambda itself
 DEFAULT_BATCH_IDLE = BATCH_IDLE_SECONDS
 DEFAULT_BATCH_MAX = BATCH_MAX_SECONDS
 # The schedule starts one invocation per period; each runs this much longer, so the next is watching
-# before the previous stops (a cold start's imports, the EKS token and the first list take ~1-1.5 s).
-OVERLAP_SECONDS = 3
+# before the previous stops. At the watcher's 128 MB (0.072 of a vCPU) a cold start's imports alone take
+# ~5 s (0.34 s of import CPU, benchmarks/bundle.py), then the EKS token and the first list's TLS handshake
+# (~1-2 s more): 12 s covers that with ~1.7x margin, for ~$0.07 a month more than 3 s (docs/cost.md).
+OVERLAP_SECONDS = 12
 # Stop this long before the Lambda timeout: the last batch's wake-up and the log line still fit.
 END_RESERVE_SECONDS = 3.0
 

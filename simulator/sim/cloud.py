@@ -15,14 +15,12 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from autoscaler.domain.fleet import CloudInstance, instance_from_ec2
-from autoscaler.domain.ownership import pods_from_tags
+from simulator.eks_node import capacity_type_of
 from simulator.local import Catalog, on_demand_prices, spot_price
 from simulator.sim.engine import EventLoop
 
@@ -49,11 +47,76 @@ def serve_catalog(session: Any, catalog: Catalog) -> None:
     session.events.register("before-call.ec2.DescribeInstanceTypeOfferings", offered)
 
 
+NODEPOOL_TAG = "karpenter.sh/nodepool"
+NODECLAIM_TAG = "karpenter.sh/nodeclaim"
+PODS_TAG_PREFIX = "eks-serverless-autoscaler/pods-"  # the product's launch tags: pods-1, pods-2, ... (space-separated)
+
+
+@dataclass(frozen=True)
+class Ec2Instance:
+    """A DescribeInstances ``Instance`` as the simulated world reads it (its own reading of EC2's fields,
+    not the product's parser: zone, capacity type and tags are facts the judge must get right itself)."""
+
+    instance_id: str
+    instance_type: str
+    zone: str
+    state: str
+    capacity_type: str
+    tags: dict[str, str]
+    private_dns_name: str
+    raw: dict[str, Any]
+
+    @property
+    def node_pool(self) -> str:
+        return self.tags.get(NODEPOOL_TAG, "")
+
+    @property
+    def claim_id(self) -> str:
+        return self.tags.get(NODECLAIM_TAG, "")
+
+    @property
+    def image_id(self) -> str:
+        return str(self.raw.get("ImageId") or "")
+
+    @property
+    def reservation_id(self) -> str:
+        return str(self.raw.get("CapacityReservationId") or "")
+
+    @property
+    def provider_id(self) -> str:
+        return f"aws:///{self.zone}/{self.instance_id}"
+
+    def launch_pods(self) -> tuple[str, ...]:
+        """The pods the product tagged the instance with (``<prefix>1``, ``<prefix>2``, ... in order)."""
+        numbered = sorted((int(k[len(PODS_TAG_PREFIX):]), v) for k, v in self.tags.items()
+                          if k.startswith(PODS_TAG_PREFIX) and k[len(PODS_TAG_PREFIX):].isdigit())
+        return tuple(key for _, value in numbered for key in value.split())
+
+
+def ec2_instance(raw: dict[str, Any]) -> Ec2Instance:
+    return Ec2Instance(
+        instance_id=str(raw["InstanceId"]), instance_type=str(raw["InstanceType"]),
+        zone=str((raw.get("Placement") or {}).get("AvailabilityZone") or ""),
+        state=str((raw.get("State") or {}).get("Name", "running")), capacity_type=capacity_type_of(raw),
+        tags={str(t["Key"]): str(t.get("Value", "")) for t in raw.get("Tags") or ()},
+        private_dns_name=str(raw.get("PrivateDnsName", "")), raw=raw)
+
+
+_WITHHELD = "simulator.sim.cloud.withheld"  # a CreateFleet's withheld overrides, in its botocore context
+
+
+@dataclass(frozen=True)
+class _Withheld:
+    overrides: list[dict[str, Any]]
+    capacity_type: str
+    all_gone: bool
+
+
 @dataclass
 class InstanceRecord:
     instance_id: str
     launched_at: float  # virtual seconds since the start
-    instance: CloudInstance | None = None  # described right after the launch
+    instance: Ec2Instance | None = None  # described right after the launch
     terminated_at: float | None = None
     hourly_price: float = 0.0
     node_name: str | None = None
@@ -87,7 +150,6 @@ class CloudWorld:
     # Offerings EC2 has no capacity for: (instance type, zone or "*", capacity type or "*").
     unavailable: set[tuple[str, str, str]] = field(default_factory=set)
     capacity_errors: int = 0  # CreateFleet overrides answered InsufficientInstanceCapacity
-    _call: threading.local = field(default_factory=threading.local)
     # Whether an instance is on its way out (interrupted, its node cordoned): capacity launched for its
     # pods then is a replacement, not a duplicate. The runner answers from the cluster.
     leaving: Callable[[InstanceRecord], bool] = lambda record: record.interrupted
@@ -123,9 +185,10 @@ class CloudWorld:
         itype, zone = override.get("InstanceType", ""), override.get("AvailabilityZone", "")
         return any(t == itype and z in ("*", zone) and c in ("*", capacity_type) for t, z, c in self.unavailable)
 
-    def _withhold(self, params: dict[str, Any], **_: Any) -> None:
+    def _withhold(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         """Take the unavailable offerings out of the request (EC2 would not launch them) and remember them
-        for the answer's ``Errors``; runs on the calling thread (the adapter launches groups in parallel)."""
+        for the answer's ``Errors`` in the request's own botocore context (the adapter launches groups on
+        several threads; nothing about one call is kept where another could read it)."""
         ct = (params.get("TargetCapacitySpecification") or {}).get("DefaultTargetCapacityType", "on-demand")
         withheld: list[dict[str, Any]] = []
         for config in params.get("LaunchTemplateConfigs") or ():
@@ -134,29 +197,28 @@ class CloudWorld:
                 (withheld if self._blocked(ov, ct) else keep).append(ov)
             config["Overrides"] = keep
         params["LaunchTemplateConfigs"] = [c for c in params.get("LaunchTemplateConfigs") or () if c["Overrides"]]
-        self._call.withheld, self._call.capacity_type = withheld, ct
-        self._call.all_gone = not params["LaunchTemplateConfigs"]
+        context[_WITHHELD] = _Withheld(withheld, ct, all_gone=not params["LaunchTemplateConfigs"])
 
-    def _errors(self) -> list[dict[str, Any]]:
-        withheld: list[dict[str, Any]] = getattr(self._call, "withheld", [])
-        self.capacity_errors += len(withheld)
+    def _errors(self, withheld: _Withheld) -> list[dict[str, Any]]:
+        self.capacity_errors += len(withheld.overrides)
         return [{"LaunchTemplateAndOverrides": {"Overrides": {"InstanceType": ov.get("InstanceType"),
                                                               "AvailabilityZone": ov.get("AvailabilityZone")}},
-                 "Lifecycle": self._call.capacity_type, "ErrorCode": "InsufficientInstanceCapacity",
+                 "Lifecycle": withheld.capacity_type, "ErrorCode": "InsufficientInstanceCapacity",
                  "ErrorMessage": "We currently do not have sufficient capacity in the Availability Zone you "
-                                 "requested (simulated)."} for ov in withheld]
+                                 "requested (simulated)."} for ov in withheld.overrides]
 
-    def _nothing_left(self, **_: Any) -> tuple[Any, dict[str, Any]] | None:
-        if not getattr(self._call, "withheld", None) or self._call.all_gone is False:
+    def _nothing_left(self, context: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]] | None:
+        withheld: _Withheld | None = context.get(_WITHHELD)
+        if withheld is None or not withheld.overrides or not withheld.all_gone:
             return None
-        errors = self._errors()
-        self._call.withheld = []
-        return _Http(), {"FleetId": "fleet-ice", "Errors": errors, "Instances": []}
+        context[_WITHHELD] = None
+        return _Http(), {"FleetId": "fleet-ice", "Errors": self._errors(withheld), "Instances": []}
 
-    def _report_withheld(self, parsed: dict[str, Any], **_: Any) -> None:
-        if getattr(self._call, "withheld", None):
-            parsed.setdefault("Errors", []).extend(self._errors())
-            self._call.withheld = []
+    def _report_withheld(self, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        withheld: _Withheld | None = context.get(_WITHHELD)
+        if withheld is not None and withheld.overrides:
+            parsed.setdefault("Errors", []).extend(self._errors(withheld))
+            context[_WITHHELD] = None
 
     def _created(self, parsed: dict[str, Any], **_: Any) -> None:
         ids = [i for group in parsed.get("Instances") or () for i in group.get("InstanceIds") or ()]
@@ -182,9 +244,9 @@ class CloudWorld:
         for reservation in (r for page in pages for r in page.get("Reservations") or ()):
             for raw in reservation.get("Instances") or ():
                 record = self.instances[raw["InstanceId"]]
-                inst = instance_from_ec2(raw)
+                inst = ec2_instance(raw)
                 record.instance = inst
-                record.pods = frozenset(pods_from_tags(inst.tags)) | frozenset(claimed.get(inst.instance_id, ()))
+                record.pods = frozenset(inst.launch_pods()) | frozenset(claimed.get(inst.instance_id, ()))
                 od = self._prices.get(inst.instance_type, 0.0)
                 record.hourly_price = spot_price(inst.instance_type, inst.zone, od) if inst.capacity_type == "spot" \
                     else od

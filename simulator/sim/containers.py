@@ -9,7 +9,10 @@ must see its own environment's state:
   installs a function's cache on the shared runtime for the invocation) is saved when a task parks and put
   back when it resumes; its interruption pieces (Powertools' ``BatchProcessor``, which keeps the batch's
   records and failures between calls, and the drain pools) are the environment's own, with the pools
-  replaced by ``SimExecutor``s so drains and message workers are tasks of the invocation.
+  replaced by ``SimExecutor``s so drains and message workers are tasks of the invocation;
+- the provisioner's launch pool: a ``SimExecutor`` per pass, its group launches tasks of the invocation, so
+  the CreateFleet calls take turns in a fixed order (real threads would race for moto's ids and the
+  claims table, and a run would not repeat).
 
 An invocation takes an idle environment of its function or a new one (a cold start) and returns it
 when it ends, so environments are reused in a fixed order.
@@ -22,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from autoscaler.app import provisioner as provisioner_module
 from autoscaler.app.interruption_batch import DRAIN_WORKERS, MESSAGE_WORKERS, DrainPools
 from autoscaler.handlers.interruption import batch_processor
 from autoscaler.handlers.runtime import InterruptionWarm, Runtime
@@ -49,6 +53,13 @@ class Containers:
         self._installed: list[tuple[Runtime, InterruptionWarm | None]] = []
         loop.on_resume = self._resume
         loop.on_park = self._park
+        self._launch_pool = provisioner_module.ThreadPoolExecutor
+        self._launches = 0
+        setattr(provisioner_module, "ThreadPoolExecutor", self._launch_executor)  # noqa: B010 - a stand-in
+
+    def _launch_executor(self, max_workers: int, **_: Any) -> SimExecutor:
+        self._launches += 1
+        return SimExecutor(self.loop, max_workers=max_workers, name=f"launch-{self._launches}")
 
     @contextlib.contextmanager
     def enter(self, function: str) -> Iterator[Container]:
@@ -72,6 +83,7 @@ class Containers:
         for runtime, original in reversed(self._installed):
             runtime.warm.interruption = original
         self._installed.clear()
+        setattr(provisioner_module, "ThreadPoolExecutor", self._launch_pool)  # noqa: B010
 
     def _new(self, function: str) -> Container:
         """A cold start: the interruption pieces built as the handler builds them (same processor settings,

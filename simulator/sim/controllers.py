@@ -10,6 +10,14 @@ DaemonSets are emulator objects (the autoscaler reads them for per-node overhead
 keeps one pod per node whose labels and taints the pod template accepts, pinned with the node-name
 affinity term the real controller writes, and scheduled by kube-scheduler like any pod.
 
+A StatefulSet (apps/v1, served here like a Deployment) keeps pods ``<name>-0`` .. ``<name>-<n-1>``. With the
+default ``podManagementPolicy: OrderedReady`` it creates ordinal i only once every lower ordinal is Running
+and Ready, and removes the highest ordinal first, one at a time; ``Parallel`` creates and removes them all
+at once. A pod that is gone is recreated under the same name once the old one has left the API. Each
+``volumeClaimTemplates`` entry gives every ordinal its own PersistentVolumeClaim ``<template>-<name>-<i>``,
+created before the pod and kept when the pod goes (the default ``Retain`` policy); the volume itself is
+provisioned, attached and detached by ``sim/volumes.py``.
+
 A Job keeps up to ``parallelism`` pods running until ``completions`` have succeeded; each pod's work
 takes ``run_seconds`` once it is Running, after which it is Succeeded (and no longer holds its node).
 
@@ -59,6 +67,35 @@ class Deployment:
 
 
 @dataclass
+class StatefulSet:
+    name: str
+    namespace: str
+    replicas: int
+    template: Obj
+    claim_templates: list[Obj] = field(default_factory=list)
+    parallel: bool = False  # podManagementPolicy: Parallel
+
+    @property
+    def uid(self) -> str:
+        return f"uid-sts-{self.namespace}-{self.name}"
+
+    @classmethod
+    def from_manifest(cls, manifest: Obj) -> StatefulSet:
+        meta, spec = manifest.get("metadata") or {}, manifest.get("spec") or {}
+        if not meta.get("name"):
+            raise ValueError("StatefulSet: metadata.name is required")
+        policy = spec.get("podManagementPolicy", "OrderedReady")
+        if policy not in ("OrderedReady", "Parallel"):
+            raise ValueError(f"StatefulSet {meta['name']}: podManagementPolicy {policy!r} is not OrderedReady "
+                             "or Parallel")
+        return cls(meta["name"], meta.get("namespace", "default"), int(spec.get("replicas", 1)),
+                   spec.get("template") or {}, list(spec.get("volumeClaimTemplates") or ()), policy == "Parallel")
+
+    def claim_name(self, template: Obj, ordinal: int) -> str:
+        return f"{(template.get('metadata') or {}).get('name', 'data')}-{self.name}-{ordinal}"
+
+
+@dataclass
 class Job:
     name: str
     namespace: str
@@ -95,6 +132,7 @@ class Controllers:
     store: Store
     deployments: dict[tuple[str, str], Deployment] = field(default_factory=dict)
     jobs: dict[tuple[str, str], Job] = field(default_factory=dict)
+    stateful_sets: dict[tuple[str, str], StatefulSet] = field(default_factory=dict)
     created: dict[str, float] = field(default_factory=dict)  # pod uid -> virtual creation time
     _serial: int = 0
     _pending: bool = False
@@ -105,15 +143,19 @@ class Controllers:
         self.deployments[(deployment.namespace, deployment.name)] = deployment
         self.poke()
 
+    def apply_stateful_set(self, sts: StatefulSet) -> None:
+        self.stateful_sets[(sts.namespace, sts.name)] = sts
+        self.poke()
+
     def apply_job(self, job: Job) -> None:
         self.jobs[(job.namespace, job.name)] = job
         self.poke()
 
     def scale(self, namespace: str, name: str, replicas: int) -> None:
-        try:
-            self.deployments[(namespace, name)].replicas = replicas
-        except KeyError:
-            raise KeyError(f"scale: no Deployment {namespace}/{name} in the scenario") from None
+        target = self.deployments.get((namespace, name)) or self.stateful_sets.get((namespace, name))
+        if target is None:
+            raise KeyError(f"scale: no Deployment or StatefulSet {namespace}/{name} in the scenario")
+        target.replicas = replicas
         self.poke()
 
     def ready_pods(self, deployment: Deployment) -> int:
@@ -139,6 +181,8 @@ class Controllers:
             if owner and (event.type == "DELETED" or event.obj["metadata"].get("deletionTimestamp")
                           or phase == "Succeeded"):
                 self.poke()
+            if owner and owner.get("kind") == "StatefulSet" and _ready(event.obj):
+                self.poke()  # OrderedReady: the next ordinal may start
             if owner and owner.get("kind") == "Job" and phase == "Running" and event.type != "DELETED":
                 self._work(event.obj, owner)
 
@@ -152,6 +196,8 @@ class Controllers:
         for dep in self.deployments.values():
             self._reconcile_deployment(dep, [p for p in owned.get(dep.rs_uid, []) if _counts(p)])
         self._reconcile_daemonsets(owned)
+        for sts in self.stateful_sets.values():
+            self._reconcile_stateful_set(sts, owned.get(sts.uid, []))
         for job in self.jobs.values():
             self._reconcile_job(job, owned.get(job.uid, []))
 
@@ -184,6 +230,45 @@ class Controllers:
 
         self.loop.after(job.run_seconds, f"job pod {ns}/{name} done", finish)
 
+    def _reconcile_stateful_set(self, sts: StatefulSet, pods: list[Obj]) -> None:
+        by_name = {p["metadata"]["name"]: p for p in pods}
+        for ordinal in range(sts.replicas):
+            name = f"{sts.name}-{ordinal}"
+            pod = by_name.get(name)
+            if pod is None:
+                if self.store.peek("pods", sts.namespace, name) is not None:
+                    return  # the old pod of that name is still leaving the API
+                self._create_ordinal(sts, ordinal)
+                if not sts.parallel:
+                    return  # OrderedReady: one at a time
+            elif not sts.parallel and not (_counts(pod) and _ready(pod)):
+                return  # wait for this ordinal before the next
+        extra = sorted((p for p in pods if _counts(p) and _ordinal(p) >= sts.replicas), key=_ordinal, reverse=True)
+        for pod in extra if sts.parallel else extra[:1]:
+            self._delete(pod)
+
+    def _create_ordinal(self, sts: StatefulSet, ordinal: int) -> None:
+        template = copy.deepcopy(sts.template)
+        meta = template.setdefault("metadata", {})
+        meta.setdefault("labels", {})["statefulset.kubernetes.io/pod-name"] = f"{sts.name}-{ordinal}"
+        spec = template.setdefault("spec", {})
+        spec.setdefault("hostname", f"{sts.name}-{ordinal}")
+        volumes = [v for v in spec.get("volumes") or ()
+                   if v.get("name") not in {(t.get("metadata") or {}).get("name") for t in sts.claim_templates}]
+        for claim_template in sts.claim_templates:
+            claim = sts.claim_name(claim_template, ordinal)
+            if not self.store.exists("persistentvolumeclaims", sts.namespace, claim):
+                self.store.create("persistentvolumeclaims", {
+                    "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": claim, "namespace": sts.namespace,
+                                 "labels": dict((template.get("metadata") or {}).get("labels") or {})},
+                    "spec": copy.deepcopy(claim_template.get("spec") or {}), "status": {"phase": "Pending"}})
+            volumes.append({"name": (claim_template.get("metadata") or {}).get("name", "data"),
+                            "persistentVolumeClaim": {"claimName": claim}})
+        spec["volumes"] = volumes
+        owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": sts.name, "uid": sts.uid, "controller": True}
+        self._create(sts.namespace, template, prefix="", owner=owner, name=f"{sts.name}-{ordinal}")
+
     def _reconcile_deployment(self, dep: Deployment, active: list[Obj]) -> None:
         missing = dep.replicas - len(active)
         rs_name, rs_uid = dep.rs_name, dep.rs_uid
@@ -198,14 +283,14 @@ class Controllers:
                 self._delete(pod)
 
     def _create(self, namespace: str, template: Obj, *, prefix: str, owner: Obj,
-                extra_spec: Obj | None = None) -> None:
+                extra_spec: Obj | None = None, name: str | None = None) -> None:
         meta = copy.deepcopy(template.get("metadata") or {})
         spec = copy.deepcopy(template.get("spec") or {})
         spec.update(extra_spec or {})
         while True:
             self._serial += 1
             suffix = hashlib.sha256(f"{prefix}{self._serial}".encode()).hexdigest()[:5]
-            pod = {"metadata": {**meta, "name": f"{prefix}{suffix}", "namespace": namespace,
+            pod = {"metadata": {**meta, "name": name or f"{prefix}{suffix}", "namespace": namespace,
                                 "ownerReferences": [owner]},
                    "spec": spec, "status": {"phase": "Pending"}}
             try:
@@ -214,7 +299,7 @@ class Controllers:
             except ApiError as exc:
                 # generateName's 5 characters collide now and then over thousands of pods: the API server
                 # answers AlreadyExists and the controller creates the pod again under another name.
-                if exc.code != 409:
+                if exc.code != 409 or name is not None:
                     raise
         self.created[created["metadata"]["uid"]] = self.loop.now
 
@@ -260,6 +345,11 @@ class Controllers:
                 if f.get("key") == "metadata.name" and f.get("values"):
                     return str(f["values"][0])
         return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def _ordinal(pod: Obj) -> int:
+    tail = pod["metadata"]["name"].rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
 
 
 def _neg(text: str) -> tuple[int, ...]:

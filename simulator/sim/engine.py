@@ -129,6 +129,11 @@ class EventLoop:
 
         self.at(start, label, tick, lambda_call=lambda_call, on_drop=again)
 
+    def busy_now(self) -> bool:
+        """Whether more events are due at the current time (what a reading of the settled state waits for)."""
+        with self._heap_lock:
+            return bool(self._heap) and self._heap[0].at <= self.now
+
     def run_until(self, until: float) -> None:
         """Process every event due at or before ``until``, then stand the clock there. Tasks still parked
         (sleeping past ``until``) stay parked: a later ``run_until`` continues them, ``close`` ends them."""

@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autoscaler.domain.keys import DISRUPTED_TAINT_KEY, REPLACEMENT_REQUESTED_ANNOTATION
 from simulator.kube_store import _scaled, pod_ready, selector_matches
+
+DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"  # Karpenter v1's disruption taint
+REPLACEMENT_REQUESTED_ANNOTATION = "autoscaler.eks.aws/replacement-requested"  # the product's, docs/disruption.md
 
 
 def budget(pdb: dict[str, Any], pods: list[dict[str, Any]], scale: dict[str, int]) -> tuple[int, int]:
@@ -66,3 +68,11 @@ def clock_text(seconds: float) -> str:
         return "end"
     s = round(seconds)
     return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def owner_name(pod: dict[str, Any]) -> str:
+    """The workload a pod belongs to: its controller's name, a ReplicaSet's Deployment (the name less its
+    pod-template hash); ``(bare)`` for a pod no controller owns."""
+    owner: dict[str, Any] = next(iter(pod["metadata"].get("ownerReferences") or ()), {})
+    name = str(owner.get("name", "(bare)"))
+    return name.rsplit("-", 1)[0] if owner.get("kind") == "ReplicaSet" else name

@@ -35,6 +35,7 @@ from typing import Any
 from infra.event_patterns import EVENT_PATTERNS
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.engine import EventLoop
+from simulator.sim.kubelet import BASELINE_GROUP_TAG, BASELINE_NODEPOOL_TAG
 
 ACCOUNT = "123456789012"
 QUEUE_NAME = "autoscaler-interruption"
@@ -110,15 +111,25 @@ class InterruptionQueue:
     _pollers: int = 0  # concurrent batches the event source runs now (0: not started)
     _scaling: bool = False  # a scale-up is due
 
-    def interrupt(self, *, count: int, node_pool: str | None = None, rebalance: bool = False) -> list[str]:
+    def interrupt(self, *, count: int, node_pool: str | None = None, rebalance: bool = False,
+                  pick: Callable[[InstanceRecord], bool] = lambda _: True) -> list[str]:
         """Send interruption warnings to ``count`` live spot instances (of ``node_pool`` when given) and
         reclaim them after the notice, or with ``rebalance`` only send EC2 Instance Rebalance
         Recommendations (no reclaim follows); returns the instance ids."""
+        def pool_of(r: InstanceRecord) -> str:
+            # The Cluster Autoscaler baseline's instances belong to the NodePool their group was made for.
+            assert r.instance is not None
+            return r.instance.node_pool or r.instance.tags.get(BASELINE_NODEPOOL_TAG, "")
+
         chosen = [r for r in sorted(self.cloud.live(), key=lambda r: r.instance_id)
                   if r.instance is not None and r.instance.capacity_type == "spot" and not r.interrupted
-                  and (node_pool is None or r.instance.node_pool == node_pool)][:count]
+                  and (node_pool is None or pool_of(r) == node_pool) and pick(r)][:count]
         for record in chosen:
-            self._send(self._event(record, rebalance=rebalance))
+            assert record.instance is not None
+            # The baseline's set-up has no Node Termination Handler: nothing consumes the warning, and
+            # the product's queue must not get it either.
+            if BASELINE_GROUP_TAG not in record.instance.tags:
+                self._send(self._event(record, rebalance=rebalance))
             if not rebalance:
                 record.interrupted = True
                 self.loop.after(self.notice_seconds, f"EC2 reclaims {record.instance_id}",
@@ -126,13 +137,14 @@ class InterruptionQueue:
         return [r.instance_id for r in chosen]
 
     def scheduled_change(self, *, count: int, start_in: float, node_pool: str | None = None,
-                         event_type: str = RETIREMENT) -> list[str]:
+                         event_type: str = RETIREMENT,
+                         pick: Callable[[InstanceRecord], bool] = lambda _: True) -> list[str]:
         """AWS Health announces a scheduled change for ``count`` live instances of the autoscaler (of
         ``node_pool`` when given), starting ``start_in`` seconds from now; at the start EC2 retires (here:
         terminates) the ones still running. Returns the instance ids."""
         chosen = [r for r in sorted(self.cloud.live(), key=lambda r: r.instance_id)
                   if r.instance is not None and r.instance.node_pool and not r.interrupted
-                  and (node_pool is None or r.instance.node_pool == node_pool)][:count]
+                  and (node_pool is None or r.instance.node_pool == node_pool) and pick(r)][:count]
         if not chosen:
             return []
         change = ScheduledChange([r.instance_id for r in chosen], self.loop.now, self.loop.now + start_in)

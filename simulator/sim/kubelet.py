@@ -28,20 +28,24 @@ autoscaler's business.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.domain.keys import CAPACITY_TYPE_LABEL
-from autoscaler.domain.nodepool import NodePool
+from simulator import eks_node
 from simulator.kube_store import ApiError, Store, WatchEvent, now_rfc3339
-from simulator.local import NOT_READY_TAINT, node_manifest
+from simulator.local import NOT_READY_TAINT
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.engine import EventLoop
 from simulator.sim.scheduler import tolerates
 
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
-BASELINE_GROUP_TAG = "simulator/baseline-group"  # instances of the Cluster-Autoscaler baseline's group
+VOLUME_RETRY_SECONDS = 2.0  # the kubelet's volume manager re-checks a pod's volumes this often
+BASELINE_GROUP_TAG = "simulator/baseline-group"  # instances of the Cluster-Autoscaler baseline's groups
+BASELINE_LABELS_TAG = "simulator/baseline-labels"  # JSON: the group's kubelet --node-labels
+BASELINE_TAINTS_TAG = "simulator/baseline-taints"  # JSON: the group's kubelet --register-with-taints
+BASELINE_NODEPOOL_TAG = "simulator/baseline-nodepool"  # the NodePool the baseline's group was made for
 
 
 @dataclass
@@ -62,13 +66,15 @@ class Kubelets:
     loop: EventLoop
     store: Store
     cloud: CloudWorld
-    node_pools: dict[str, NodePool]
-    instance_types: Callable[[], Any]
+    node_pools: dict[str, Any]  # NodePool name -> its spec (read: startupTaints, for the agent that lifts them)
     region: str
     settings: KubeletSettings = field(default_factory=KubeletSettings)
     running: dict[str, float] = field(default_factory=dict)  # pod uid -> virtual time it became Running
     stopped: dict[str, float] = field(default_factory=dict)  # instance id -> when its kubelet stopped reporting
     log: Callable[[str, str], None] | None = None
+    # instance id -> its user data (base64 or plain); default: EC2's DescribeInstanceAttribute userData
+    user_data: Callable[[str], str | None] | None = None
+    volumes: Any = None  # sim/volumes.Volumes: a pod with volumes starts once they are attached to its node
     _stopping: set[str] = field(default_factory=set)  # pod uids whose termination is scheduled
     _starting: set[str] = field(default_factory=set)
 
@@ -85,30 +91,48 @@ class Kubelets:
                         lambda: self._register(record))
 
     def _register(self, record: InstanceRecord) -> None:
+        """The kubelet joins as the EKS AMI's bootstrap configures it from the instance's user data: the
+        labels and taints it registers with and its kubelet settings come from there, capacity, allocatable
+        and the well-known labels from the instance's EC2 data (``simulator/eks_node.py``)."""
         inst = record.instance
         if inst is None or not record.alive:
             return
-        pool = self.node_pools.get(inst.node_pool)
-        manifest = node_manifest(inst, self.instance_types()[inst.instance_type], pool=pool, region=self.region,
-                                 ready=False)
-        manifest["status"]["conditions"] = [self._condition("False")]
-        # kubelet registers with the NodePool's labels (--node-labels in the user data).
-        manifest["metadata"]["labels"].update(pool.labels if pool else {})
-        manifest["metadata"]["labels"].setdefault(CAPACITY_TYPE_LABEL, inst.capacity_type)
+        name = inst.private_dns_name or f"ip-{inst.instance_id}.ec2.internal"
+        try:
+            node = eks_node.node_from_user_data(
+                self._user_data(inst.instance_id), eks_node.instance_info(inst.instance_type), name=name,
+                zone=inst.zone, region=self.region, capacity_type=inst.capacity_type)
+        except (eks_node.UserDataError, ValueError) as exc:
+            if self.log:
+                self.log("node", f"kubelet on {inst.instance_id} cannot join: {exc}")
+            return
+        labels = dict(node.labels)
+        taints = [dict(t) for t in node.taints] + [{"key": NOT_READY_TAINT, "effect": "NoSchedule"}]
         group = inst.tags.get(BASELINE_GROUP_TAG)
         if group:
-            # A Cluster Autoscaler node group's node: no Karpenter registration taint or labels.
-            manifest["spec"]["taints"] = [t for t in manifest["spec"]["taints"] if t["key"] == NOT_READY_TAINT]
-            labels = manifest["metadata"]["labels"]
+            # A Cluster Autoscaler node group's node: no Karpenter registration taint or labels; the group's
+            # launch template passes kubelet --node-labels and --register-with-taints.
+            taints = [t for t in taints if t["key"] == NOT_READY_TAINT]
             labels.pop("karpenter.sh/nodepool", None)
             labels["eks.amazonaws.com/nodegroup"] = group
+            labels.update(json.loads(inst.tags.get(BASELINE_LABELS_TAG, "{}")))
+            taints += json.loads(inst.tags.get(BASELINE_TAINTS_TAG, "[]"))
+        manifest = {"metadata": {"name": name, "labels": labels},
+                    "spec": {"providerID": inst.provider_id, "taints": taints},
+                    "status": {**node.status(), "conditions": [self._condition("False")]}}
         try:
             self.store.create("nodes", manifest)
         except ApiError:
             return
-        name = manifest["metadata"]["name"]
         record.node_name = name
         self.loop.after(self.settings.ready_seconds, f"node {name} Ready", lambda: self._ready(record))
+
+    def _user_data(self, instance_id: str) -> str | None:
+        """The instance's user data as EC2 holds it (from its launch template, base64)."""
+        if self.user_data is not None:
+            return self.user_data(instance_id)
+        answer = self.cloud.ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
+        return (answer.get("UserData") or {}).get("Value")
 
     def _ready(self, record: InstanceRecord) -> None:
         name = record.node_name
@@ -236,6 +260,12 @@ class Kubelets:
         node = pod["spec"].get("nodeName")
         if not node or not self.store.exists("nodes", None, node) or self._silent(node):
             return
+        if self.volumes is not None:
+            wait = self.volumes.ready_in(pod, node)
+            if wait is None or wait > 0:  # volumes not attached yet: containers wait for them
+                self.loop.after(VOLUME_RETRY_SECONDS if wait is None else wait, f"pod {ns}/{name} volumes",
+                                lambda: self._start(ns, name, uid))
+                return
         self.store.set_pod_ready(ns, name, echo=False)
         self.running[uid] = self.loop.now
 

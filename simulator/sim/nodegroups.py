@@ -20,20 +20,23 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.domain.fleet import instance_from_ec2
-from autoscaler.domain.keys import (
-    CAPACITY_TYPE_LABEL,
-    EKS_CLUSTER_TAG,
-    KARPENTER_TERMINATION_FINALIZER,
-    NODECLASS_TAG,
-    NODEPOOL_LABEL,
-    PROVISIONER_NAME_LABEL,
-)
-from autoscaler.domain.ownership import cluster_tag
 from simulator.kube_store import ApiError, Store
 from simulator.local import node_manifest
-from simulator.sim.cloud import CloudWorld, InstanceRecord
+from simulator.sim.cloud import CloudWorld, InstanceRecord, ec2_instance
 from simulator.sim.engine import EventLoop
+
+# Karpenter's and EKS's names, written from their documentation (the simulated world imports no product code).
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+PROVISIONER_NAME_LABEL = "karpenter.sh/provisioner-name"  # v1alpha5 (Karpenter v0.2x)
+KARPENTER_TERMINATION_FINALIZER = "karpenter.sh/termination"
+NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
+EKS_CLUSTER_TAG = "eks:eks-cluster-name"
+
+
+def cluster_tag(cluster_name: str) -> str:
+    return f"kubernetes.io/cluster/{cluster_name}"
+
 
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 NODEGROUP_TAG = "eks:nodegroup-name"
@@ -87,7 +90,7 @@ class ManagedNodeGroups:
                     {"Key": NODEGROUP_TAG, "Value": group.name}, {"Key": "Name", "Value": f"{group.name}-{i}"}]}])
             raw = reservation["Instances"][0]
             record = self.cloud.instances[raw["InstanceId"]]
-            record.instance = instance_from_ec2(raw)
+            record.instance = ec2_instance(raw)
             self._register(group, record)
             self.members.setdefault(group.name, []).append(record)
 
@@ -108,7 +111,7 @@ class ManagedNodeGroups:
                 TagSpecifications=[{"ResourceType": "instance", "Tags": [
                     {"Key": k, "Value": v} for k, v in {**tags, "Name": f"karpenter-{spec.node_pool}-{i}"}.items()]}])
             record = self.cloud.instances[reservation["Instances"][0]["InstanceId"]]
-            record.instance = inst = instance_from_ec2(reservation["Instances"][0])
+            record.instance = inst = ec2_instance(reservation["Instances"][0])
             manifest = node_manifest(inst, self.instance_types()[inst.instance_type], pool=None, region=self.region)
             labels = manifest["metadata"]["labels"]
             labels.pop(NODEPOOL_LABEL, None)

@@ -5,6 +5,7 @@ against it, and the output as text, JSON or a PNG plot (when matplotlib is insta
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import asdict
 from typing import Any
@@ -13,7 +14,8 @@ from simulator.sim.facts import clock_text
 from simulator.sim.runner import Record
 from simulator.sim.scenario import Assertion
 
-SERIES = ("pending_pods", "running_pods", "nodes", "ready_nodes", "instances", "dollars_per_hour")
+SERIES = ("pending_pods", "running_pods", "nodes", "ready_nodes", "instances", "dollars_per_hour", "dollars")
+MAPPED_SERIES = ("zone_skew", "nodes_by_pool", "nodes_by_capacity", "nodes_by_type", "nodes_by_pool_capacity")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -83,6 +85,19 @@ def _count(values: Any) -> dict[str, int]:
     return out
 
 
+def _sample_value(sample: Any, metric: str) -> float:
+    head, *rest = metric.split(".", 1)
+    value = getattr(sample, head)
+    if rest:
+        value = value.get(rest[0], 0) if isinstance(value, dict) else 0
+    return float(value)
+
+
+def is_series(metric: str) -> bool:
+    head = metric.split(".", 1)[0]
+    return head in SERIES or head in MAPPED_SERIES
+
+
 def series_value(rec: Record, metric: str, at: float) -> float:
     """A sampled series' value at virtual time ``at`` (the last sample at or before it)."""
     chosen = None
@@ -91,20 +106,80 @@ def series_value(rec: Record, metric: str, at: float) -> float:
             chosen = s
     if chosen is None:
         raise ValueError(f"no sample at or before {at:g}s")
-    return float(getattr(chosen, metric))
+    return _sample_value(chosen, metric)
 
 
-def check(rec: Record, assertions: list[Assertion]) -> list[dict[str, Any]]:
+_EVENT_KIND = {"launches": "launch", "terminations": "termination", "interruptions": "interruption",
+               "evictions": "eviction", "disruptions": "disruption"}
+
+
+def _window(a: Assertion) -> tuple[float, float]:
+    return a.during if a.during is not None else (0.0, float("inf"))
+
+
+def _check_events(rec: Record, a: Assertion) -> dict[str, Any]:
+    start, end = _window(a)
+    kind = _EVENT_KIND[a.metric]
+    chosen = [(t, what) for t, k, what in rec.events if k == kind and start <= t <= end]
+    ok = a.check(len(chosen))
+    detail = ""
+    if not ok:
+        shown = "; ".join(f"{clock_text(t)} {what}" for t, what in chosen[:5])
+        detail = f"{len(chosen)} {a.metric}" + (f": {shown}" if shown else "") + (
+            f" and {len(chosen) - 5} more" if len(chosen) > 5 else "")
+    return {"assertion": a.describe(), "value": len(chosen), "ok": ok, "detail": detail}
+
+
+def _check_window(rec: Record, a: Assertion) -> dict[str, Any]:
+    start, end = _window(a)
+    points = [(s.t, _sample_value(s, a.metric)) for s in rec.samples if start <= s.t <= end]
+    if not points:
+        raise ValueError(f"assertion {a.describe()}: no sample in the window (samples every "
+                         f"{rec.scenario.settings.sample_seconds:g}s up to {rec.until:g}s)")
+    bad = [(t, v) for t, v in points if not a.check(v)]
+    worst = max(v for _, v in points) if a.min is None and (a.never is None or a.never.below is None) \
+        else min(v for _, v in points)
+    detail = ""
+    if bad:
+        detail = (f"first at {clock_text(bad[0][0])} ({bad[0][1]:g}), last at {clock_text(bad[-1][0])} "
+                  f"({bad[-1][1]:g}); {len(bad)} of {len(points)} samples")
+    return {"assertion": a.describe(), "value": bad[0][1] if bad else worst, "ok": not bad, "detail": detail}
+
+
+def check(rec: Record, assertions: list[Assertion], baseline: Record | None = None) -> list[dict[str, Any]]:
+    """Each assertion's result: ``assertion`` (as written), ``value``, ``ok`` and, when it fails, ``detail``
+    naming the time and the objects involved."""
     facts = summary(rec)
     out = []
     for a in assertions:
-        if a.at is not None:
-            if a.metric not in SERIES:
+        if a.ratio_to_baseline is not None:
+            if baseline is None:
+                out.append({"assertion": a.describe(), "value": float("nan"), "ok": False,
+                            "detail": "needs the baseline run (autoscaler simulate --baseline)"})
+                continue
+            ours, theirs = _fact(facts, a.metric), _fact(summary(baseline), a.metric)
+            ratio = ours / theirs if theirs else (1.0 if ours == theirs else float("inf"))
+            ok = a.check(ratio)
+            out.append({"assertion": a.describe(), "value": round(ratio, 4), "ok": ok,
+                        "detail": "" if ok else f"ours {ours:g}, baseline {theirs:g}"})
+        elif a.metric in _EVENT_KIND and (a.during is not None or a.never is not None):
+            out.append(_check_events(rec, a))
+        elif a.during is not None or a.never is not None:
+            if not is_series(a.metric):
+                raise ValueError(f"assertion on {a.metric!r} over a window: use a sampled series "
+                                 f"({', '.join(SERIES)}, or {', '.join(f'{m}.<name>' for m in MAPPED_SERIES)}) "
+                                 f"or an event count ({', '.join(_EVENT_KIND)})")
+            out.append(_check_window(rec, a))
+        elif a.at is not None:
+            if not is_series(a.metric):
                 raise ValueError(f"assertion on {a.metric!r} with 'at': use a sampled series ({', '.join(SERIES)})")
             value = series_value(rec, a.metric, a.at)
+            ok = a.check(value)
+            out.append({"assertion": a.describe(), "value": value, "ok": ok,
+                        "detail": "" if ok else f"{value:g} at {clock_text(min(a.at, rec.until))}"})
         else:
             value = _fact(facts, a.metric)
-        out.append({"assertion": a.describe(), "value": value, "ok": a.check(value)})
+            out.append({"assertion": a.describe(), "value": value, "ok": a.check(value), "detail": ""})
     return out
 
 
@@ -149,6 +224,7 @@ def as_json(rec: Record, results: list[dict[str, Any]]) -> dict[str, Any]:
         "assertions": results,
         "timeline": [{"t": round(t, 1), "source": src, "text": text} for t, src, text in rec.timeline],
         "samples": [asdict(s) for s in rec.samples],
+        "events": [{"t": round(t, 1), "kind": kind, "what": what} for t, kind, what in rec.events],
         "invocations": [{"function": i.function, "queued": round(i.queued_at, 1), "started": round(i.started, 1),
                          "ended": round(i.ended, 1), "timedOut": i.timed_out} for i in rec.lambda_invocations],
         "handlerErrors": rec.handler_errors,
@@ -160,8 +236,9 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
     lines += [f"  {clock_text(t)}  {src:<14} {text}" for t, src, text in rec.timeline]
     facts = summary(rec)
     lines += ["", "Summary:",
-              f"  virtual time {clock_text(rec.until)} simulated in {facts['wall_seconds']:.1f} s wall "
-              f"({facts['events_processed']} events)",
+              f"  virtual time {clock_text(rec.until)} from {rec.scenario.start:%Y-%m-%d %H:%M:%S} UTC, "
+              f"simulated in {facts['wall_seconds']:.1f} s wall for the run itself "
+              f"({facts['events_processed']} events; start-up of moto and the API emulator not counted)",
               f"  pods: {facts['pods_started']} started, time to Running p50 {facts['time_to_running_p50']:g} s, "
               f"p95 {facts['time_to_running_p95']:g} s, max {facts['time_to_running_max']:g} s; "
               f"max pending {facts['max_pending_pods']}, pending pod-seconds {facts['pending_pod_seconds']:g}, "
@@ -203,7 +280,8 @@ def as_text(rec: Record, results: list[dict[str, Any]]) -> str:
         lines.append(f"    {err}")
     if results:
         lines += ["", "Assertions:"]
-        lines += [f"  [{'ok' if r['ok'] else 'FAIL'}] {r['assertion']} (got {r['value']:g})" for r in results]
+        lines += [f"  [{'ok' if r['ok'] else 'FAIL'}] {r['assertion']} (got {r['value']:g})"
+                  + (f": {r['detail']}" if r.get("detail") else "") for r in results]
     return "\n".join(lines)
 
 
@@ -218,8 +296,10 @@ def ratios(ours: Record, base: Record) -> dict[str, float | None]:
 
 def baseline_text(ours: Record, base: Record) -> str:
     a, b, r = summary(ours), summary(base), ratios(ours, base)
-    lines = [f"Baseline (Cluster-Autoscaler-like: {base.scenario.baseline.instance_type} "
-             f"{base.scenario.baseline.capacity_type}, 10 s scan, scale-down after 10 min below 50 %):"]
+    ca = base.scenario.baseline
+    lines = [f"Baseline (Cluster Autoscaler: an ASG per NodePool, zone, family, size ({', '.join(ca.sizes)}) and "
+             f"capacity type, {ca.expander} expander, {ca.scan_seconds:g} s scan, scale-down after "
+             f"{ca.unneeded_seconds / 60:g} min below {ca.utilization:.0%}):"]
     lines += [f"  {clock_text(t)}  {src:<18} {text}" for t, src, text in base.timeline if src == "cluster-autoscaler"]
     for key, label in (("dollars", "dollars spent"), ("pending_pod_seconds", "pending pod-seconds"),
                        ("time_to_running_p95", "time to Running p95 (s)"), ("max_nodes", "max nodes")):
@@ -230,9 +310,11 @@ def baseline_text(ours: Record, base: Record) -> str:
     return "\n".join(lines)
 
 
-def plot(rec: Record, path: str) -> bool:
-    """Nodes, pending pods and $/hour over time with the scenario's actions marked; False without
-    matplotlib (a dev extra, never needed to run a scenario)."""
+def plot(rec: Record, path: str, *, baseline: Record | None = None) -> bool:
+    """The PNG version of the HTML report's charts: nodes by pool and capacity type (stacked, the baseline's
+    nodes dashed), pods, $/hour and cumulative $ (ours and the baseline's), each on its own labelled axis,
+    with launch/disruption/interruption/eviction markers and the scenario's steps; legends sit outside the
+    data. False without matplotlib (a dev extra, never needed to run a scenario)."""
     try:
         import matplotlib  # noqa: PLC0415 - optional
 
@@ -241,23 +323,60 @@ def plot(rec: Record, path: str) -> bool:
     except ImportError:
         return False
     t = [s.t / 60 for s in rec.samples]
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6))
-    top.step(t, [s.nodes for s in rec.samples], where="post", label="nodes")
-    top.step(t, [s.pending_pods for s in rec.samples], where="post", label="pending pods")
-    top.step(t, [s.running_pods for s in rec.samples], where="post", label="running pods", alpha=0.6)
-    top.legend(loc="upper right")
-    top.set_ylabel("count")
-    bottom.step(t, [s.dollars_per_hour for s in rec.samples], where="post", color="tab:green")
-    bottom.set_ylabel("$/hour")
-    bottom.set_xlabel("minutes")
+    fig, axes = plt.subplots(4, 1, sharex=True, figsize=(12, 10))
+    nodes_ax, pods_ax, hourly_ax, spent_ax = axes
+    keys = sorted({k for s in rec.samples for k in s.nodes_by_pool_capacity})
+    if keys:
+        nodes_ax.stackplot(t, *[[s.nodes_by_pool_capacity.get(k, 0) for s in rec.samples] for k in keys],
+                           labels=keys, step="post", alpha=0.6)
+    if baseline is not None:
+        nodes_ax.step([s.t / 60 for s in baseline.samples], [s.nodes for s in baseline.samples], where="post",
+                      color="black", linestyle="--", label="baseline nodes")
+    nodes_ax.set_ylabel("nodes")
+    pods_ax.step(t, [s.pending_pods for s in rec.samples], where="post", color="tab:red", label="pending pods")
+    pods_ax.step(t, [s.running_pods for s in rec.samples], where="post", color="tab:blue", label="running pods")
+    pods_ax.set_ylabel("pods")
+    hourly_ax.step(t, [s.dollars_per_hour for s in rec.samples], where="post", color="tab:green", label="ours $/h")
+    spent_ax.plot(t, [s.dollars for s in rec.samples], color="tab:green", label="ours $ spent")
+    if baseline is not None:
+        bt = [s.t / 60 for s in baseline.samples]
+        hourly_ax.step(bt, [s.dollars_per_hour for s in baseline.samples], where="post", color="black",
+                       linestyle="--", label="baseline $/h")
+        spent_ax.plot(bt, [s.dollars for s in baseline.samples], color="black", linestyle="--",
+                      label="baseline $ spent")
+    hourly_ax.set_ylabel("$ / hour")
+    spent_ax.set_ylabel("$ spent")
+    spent_ax.set_xlabel("minutes")
+    colors = {"launch": "tab:green", "disruption": "tab:purple", "interruption": "tab:red",
+              "eviction": "tab:orange"}
+    for kind, color in colors.items():
+        times = [when / 60 for when, k, _ in rec.events if k == kind]
+        if times:
+            pods_ax.plot(times, [0] * len(times), linestyle="none", marker="v", color=color, markersize=7,
+                         label=f"{kind.replace('launch', 'launche')}s ({len(times)})", clip_on=False)
     for when, source, text in rec.timeline:
         if source == "scenario":
-            for ax in (top, bottom):
+            for ax in axes:
                 ax.axvline(when / 60, color="grey", linestyle=":", linewidth=1)
-            top.text(when / 60, 0.97, text[:40], transform=top.get_xaxis_transform(), rotation=90, fontsize=7,
-                     va="top", ha="right", color="dimgrey")
-    top.set_title(f"Scenario {rec.scenario.name}")
+            nodes_ax.text(when / 60, 1.02, text[:40], transform=nodes_ax.get_xaxis_transform(), rotation=30,
+                          fontsize=7, va="bottom", ha="left", color="dimgrey")
+    for ax in axes:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+        ax.set_ylim(bottom=0)
+    fig.suptitle(f"Scenario {rec.scenario.name}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return True
+
+
+WALL_CLOCK_FIELDS = ("wall_seconds", "handler_wall_by_function", "handler_wall_seconds")
+
+
+def replay_json(rec: Record, results: list[dict[str, Any]]) -> str:
+    """The whole run (timeline, samples, summary, assertions) as canonical JSON, less the fields that measure
+    the machine rather than the simulation (wall seconds): two runs of one scenario give the same bytes."""
+    out = as_json(rec, results)
+    for name in WALL_CLOCK_FIELDS:
+        out.get("summary", {}).pop(name, None)
+    return json.dumps(out, sort_keys=True, default=str)

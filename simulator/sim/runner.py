@@ -12,18 +12,26 @@ kube-scheduler is scheduled to run a moment later).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
+import random
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
+from moto.core import responses as moto_responses
+from moto.ec2.models import amis as moto_amis
+from moto.ec2.models import instances as moto_instances
+from moto.moto_api._internal import mock_random
 from moto.server import ThreadedMotoServer
 
 from autoscaler.adapters.aws.replacement import wake_payload
+from autoscaler.app import launcher
 from autoscaler.config import ENV_PROVISIONER_FUNCTION, ClusterConfig
 from autoscaler.handlers.disruption import handler as disruption_handler
 from autoscaler.handlers.interruption import handler as interruption_handler
@@ -31,22 +39,32 @@ from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.handlers.runtime import DEFAULT_K8S_VERSION
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_store import ApiError, WatchEvent
-from simulator.local import Catalog, LocalCluster, _builtin_images, publish_image
+from simulator.local import Catalog, LocalCluster, _builtin_images, on_demand_prices, publish_image
 from simulator.moto_server import MOTO_LOCK
 from simulator.sim.baseline import BaselineSettings, ClusterAutoscaler
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.containers import Containers
-from simulator.sim.controllers import Controllers, Deployment, Job
+from simulator.sim.controllers import Controllers, Deployment, Job, StatefulSet
 from simulator.sim.describe import FastDescribeInstances
 from simulator.sim.engine import EventLoop, Invocation, VirtualClock
-from simulator.sim.facts import budget, clock_text, group_of, node_leaving, node_ready, pool_of, taint_keys
+from simulator.sim.facts import (
+    budget,
+    clock_text,
+    group_of,
+    node_leaving,
+    node_ready,
+    owner_name,
+    pool_of,
+    taint_keys,
+)
 from simulator.sim.hpa import Autoscalers, Hpa
 from simulator.sim.interruption import InterruptionQueue
 from simulator.sim.kubelet import Kubelets, KubeletSettings
 from simulator.sim.nodegroups import KarpenterNodeSet, ManagedNodeGroups, NodeGroup
 from simulator.sim.platform import platform_for
-from simulator.sim.scenario import Scenario, Step
+from simulator.sim.scenario import Scenario, Step, Target
 from simulator.sim.scheduler import KubeScheduler
+from simulator.sim.volumes import Volumes, VolumeSettings
 from simulator.sim.watch import WakeUp, WatchTrigger
 
 PLURALS = {"Pod": "pods", "Node": "nodes", "DaemonSet": "daemonsets", "PodDisruptionBudget": "poddisruptionbudgets",
@@ -55,6 +73,7 @@ PLURALS = {"Pod": "pods", "Node": "nodes", "DaemonSet": "daemonsets", "PodDisrup
 
 
 PROVISIONER_FUNCTION = "autoscaler-provisioner"
+SETTLE_ATTEMPTS = 50  # re-queues of a sample behind other events due at its time
 ASYNC_INVOKE_DELAY = 0.2  # Lambda's async queue hands an event to the function within a fraction of a second
 
 
@@ -76,6 +95,11 @@ class Sample:
     nodes_by_pool: dict[str, int]
     nodes_by_capacity: dict[str, int]
     nodes_by_type: dict[str, int]
+    # nodes by "pool/capacity type", dollars spent so far, and each workload's zone skew (max - min of its
+    # running pods over the zones that have nodes)
+    nodes_by_pool_capacity: dict[str, int] = field(default_factory=dict)
+    dollars: float = 0.0
+    zone_skew: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,6 +115,9 @@ class Record:
     lambda_dropped: dict[str, int] = field(default_factory=dict)  # async events dropped after the max event age
     watch_batches: int = 0  # batches (unschedulable pods; nodes registering or Ready) that invoked the provisioner
     timeline: list[tuple[float, str, str]] = field(default_factory=list)
+    # (time, kind, what): launch, termination, interruption, eviction, disruption; what windowed assertions
+    # count and the report marks
+    events: list[tuple[float, str, str]] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     instances: list[InstanceRecord] = field(default_factory=list)
     time_to_running: list[float] = field(default_factory=list)
@@ -133,7 +160,7 @@ class Simulation:
         self.scenario, self.env, self.policy = scenario, env, policy
         s = scenario.settings
         self.until = scenario.until if until is None else until
-        self.loop = EventLoop(epoch=float(int(time.time())))
+        self.loop = EventLoop(epoch=scenario.start.timestamp())
         self.clock = VirtualClock(self.loop)
         store = self.store = env.kube.store
         store.clock = self.clock.now
@@ -155,10 +182,12 @@ class Simulation:
         self.runtime = env.runtime(clock=self.clock, sink=RecordingSink(),
                                    environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION}, in_process=True)
         self.kubelets = Kubelets(
-            self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools},
-            self.runtime.cloud.instance_types, env.config.region,
+            self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools}, env.config.region,
             KubeletSettings(**{f: getattr(s, f) for f in KubeletSettings.__dataclass_fields__}))
         self.kubelets.log = self.log
+        self.volumes = Volumes(self.loop, store, VolumeSettings(
+            s.volume_provision_seconds, s.volume_attach_seconds, s.volume_detach_seconds), log=self.log)
+        self.kubelets.volumes = self.volumes
         self.controllers = Controllers(self.loop, store)
         icfg = env.config.interruption
         self.queue = InterruptionQueue(
@@ -173,7 +202,9 @@ class Simulation:
             env.network.subnets, image, log=self.log)
         self.baseline = ClusterAutoscaler(self.loop, store, self.cloud, self.node_groups,
                                           self.runtime.cloud.instance_types, env.config.region, env.network.subnets,
-                                          image, settings=baseline or BaselineSettings(), log=self.log)
+                                          image, settings=baseline or BaselineSettings(), log=self.log,
+                                          node_pools=lambda: self.runtime.node_pools,
+                                          prices=lambda: on_demand_prices(env.config.region))
         self.scheduler = KubeScheduler(store, strategy=s.scoring)
         self.cloud.leaving = self._leaving
         self.cloud.displaced = self._displaced
@@ -199,6 +230,7 @@ class Simulation:
         reschedule, pods_changed = False, False
         for event in changes:
             self.kubelets.observe(event)
+            self.volumes.observe(event)
             self.controllers.observe(event)
             if self.watch is not None:
                 self.watch.observe(event)
@@ -219,6 +251,8 @@ class Simulation:
         per node change, so a budget exceeded between two samples is still seen."""
         node, name = event.obj, event.obj["metadata"]["name"]
         if event.type != "DELETED" and (node_leaving(node) or node["metadata"].get("deletionTimestamp")):
+            if name not in self._disrupting:
+                self.event("disruption", f"node {name} pool {pool_of(node)}")
             self._disrupting[name] = pool_of(node)
         else:
             self._disrupting.pop(name, None)
@@ -265,6 +299,7 @@ class Simulation:
             return
         pods = self.store.view("pods")
         scale = {d.rs_uid: d.replicas for d in self.controllers.deployments.values()}
+        scale.update({st.uid: st.replicas for st in self.controllers.stateful_sets.values()})
         for pdb in pdbs:
             key = f"{pdb['metadata'].get('namespace')}/{pdb['metadata']['name']}"
             healthy, desired = budget(pdb, pods, scale)
@@ -278,8 +313,11 @@ class Simulation:
         evict = self.store.evict
 
         def counted(namespace: str, name: str, body: Any = None) -> Any:
+            pod = self.store.peek("pods", namespace, name)
+            node = (pod or {}).get("spec", {}).get("nodeName") or "?"
             result = evict(namespace, name, body)
             self.record.evictions += 1
+            self.event("eviction", f"{namespace}/{name} from {node}")
             return result
 
         self.store.evict = counted  # type: ignore[method-assign]
@@ -289,6 +327,8 @@ class Simulation:
         inst = r.instance
         assert inst is not None
         dup = f" DUPLICATE of {r.duplicate_of}" if r.duplicate_of else ""
+        self.event("launch", f"{r.instance_id} {inst.instance_type} {inst.capacity_type} {inst.zone}"
+                             f" pool {inst.node_pool or '-'}")
         self.log("ec2", f"launched {r.instance_id} {inst.instance_type} {inst.capacity_type} {inst.zone} "
                         f"${r.hourly_price:.4f}/h {group_of(inst)}{dup}")
 
@@ -314,7 +354,11 @@ class Simulation:
         return stored is not None and node_leaving(stored)
 
     def _terminated(self, r: InstanceRecord) -> None:
+        # The API writes the caller made before this TerminateInstances (a cordon, a drain) come first in the
+        # timeline: read them now rather than after the caller's turn.
+        self._observe()
         why = " (interrupted)" if r.interrupted else ""
+        self.event("termination", f"{r.instance_id}{why} node {r.node_name or '-'}")
         self.log("ec2", f"terminated {r.instance_id}{why} after {clock_text(self.loop.now - r.launched_at)}")
 
     # ----- the Lambda functions --------------------------------------------------------------------
@@ -389,10 +433,13 @@ class Simulation:
             self.controllers.apply_deployment(Deployment(meta["name"], meta.get("namespace", "default"),
                                                          int(spec.get("replicas", 1)), spec.get("template") or {}))
             return
+        if kind == "StatefulSet":
+            self.controllers.apply_stateful_set(StatefulSet.from_manifest(manifest))
+            return
         plural = PLURALS.get(kind)
         if plural is None:
             raise ValueError(f"apply: kind {kind!r} is not simulated (use one of {', '.join(sorted(PLURALS))}, "
-                             "Deployment)")
+                             "Deployment, StatefulSet)")
         meta = manifest.get("metadata") or {}
         if self.store.exists(plural, meta.get("namespace"), meta.get("name", "")):
             self.store.replace(plural, meta.get("namespace"), meta["name"], manifest)
@@ -401,8 +448,10 @@ class Simulation:
 
     def _step(self, step: Step) -> None:
         if step.scale is not None:
-            self.log("scenario", f"scale deployment {step.scale.deployment} to {step.scale.replicas}")
-            self.controllers.scale(step.scale.namespace, step.scale.deployment, step.scale.replicas)
+            name = step.scale.deployment or step.scale.stateful_set or ""
+            kind = "deployment" if step.scale.deployment else "statefulset"
+            self.log("scenario", f"scale {kind} {name} to {step.scale.replicas}")
+            self.controllers.scale(step.scale.namespace, name, step.scale.replicas)
         elif step.deployment is not None:
             d = step.deployment
             self.log("scenario", f"apply deployment {d.name} ({d.replicas} replicas)")
@@ -425,14 +474,23 @@ class Simulation:
                      + (", ".join("/".join(k) for k in sorted(self.cloud.unavailable)) or "none"))
         elif step.stop_kubelet is not None:
             k = step.stop_kubelet
+            pick = self._picker(k)
             chosen = [r for r in sorted(self.cloud.live(), key=lambda r: r.instance_id)
                       if r.node_name and r.instance is not None and r.instance.node_pool
                       and r.instance_id not in self.kubelets.stopped
-                      and k.node_pool in (None, r.instance.node_pool)][:k.count]
+                      and k.node_pool in (None, r.instance.node_pool) and pick(r)][:k.count]
             for r in chosen:
                 self.kubelets.stop(r)
             names = ", ".join(str(r.node_name) for r in chosen) or "no node"
-            self.log("scenario", f"kubelet stops reporting on {names}")
+            self.log("scenario", f"kubelet stops reporting on {names}{k.describe()}")
+        elif step.terminate is not None:
+            t = step.terminate
+            pick = self._picker(t)
+            chosen = [r for r in sorted(self.cloud.live(), key=lambda r: r.instance_id)
+                      if r.instance is not None and t.node_pool in (None, r.instance.node_pool) and pick(r)][:t.count]
+            self.log("scenario", f"EC2 terminates {', '.join(r.instance_id for r in chosen) or 'no instance'}"
+                                 f"{t.describe()}")
+            self.cloud.terminate([r.instance_id for r in chosen])
         elif step.new_ami is not None:
             images = publish_image(self.cloud.ec2, region=self.env.config.region, name=step.new_ami.name,
                                    k8s_version=self.runtime.config.kubernetes_version or DEFAULT_K8S_VERSION)
@@ -446,12 +504,17 @@ class Simulation:
             self.hpas.set_load(step.load.namespace, step.load.deployment, step.load.cpu)
         elif step.interrupt is not None:
             i = step.interrupt
-            ids = self.queue.interrupt(count=i.count, node_pool=i.node_pool, rebalance=i.rebalance)
+            ids = self.queue.interrupt(count=i.count, node_pool=i.node_pool, rebalance=i.rebalance,
+                                       pick=self._picker(i))
             what = "rebalance recommendation for" if i.rebalance else "FIS: interrupt"
-            self.log("scenario", f"{what} {i.count} spot instance(s): {', '.join(ids) or 'none'}")
+            for iid in ids:
+                self.event("interruption", f"{iid} node {self.cloud.instances[iid].node_name or '-'}"
+                                           f"{' (rebalance)' if i.rebalance else ''}")
+            self.log("scenario", f"{what} {i.count} spot instance(s){i.describe()}: {', '.join(ids) or 'none'}")
         elif step.scheduled_change is not None:
             c = step.scheduled_change
-            ids = self.queue.scheduled_change(count=c.count, start_in=c.start_in, node_pool=c.node_pool)
+            ids = self.queue.scheduled_change(count=c.count, start_in=c.start_in, node_pool=c.node_pool,
+                                              pick=self._picker(c))
             self.log("scenario", f"AWS Health: EC2 scheduled change for {', '.join(ids) or 'no instance'}, "
                                  f"starting in {clock_text(c.start_in)}")
         elif step.shrink_node_group is not None:
@@ -465,6 +528,19 @@ class Simulation:
             else:
                 self.store.delete(PLURALS[step.delete.kind], step.delete.namespace, step.delete.name)
 
+    def _picker(self, target: Target) -> Callable[[InstanceRecord], bool]:
+        """Whether an instance matches a fault's ``node``, ``zone`` and ``owner`` (its node runs a pod of it)."""
+        hosts: set[str] | None = None
+        if target.owner:
+            hosts = {p["spec"].get("nodeName", "") for p in self.store.view("pods")
+                     if owner_name(p) == target.owner and p["spec"].get("nodeName")}
+
+        def pick(r: InstanceRecord) -> bool:
+            return ((target.node is None or r.node_name == target.node)
+                    and (target.zone is None or (r.instance is not None and r.instance.zone == target.zone))
+                    and (hosts is None or r.node_name in hosts))
+        return pick
+
     def _reconfigure(self, node_pools: list[dict[str, Any]]) -> None:
         """New NodePools, as a redeploy of the functions would apply them: a fresh runtime (the handlers'
         warm state goes with the old container), the same account, claims table and cluster."""
@@ -475,13 +551,27 @@ class Simulation:
                                         environ={ENV_PROVISIONER_FUNCTION: PROVISIONER_FUNCTION}, in_process=True)
         self.kubelets.node_pools = {p.name: p for p in self.runtime.node_pools}
 
+    def _sample_settled(self, attempts: int = 0) -> None:
+        """Sample once everything else due at this time has run (a launch, a binding at a sample's time is in
+        that sample, not the next one); bounded, so a run that keeps adding events at one time still samples."""
+        if attempts < SETTLE_ATTEMPTS and self.loop.busy_now():
+            self.loop.after(0.0, "sample", lambda: self._sample_settled(attempts + 1))
+            return
+        self.sample()
+
     def sample(self) -> None:
         pods = self.store.view("pods")
         nodes = self.store.view("nodes")
         by_pool: dict[str, int] = {}
         by_capacity: dict[str, int] = {}
         by_type: dict[str, int] = {}
+        by_pool_capacity: dict[str, int] = {}
+        node_zone: dict[str, str] = {}
         for n in nodes:
+            labels = n["metadata"].get("labels") or {}
+            node_zone[n["metadata"]["name"]] = labels.get("topology.kubernetes.io/zone", "?")
+            key = f"{pool_of(n)}/{labels.get('karpenter.sh/capacity-type', 'unknown')}"
+            by_pool_capacity[key] = by_pool_capacity.get(key, 0) + 1
             itype = (n["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type", "unknown")
             by_type[itype] = by_type.get(itype, 0) + 1
             pool = pool_of(n)
@@ -495,10 +585,15 @@ class Simulation:
             running_pods=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"),
             nodes=len(nodes), ready_nodes=sum(1 for n in nodes if node_ready(n) == "True"),
             instances=len(self.cloud.live()), dollars_per_hour=round(self.cloud.hourly_cost(), 6),
-            nodes_by_pool=by_pool, nodes_by_capacity=by_capacity, nodes_by_type=by_type))
+            nodes_by_pool=by_pool, nodes_by_capacity=by_capacity, nodes_by_type=by_type,
+            nodes_by_pool_capacity=by_pool_capacity, dollars=round(self.cloud.dollars(self.loop.now), 6),
+            zone_skew=_zone_skew(pods, node_zone)))
 
     def log(self, source: str, text: str) -> None:
         self.record.timeline.append((self.loop.now, source, text))
+
+    def event(self, kind: str, what: str) -> None:
+        self.record.events.append((self.loop.now, kind, what))
 
     def run(self) -> Record:
         started = time.monotonic()
@@ -529,7 +624,7 @@ class Simulation:
             if p.disruption_period is not None:
                 self.loop.every(p.disruption_period, "disruption", lambda: self._invoke("disruption"),
                                 start=s.disruption_offset_seconds, lambda_call=True)
-        self.loop.every(s.sample_seconds, "sample", self.sample)
+        self.loop.every(s.sample_seconds, "sample", self._sample_settled)
         self._observe()
         try:
             self.loop.run_until(self.until)
@@ -553,10 +648,7 @@ class Simulation:
         for pod in self.store.view("pods"):
             if (pod.get("status") or {}).get("phase") != "Running":
                 continue
-            owner: dict[str, Any] = next(iter(pod["metadata"].get("ownerReferences") or ()), {})
-            name = owner.get("name", "(bare)")
-            if owner.get("kind") == "ReplicaSet":
-                name = name.rsplit("-", 1)[0]
+            name = owner_name(pod)
             where = rec.placement.setdefault(name, {"total": 0})
             pool = pools.get(pod["spec"].get("nodeName", ""), "(gone)")
             where[pool] = where.get(pool, 0) + 1
@@ -597,6 +689,20 @@ class Simulation:
                 "terminated": sum(1 for r in rec.instances if r.node_name in self._karpenter and not r.alive)}
 
 
+def _zone_skew(pods: list[dict[str, Any]], node_zone: dict[str, str]) -> dict[str, int]:
+    zones = sorted(set(node_zone.values()))
+    counts: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+            continue
+        zone = node_zone.get(pod["spec"].get("nodeName", ""))
+        if zone is None:
+            continue
+        by_zone = counts.setdefault(owner_name(pod), dict.fromkeys(zones, 0))
+        by_zone[zone] = by_zone.get(zone, 0) + 1
+    return {owner: max(z.values()) - min(z.values()) for owner, z in sorted(counts.items()) if z}
+
+
 @contextlib.contextmanager
 def quiet_handlers() -> Iterator[None]:
     """The handlers' JSON logs are for CloudWatch; the simulation tells the story in its timeline."""
@@ -613,10 +719,50 @@ def quiet_handlers() -> Iterator[None]:
         handler_logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Draw what is random from ``seed`` for one run: moto's instance, volume and fleet ids, and the product's
+    node-claim names (``secrets``, as Karpenter's NodeClaim names, which a simulation must be able to
+    repeat). Everything else is already ordered by virtual time, so the same seed gives the same run."""
+    mock_random.seed(seed)
+    rng, ids = random.Random(seed), random.Random(seed + 1)
+    # Instance, image and request ids from generators of their own: moto draws every request's id from its
+    # shared generator, and how many requests a pass makes (cache refreshes, retries) must not move the ids
+    # of the images and instances the timeline names.
+    patches: list[tuple[object, str, object]] = [
+        (launcher, "secrets", SimpleNamespace(choice=rng.choice)),
+        (moto_instances, "random_instance_id", lambda: f"i-{ids.getrandbits(68):017x}"),
+        (moto_amis, "random_ami_id", lambda: f"ami-{ids.getrandbits(68):017x}"),
+        (moto_responses, "gen_amzn_requestid_long", _RequestIds()),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
+    for module, name, value in patches:
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
+class _RequestIds:
+    """moto's request-id generator, counting from 1 for each run (no random draw)."""
+
+    def __init__(self) -> None:
+        self._next = itertools.count(1)
+
+    def __call__(self, headers: dict[str, Any] | None = None) -> str:
+        request_id = f"{next(self._next):052d}"
+        if isinstance(headers, dict):
+            headers["x-amzn-requestid"] = request_id
+        return request_id
+
+
 def run_scenario(scenario: Scenario, *, until: float | None = None, moto_server: ThreadedMotoServer | None = None,
                  catalog: Catalog | None = None, policy: str = "autoscaler") -> Record:
     """Run ``scenario`` from a fresh account and cluster and return its record (``policy``: see Simulation)."""
-    with quiet_handlers(), LocalCluster.start(scenario.cluster_config(), catalog=catalog,
+    with quiet_handlers(), seeded(scenario.seed), LocalCluster.start(scenario.cluster_config(), catalog=catalog,
                                               moto_server=moto_server) as env:
-        baseline = BaselineSettings(**scenario.baseline.model_dump())
+        raw = scenario.baseline.model_dump()
+        baseline = BaselineSettings(**{**raw, "sizes": tuple(raw["sizes"])})
         return Simulation(scenario, env, until=until, policy=policy, baseline=baseline).run()

@@ -34,6 +34,7 @@ Durations are Kubernetes/Karpenter style (``90s``, ``15m``, ``2h``) or seconds.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -77,6 +78,10 @@ class Settings(_Model):
     pod_gc_seconds: float = _KUBELET.pod_gc_seconds
     taint_eviction_seconds: float = _KUBELET.taint_eviction_seconds
     scheduler_delay_seconds: float = 1.0
+    # Persistent volumes (sim/volumes.py): an EBS volume created, attached and detached in this many seconds
+    volume_provision_seconds: float = 5.0
+    volume_attach_seconds: float = 10.0
+    volume_detach_seconds: float = 10.0
     scoring: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
     # The Lambda schedules: by default the deployed ones (the cluster file's provisioner.schedule, or its
     # reaction's default, and disruption.schedule); a number here overrides the period.
@@ -165,23 +170,41 @@ class Initial(_Model):
     objects: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class Interrupt(_Model):
-    """An AWS FIS spot interruption: the warning now, the reclaim two minutes later (``rebalance``: an
-    EC2 Instance Rebalance Recommendation instead, and no reclaim)."""
+class Target(_Model):
+    """Which instances a fault hits: up to ``count`` of those matching every given field, lowest instance id
+    first. ``node``: the Node's name; ``owner``: nodes running a pod of this workload (a Deployment,
+    StatefulSet, Job or DaemonSet name); ``zone``: an availability zone; ``nodePool``: the autoscaler's pool."""
 
     count: int = 1
     node_pool: str | None = None
+    node: str | None = None
+    owner: str | None = None
+    zone: str | None = None
+
+    def describe(self) -> str:
+        parts = [f"{k} {v}" for k, v in (("node", self.node), ("owner", self.owner), ("zone", self.zone),
+                                          ("nodePool", self.node_pool)) if v]
+        return f" ({', '.join(parts)})" if parts else ""
+
+
+class Interrupt(Target):
+    """An AWS FIS spot interruption: the warning now, the reclaim two minutes later (``rebalance``: an
+    EC2 Instance Rebalance Recommendation instead, and no reclaim)."""
+
     rebalance: bool = False
 
 
-class ScheduledChangeSpec(_Model):
+class Terminate(Target):
+    """EC2 terminates instances without notice (an operator in the console, a host failure): no warning,
+    no event, the kubelet just goes."""
+
+
+class ScheduledChangeSpec(Target):
     """AWS Health announces an EC2 scheduled change (an instance retirement) for ``count`` of the
     autoscaler's instances (of ``nodePool`` when given), starting ``startIn`` from now; at the start EC2
     retires the ones still running."""
 
-    count: int = 1
     start_in: float = 900.0
-    node_pool: str | None = None
 
     @field_validator("start_in", mode="before")
     @classmethod
@@ -189,12 +212,9 @@ class ScheduledChangeSpec(_Model):
         return seconds(value)
 
 
-class StopKubelet(_Model):
-    """The kubelets of ``count`` of the autoscaler's nodes (of ``nodePool`` when given) stop reporting
+class StopKubelet(Target):
+    """The kubelets of ``count`` of the autoscaler's nodes (matching the target's fields) stop reporting
     while their instances keep running: the Nodes go Ready=Unknown, node repair's business."""
-
-    count: int = 1
-    node_pool: str | None = None
 
 
 class NewAmi(_Model):
@@ -254,9 +274,18 @@ class ShrinkNodeGroup(_Model):
 
 
 class Scale(_Model):
-    deployment: str
+    """Scale a Deployment or a StatefulSet (give one of the two names)."""
+
+    deployment: str | None = None
+    stateful_set: str | None = None
     replicas: int
     namespace: str = "default"
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Scale:
+        if (self.deployment is None) == (self.stateful_set is None):
+            raise ValueError("scale: name one of deployment or statefulSet")
+        return self
 
 
 class Delete(_Model):
@@ -273,6 +302,7 @@ class Step(_Model):
     delete: Delete | None = None
     shrink_node_group: ShrinkNodeGroup | None = None
     interrupt: Interrupt | None = None
+    terminate: Terminate | None = None
     scheduled_change: ScheduledChangeSpec | None = None
     stop_kubelet: StopKubelet | None = None
     new_ami: NewAmi | None = None
@@ -289,19 +319,48 @@ class Step(_Model):
     @model_validator(mode="after")
     def _one_action(self) -> Step:
         actions = [a for a in (self.scale, self.apply, self.deployment, self.delete, self.shrink_node_group,
-                               self.interrupt, self.scheduled_change, self.stop_kubelet, self.new_ami, self.load,
-                               self.capacity, self.node_pools, self.job)
+                               self.interrupt, self.terminate, self.scheduled_change, self.stop_kubelet,
+                               self.new_ami, self.load, self.capacity, self.node_pools, self.job)
                    if a is not None]
         if len(actions) != 1:
             raise ValueError("each timeline step needs exactly one of scale, apply, deployment, delete, "
-                             "shrinkNodeGroup, interrupt, scheduledChange, stopKubelet, newAmi, load, capacity, "
-                             "nodePools, job")
+                             "shrinkNodeGroup, interrupt, terminate, scheduledChange, stopKubelet, newAmi, load, "
+                             "capacity, nodePools, job")
         return self
 
 
+EVENT_KINDS = ("launches", "terminations", "interruptions", "evictions", "disruptions")
+
+
+class Never(_Model):
+    """A bound no sample (or event count) may cross: ``above`` and/or ``below``."""
+
+    above: float | None = None
+    below: float | None = None
+
+
+class RatioBounds(_Model):
+    max: float | None = None
+    min: float | None = None
+
+
 class Assertion(_Model):
+    """One check of a run. Forms (bounds: ``max``, ``min``, ``equal``)::
+
+        {metric: duplicate_launches, equal: 0}                  # a summary number
+        {metric: pending_pods, at: 5m, max: 0}                  # a sampled series at one time (end: the last)
+        {metric: pending_pods, during: [5m, 12m], max: 0}       # every sample in a window
+        {metric: evictions, during: [5h, 12h], equal: 0}        # events in a window (launches, terminations,
+                                                                #  interruptions, evictions, disruptions)
+        {metric: zone_skew.web, never: {above: 1}}              # no sample above 1 (within ``during`` if given)
+        {metric: dollars, ratioToBaseline: {max: 1.0}}          # ours / the Cluster-Autoscaler baseline's
+    """
+
     metric: str
     at: float | None = None  # a sampled series' value at this time (``end``: the last sample)
+    during: tuple[float, float] | None = None
+    never: Never | None = None
+    ratio_to_baseline: RatioBounds | None = None
     max: float | None = None
     min: float | None = None
     equal: float | None = None
@@ -311,28 +370,80 @@ class Assertion(_Model):
     def _at(cls, value: Any) -> float | None:
         return None if value is None else seconds(value)
 
+    @field_validator("during", mode="before")
+    @classmethod
+    def _during(cls, value: Any) -> tuple[float, float] | None:
+        if value is None:
+            return None
+        if isinstance(value, dict):
+            value = [value.get("from", 0), value.get("to", "end")]
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            raise ValueError("during: a window [from, to], e.g. [5m, 12m] or [1h, end]")
+        start, end = seconds(value[0]), seconds(value[1])
+        if end < start:
+            raise ValueError(f"during: the window ends ({value[1]}) before it starts ({value[0]})")
+        return (start, end)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Assertion:
+        if self.at is not None and (self.during is not None or self.never is not None):
+            raise ValueError(f"assertion on {self.metric}: 'at' is one time; use 'during' for a window")
+        if self.ratio_to_baseline is not None and (self.at is not None or self.during is not None):
+            raise ValueError(f"assertion on {self.metric}: ratioToBaseline compares whole-run summary numbers")
+        if self.never is None and self.ratio_to_baseline is None and all(
+                b is None for b in (self.max, self.min, self.equal)):
+            raise ValueError(f"assertion on {self.metric}: give a bound (max, min, equal), never or ratioToBaseline")
+        return self
+
     def check(self, value: float) -> bool:
-        return ((self.max is None or value <= self.max) and (self.min is None or value >= self.min)
-                and (self.equal is None or value == self.equal))
+        if self.ratio_to_baseline is not None:
+            r = self.ratio_to_baseline
+            return (r.max is None or value <= r.max) and (r.min is None or value >= r.min)
+        ok = ((self.max is None or value <= self.max) and (self.min is None or value >= self.min)
+              and (self.equal is None or value == self.equal))
+        if self.never is not None:
+            ok = ok and (self.never.above is None or value <= self.never.above) and (
+                self.never.below is None or value >= self.never.below)
+        return ok
 
     def describe(self) -> str:
         bounds = [f"<= {self.max:g}" if self.max is not None else "",
                   f">= {self.min:g}" if self.min is not None else "",
                   f"== {self.equal:g}" if self.equal is not None else ""]
+        if self.never is not None:
+            bounds += [f"never above {self.never.above:g}" if self.never.above is not None else "",
+                       f"never below {self.never.below:g}" if self.never.below is not None else ""]
+        if self.ratio_to_baseline is not None:
+            r = self.ratio_to_baseline
+            bounds += [f"ours/baseline <= {r.max:g}" if r.max is not None else "",
+                       f"ours/baseline >= {r.min:g}" if r.min is not None else ""]
         where = "" if self.at is None else (" at end" if self.at == float("inf") else f" at {self.at:g}s")
+        if self.during is not None:
+            where = f" during {_clock(self.during[0])}-{_clock(self.during[1])}"
         return f"{self.metric}{where} {' and '.join(b for b in bounds if b)}"
 
 
-class Baseline(_Model):
-    """The Cluster-Autoscaler-like baseline's node group (``--baseline``; see simulator/sim/baseline.py)."""
+def _clock(t: float) -> str:
+    if t == float("inf"):
+        return "end"
+    h, rest = divmod(int(t), 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}"
 
-    instance_type: str = "m5.xlarge"
-    capacity_type: Literal["on-demand", "spot"] = "on-demand"
+
+class Baseline(_Model):
+    """The Cluster Autoscaler baseline (``--baseline``; how it is set up: simulator/sim/baseline.py)."""
+
+    sizes: list[str] = Field(default_factory=lambda: ["large", "xlarge", "2xlarge"])
+    expander: Literal["priority", "least-waste"] = "priority"
     max_size: int = 100
     scan_seconds: float = 10.0
     utilization: float = 0.5
     unneeded_seconds: float = 600.0
     delay_after_add_seconds: float = 600.0
+    initial_backoff_seconds: float = 300.0
+    max_backoff_seconds: float = 1800.0
+    skip_nodes_with_system_pods: bool = True
+    skip_nodes_with_local_storage: bool = True
 
 
 class ProvisionerMode(_Model):
@@ -346,9 +457,16 @@ class ProvisionerMode(_Model):
     batch_max_seconds: float | None = None
 
 
+DEFAULT_START = datetime(2025, 1, 6, tzinfo=UTC)  # a Monday, 00:00 UTC: the virtual clock's start unless pinned
+
+
 class Scenario(_Model):
     name: str
     description: str = ""
+    # The virtual clock's wall time at t=0 (ISO 8601, e.g. 2025-03-03T08:55:00Z): what disruption budget
+    # schedules, Health event times and timestamps see. Fixed by default so every run is the same.
+    start: datetime = DEFAULT_START
+    seed: int = 0  # EC2 instance ids and node-claim names are drawn from it: the same seed, the same run
     cluster: str = "clusters/demo.yaml"
     config: dict[str, Any] = Field(default_factory=dict)
     until: float = 900.0
@@ -364,6 +482,13 @@ class Scenario(_Model):
     @classmethod
     def _until(cls, value: Any) -> float:
         return seconds(value)
+
+    @field_validator("start", mode="after")
+    @classmethod
+    def _start(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("start needs a time zone (e.g. 2025-03-03T08:55:00Z or +01:00)")
+        return value.astimezone(UTC)
 
     def cluster_config(self) -> ClusterConfig:
         """The cluster file with ``config``'s top-level keys replacing its own, in us-east-1."""

@@ -186,8 +186,12 @@ def _labels(obj: Obj) -> Mapping[str, str]:
 
 
 def _host_ports(pod: Obj) -> list[tuple[str, str, int]]:
+    """The host ports the pod holds: its app containers' and its sidecars' (restartable init containers run
+    for the pod's life; a run-to-completion init container's port is not held), as NodePorts counts them."""
+    spec = pod.get("spec") or {}
     out = []
-    for c in (pod.get("spec") or {}).get("containers") or ():
+    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    for c in (*sidecars, *(spec.get("containers") or ())):
         for port in c.get("ports") or ():
             if port.get("hostPort"):
                 out.append((port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", int(port["hostPort"])))

@@ -9,31 +9,85 @@ hands each closed batch (a ``WakeUp``) to an invocation callback (the runner que
 handler as an async Lambda invoke with the watcher's own payload: one invocation at a time, later ones wait
 in the queue).
 
-A pod counts when Karpenter's provisioner would act on it (``pod.IsProvisionable``), by the same test the
-watcher function applies (``autoscaler.domain.provisionable``): not bound or nominated, not terminating,
-not finished, kube-scheduler has marked it ``PodScheduled=False, reason=Unschedulable``, and neither a
-mirror pod nor owned by a DaemonSet (the DaemonSet controller places those).
+A pod counts when Karpenter's provisioner would act on it (``pkg/utils/pod.IsProvisionable``), written
+here from that definition and not taken from the product: not bound or nominated, not terminating, not
+finished, kube-scheduler has marked it ``PodScheduled=False, reason=Unschedulable``, and neither a mirror
+pod (annotation ``kubernetes.io/config.mirror``, or owned by a Node) nor owned by a DaemonSet (the DaemonSet
+controller places those).
 Each pod starts a batch once: its later status updates do not re-trigger a pass (the scheduled pass
 every minute still sees it).
 
-With ``nodes`` (the watcher function's node stream, ``autoscaler.domain.node_wake``), a node of ours not yet
-initialised wakes the provisioner once when it carries ``karpenter.sh/unregistered`` and once when its Ready
-condition turns True; it is forgotten when deleted or initialised. A wake-up names the newest pod
-resourceVersion the watcher saw (of its batch's pods, else of any pod): the pass's warm pod cache catches up
-to it, as deployed.
+With ``nodes`` (the watcher function's node stream, as docs/architecture.md specifies it), a node of ours
+(``karpenter.sh/nodepool`` label) not yet initialised (no ``karpenter.sh/initialized`` label) wakes the
+provisioner once when it carries ``karpenter.sh/unregistered`` and once when its Ready condition turns True;
+it is forgotten when deleted or initialised. A wake-up names the newest pod
+resourceVersion the watcher saw (of its batch's pods, else of any pod; the API server's resourceVersions
+are integers): the pass's warm pod cache catches up to it, as deployed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from autoscaler.app.pod_watcher import newest_version
-from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
-from autoscaler.domain.node_wake import READY, REGISTERED, awaits_initialization, node_name, wake_reasons
-from autoscaler.domain.provisionable import is_provisionable as provisionable
 from simulator.kube_store import WatchEvent
 from simulator.sim.engine import EventLoop
+
+# Karpenter's documented batching defaults (BATCH_IDLE_DURATION, BATCH_MAX_DURATION); the runner passes the
+# cluster file's own window.
+BATCH_IDLE_SECONDS = 1.0
+BATCH_MAX_SECONDS = 10.0
+REGISTERED, READY = "registered", "ready"
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+INITIALIZED_LABEL = "karpenter.sh/initialized"
+UNREGISTERED_TAINT = "karpenter.sh/unregistered"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def provisionable(pod: Mapping[str, Any]) -> bool:
+    """Karpenter's ``IsProvisionable``: unscheduled, not preempting, failed to schedule, not a DaemonSet's
+    or a Node's (mirror) pod; and alive (not terminal, not terminating)."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    if spec.get("nodeName") or status.get("nominatedNodeName") or meta.get("deletionTimestamp"):
+        return False
+    if status.get("phase") in ("Succeeded", "Failed") or MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+        return False
+    if any(o.get("controller") and o.get("kind") in ("DaemonSet", "Node") for o in meta.get("ownerReferences") or ()):
+        return False
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+               for c in status.get("conditions") or ())
+
+
+def newest_version(a: str, b: str) -> str:
+    """The later of two resourceVersions (integers on this API server); a non-integer one wins."""
+    if not a or not b:
+        return a or b
+    if not (a.isdigit() and b.isdigit()):
+        return b if not b.isdigit() else a
+    return a if int(a) >= int(b) else b
+
+
+def node_name(node: Mapping[str, Any]) -> str:
+    return str((node.get("metadata") or {}).get("name") or "")
+
+
+def awaits_initialization(node: Mapping[str, Any]) -> bool:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return NODEPOOL_LABEL in labels and INITIALIZED_LABEL not in labels
+
+
+def wake_reasons(node: Mapping[str, Any]) -> frozenset[str]:
+    """``registered`` while the registration taint is on the node, ``ready`` once its Ready condition is True."""
+    if not awaits_initialization(node):
+        return frozenset()
+    spec, status = node.get("spec") or {}, node.get("status") or {}
+    reasons = set()
+    if any(t.get("key") == UNREGISTERED_TAINT for t in spec.get("taints") or ()):
+        reasons.add(REGISTERED)
+    if any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ()):
+        reasons.add(READY)
+    return frozenset(reasons)
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,9 @@ def test_reads_parse_every_kind(kube_api: KubeApiServer, cluster: KubeCluster) -
     assert [(s.name, s.volume_binding_mode) for s in cluster.storage_classes()] == [
         ("gp3", "WaitForFirstConsumer")]
     namespaces = cluster.namespaces()
-    assert namespaces["data-team"] == {"tier": "data"} and "team" in namespaces
+    # As kube-apiserver does, every namespace carries its own name as a label.
+    assert namespaces["data-team"] == {"tier": "data", "kubernetes.io/metadata.name": "data-team"}
+    assert "team" in namespaces
 
 
 def test_lists_follow_continue_tokens_across_pages(kube_api: KubeApiServer, cluster: KubeCluster) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import yaml
 
+from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.cluster import KubeCluster
+from autoscaler.adapters.kube.informer import ClusterCache
 from autoscaler.adapters.kube.node_watch import KubeNodeWatch
 from autoscaler.app.ports import ClusterPort, UnboundPodWatch, UninitializedNodeWatch
 from autoscaler.domain.models import Taint
@@ -61,6 +63,14 @@ def _exercise(cluster: KubeCluster, server: KubeApiServer) -> set[str]:
         "watch_pending_pods": list(cluster.watch_pending_pods(timeout_seconds=0.2)),
         "delete_node": cluster.delete_node("n1"),
     }
+    # The provisioner's and the disruption function's warm cache lists, then watches, pods and nodes.
+    cluster.cache = ClusterCache(cluster, clock=SystemClock())
+    cluster.cache.catch_up()
+    cluster.pods(), cluster.nodes()
+    cluster.cache.catch_up()
+    cluster.pods(), cluster.nodes()
+    assert cluster.cache.stats.watches >= 2
+    cluster.cache = None
     return set(called)
 
 

@@ -98,6 +98,20 @@ def test_issue33_item_3_host_ports_of_bound_pods_are_checked() -> None:
     assert c.scheduled("web-new")
 
 
+def test_issue33_item_3_host_ports_held_on_a_node_not_ready_yet_and_by_any_namespace() -> None:
+    # Given a registered node that is not Ready yet whose kube-system pod (bound, not started) holds port 80
+    c = Cluster()
+    c.nodes.append(replace(node("booting", {ZONE: Z1, CT: "on-demand", ARCH: "amd64"}), ready=False))
+    c.pods.append(kpod("proxy", ns="kube-system", ports=[80], node_name="booting", phase="Pending"))
+    # When a pending pod asks for host port 80 (and another for 8080)
+    result = c.provision([nodepool()], [kpod("web-new", ports=[80], labels={"app": "new"}),
+                                        kpod("web-other", ports=[8080], labels={"app": "other"})])
+    # Then the port is taken there all the same: kube-scheduler counts every pod bound to the node
+    assert "default/web-new" not in result.existing
+    assert result.existing.get("default/web-other") == "booting"
+    assert c.scheduled("web-new")
+
+
 def _raw_pod(name: str, namespace: str, *, app: str, node_name: str | None = None,
              anti_namespaces: dict[str, str] | None = None) -> dict[str, object]:
     spec: dict[str, object] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}
@@ -154,3 +168,63 @@ def test_issue33_item_1_daemonset_overhead_is_exact_once_the_zone_is_decided() -
     (launch,) = plan(snap).launches
     # Then its node may be an m5.large: the overhead is counted exactly once the zone is decided
     assert launch.zones == (Z2,) and launch.instance_types[0] == "m5.large"
+
+
+def _ports_pod(ports: list[dict[str, object]], *, where: str = "containers") -> dict[str, object]:
+    container: dict[str, object] = {"name": "c", "ports": ports}
+    spec: dict[str, object] = {"containers": [{"name": "app"}]}
+    if where == "containers":
+        spec["containers"] = [container]
+    else:
+        spec["initContainers"] = [{**container, **({"restartPolicy": "Always"} if where == "sidecar" else {})}]
+    return {"metadata": {"name": "p", "namespace": "default"}, "spec": spec}
+
+
+def test_issue33_item_3_host_ports_parsed_as_node_ports_counts_them() -> None:
+    import pytest
+
+    from autoscaler.domain.models import HostPort
+    from autoscaler.domain.objects import ObjectError, pod_from_dict
+
+    # An app container's host port, TCP by default, with its hostIP; a containerPort alone holds nothing
+    assert pod_from_dict(_ports_pod([{"containerPort": 8080}, {"containerPort": 80, "hostPort": 80},
+                                     {"containerPort": 53, "hostPort": 53, "protocol": "UDP",
+                                      "hostIP": "10.0.0.1"}])).host_ports == (
+        HostPort(80, "TCP", ""), HostPort(53, "UDP", "10.0.0.1"))
+    # A sidecar (restartable init container) holds its port for the pod's life; an init container does not
+    port = [{"containerPort": 9901, "hostPort": 9901}]
+    assert pod_from_dict(_ports_pod(port, where="sidecar")).host_ports == (HostPort(9901),)
+    assert pod_from_dict(_ports_pod(port, where="init")).host_ports == ()
+    # A hostPort that is not a number is named
+    with pytest.raises(ObjectError, match=r"containers\[0\]\.ports\[0\]\.hostPort: must be an integer"):
+        pod_from_dict(_ports_pod([{"containerPort": 80, "hostPort": "http"}]))
+
+
+def test_issue33_item_3_host_ports_overlap_as_node_ports_decides() -> None:
+    from autoscaler.domain.models import HostPort
+
+    tcp80 = HostPort(80)
+    assert tcp80.overlaps(HostPort(80, "TCP", "10.0.0.1")) and HostPort(80, "TCP", "10.0.0.1").overlaps(tcp80)
+    assert HostPort(80, "TCP", "0.0.0.0").overlaps(HostPort(80, "TCP", "10.0.0.1"))
+    assert HostPort(80, "TCP", "10.0.0.1").overlaps(HostPort(80, "TCP", "10.0.0.1"))
+    assert not HostPort(80, "TCP", "10.0.0.1").overlaps(HostPort(80, "TCP", "10.0.0.2"))
+    assert not tcp80.overlaps(HostPort(80, "UDP")) and not tcp80.overlaps(HostPort(81))
+
+
+def test_issue33_item_3_daemonset_host_port_on_another_address_does_not_block_a_pool() -> None:
+    from autoscaler.domain.models import HostPort
+
+    # Given a DaemonSet on every node of the pool holding 80/TCP on 127.0.0.1 only
+    held = (HostPort(80, "TCP", "127.0.0.1"),)
+    daemon = DaemonSet("kube-system", "local-proxy", replace(kpod("proxy"), host_ports=held))
+    offers = [Offering("c5.2xlarge", Z1, "on-demand", 0.34)]
+
+    def planned(port: HostPort) -> list[str]:
+        pod = replace(kpod("web"), host_ports=(port,))
+        snap = PlanInput(node_pools=[nodepool()], node_classes={"default": NODE_CLASS}, pods=[pod],
+                         instance_types=[C5_2XLARGE], offerings=offers, daemonsets=[daemon])
+        return [key for launch in plan(snap).launches for key in launch.pods]
+
+    # Then a pod asking for 80 on another address launches there; one asking for 80 on every address cannot
+    assert planned(HostPort(80, "TCP", "10.0.0.1")) == ["default/web"]
+    assert planned(HostPort(80)) == []

@@ -354,27 +354,48 @@ def test_describe_instances_lagging_create_fleet_does_not_launch_again(local: Lo
     assert local.invoke_provisioner()["passes"][0]["launched"] == [] and len(calls) == 1
 
 
-class _TimedStdout:
-    """Stands in for stdout and remembers when each line was written."""
+class _Journal:
+    """Stands in for stdout and the decision logger: remembers each EMF document and log message in the
+    order they were written (an order, never a wall-clock time: the machine may be busy)."""
 
     def __init__(self) -> None:
-        self.lines: list[tuple[float, str]] = []
+        self.entries: list[tuple[str, Any]] = []
+        self._lock = threading.Lock()
 
     def write(self, text: str) -> int:
-        self.lines.extend((time.monotonic(), line) for line in text.splitlines() if line.strip())
+        with self._lock:
+            self.entries.extend(("emf", json.loads(line)) for line in text.splitlines() if line.startswith('{"_aws"'))
         return len(text)
 
     def flush(self) -> None:
         pass
 
+    def log(self, message: str) -> None:
+        with self._lock:
+            self.entries.append(("log", message))
 
-class _TimedRecords(logging.Handler):
-    def __init__(self) -> None:
+    def heartbeats(self) -> list[int]:
+        """Positions of the EMF documents carrying a pass's heartbeat (PassesSucceeded)."""
+        with self._lock:
+            return [i for i, (kind, doc) in enumerate(self.entries) if kind == "emf" and "PassesSucceeded" in doc]
+
+
+class _JournalRecords(logging.Handler):
+    def __init__(self, journal: _Journal) -> None:
         super().__init__()
-        self.records: list[tuple[float, str]] = []
+        self.journal = journal
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.records.append((time.monotonic(), record.getMessage()))
+        self.journal.log(record.getMessage())
+
+
+def _wait_for(condition: Any, what: str, *, timeout: float = 120.0) -> None:
+    """Return once ``condition()`` holds; a generous bound (a loaded machine is slow, never wrong)."""
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"waited {timeout:.0f} s for {what}")
+        time.sleep(0.02)
 
 
 def test_watch_mode_writes_each_pass_metrics_and_decision_log_as_the_pass_ends(
@@ -384,22 +405,40 @@ def test_watch_mode_writes_each_pass_metrics_and_decision_log_as_the_pass_ends(
     # GIVEN the handler's real Powertools metrics (EMF on stdout) and decision log, and one pending pod
     local.runtime(sink=PowertoolsSink())
     local.scale("inflate", 1)
-    out = _TimedStdout()
-    monkeypatch.setattr(sys, "stdout", out)
-    records = _TimedRecords()
+    journal = _Journal()
+    monkeypatch.setattr(sys, "stdout", journal)
+    records = _JournalRecords(journal)
     logger.addHandler(records)
+    failures: list[BaseException] = []
+
+    def second_pod_then_end_the_watch() -> None:
+        # once pass 1's metrics are out, a second pod starts pass 2 in the same watch; once pass 2's are
+        # out, the API server ends the watch stream (as a real one does after its timeout)
+        try:
+            _wait_for(lambda: len(journal.heartbeats()) >= 1, "pass 1's metrics while the watch is open")
+            local.scale("inflate", 2)
+            _wait_for(lambda: len(journal.heartbeats()) >= 2, "pass 2 (the watch's batch of the second pod)")
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            local.kube.http_server.stopping.set()
+
+    driver = threading.Thread(target=second_pod_then_end_the_watch, name="test-driver", daemon=True)
     try:
-        # WHEN a watch-mode invocation runs (30 s remaining - 20 s kept back = a 10 s watch window, counted
-        # from before pass 1: room for a slow first pass on a loaded machine)
-        passes = local.invoke_provisioner(watch=True, remaining_ms=30_000)["passes"]
-        returned = time.monotonic()
+        # WHEN a watch-mode invocation runs, with a watch window long enough for a slow first pass on a
+        # loaded machine (the driver ends it as soon as pass 2 is out)
+        driver.start()
+        passes = local.invoke_provisioner(watch=True, remaining_ms=300_000)["passes"]
     finally:
         logger.removeHandler(records)
-    # THEN pass 1's EMF document (with its heartbeat) and its decision log line were written while the
-    # watch was still open, seconds before the invocation returned, not at its end
-    emf = [(t, json.loads(line)) for t, line in out.lines if line.startswith('{"_aws"')]
-    heartbeats = [t for t, doc in emf if "PassesSucceeded" in doc]
-    assert len(heartbeats) == len(passes) >= 1
-    assert returned - heartbeats[0] >= 2.0
-    decisions = [t for t, message in records.records if message == passes[0]["summary"]]
-    assert decisions and returned - decisions[0] >= 2.0
+        local.kube.http_server.stopping.set()
+        driver.join(timeout=60)
+        local.kube.http_server.stopping.clear()
+    assert not failures, failures
+    # THEN each pass wrote one EMF document with its heartbeat, and pass 1's document and its decision log
+    # line came out before pass 2's: as pass 1 ended, not when the invocation returned
+    heartbeats = journal.heartbeats()
+    assert len(passes) == len(heartbeats) == 2
+    decision_1 = journal.entries.index(("log", passes[0]["summary"]))
+    decision_2 = journal.entries.index(("log", passes[1]["summary"]))
+    assert decision_1 < heartbeats[0] < decision_2 < heartbeats[1]

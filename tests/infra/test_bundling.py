@@ -4,6 +4,7 @@ is never imported, with bytecode for the runtime's Python."""
 
 from __future__ import annotations
 
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from autoscaler.config import load_cluster_config
 from infra.bundling import (
+    LOCK,
     PLATFORMS,
     PYTHON_VERSION,
     BundlingError,
@@ -33,11 +35,57 @@ def test_asset_hash_is_stable_and_follows_the_config() -> None:
     assert asset_hash(changed) != asset_hash(config)
 
 
-def test_ships_the_runtime_dependencies_for_lambda_arm64() -> None:
+def _locked_versions() -> dict[str, str]:
+    with (ROOT / "uv.lock").open("rb") as fh:
+        return {p["name"]: p["version"] for p in tomllib.load(fh)["package"] if "version" in p}
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_ships_the_locked_runtime_dependencies_for_lambda_arm64() -> None:
+    # Given the project's run-time dependencies and the lock
     with (ROOT / "pyproject.toml").open("rb") as fh:
-        assert runtime_requirements() == tomllib.load(fh)["project"]["dependencies"]
-    assert not any(r.startswith(("aws-cdk", "cdk-nag", "pytest", "moto")) for r in runtime_requirements())
-    assert PYTHON_VERSION == "3.13" and all(p.endswith("_aarch64") for p in PLATFORMS)
+        declared = {_name(r) for r in tomllib.load(fh)["project"]["dependencies"]}
+    locked = _locked_versions()
+    shipped = dict(r.split("==") for r in runtime_requirements())
+    # Then what ships is pinned, includes every declared dependency, and is the lock's version of each
+    # (requirements/lambda.txt is stale otherwise: make lock)
+    assert declared <= set(shipped), f"not in {LOCK.name}: {declared - set(shipped)} (run make lock)"
+    stale = {n: (v, locked.get(n)) for n, v in shipped.items() if locked.get(n) != v}
+    assert not stale, f"{LOCK.name} disagrees with uv.lock (run make lock): {stale}"
+    # and nothing of the CDK app, the tests or the demo
+    assert not set(shipped) & {"aws-cdk-lib", "cdk-nag", "pytest", "moto", "matplotlib"}
+    # and every requirement carries hashes, so pip checks each arm64 wheel it fetches
+    lines = LOCK.read_text(encoding="utf-8").splitlines()
+    unhashed = [line for line, after in zip(lines, [*lines[1:], ""], strict=True)
+                if "==" in line and not after.strip().startswith("--hash=sha256:")]
+    assert not unhashed
+    assert all(p.endswith("_aarch64") for p in PLATFORMS)
+
+
+def test_the_lock_carries_the_hashes_of_the_arm64_wheels_that_ship() -> None:
+    # Given the lock's entry of a dependency with native code (pydantic-core)
+    with (ROOT / "uv.lock").open("rb") as fh:
+        packages = {p["name"]: p for p in tomllib.load(fh)["package"]}
+    wheels = packages["pydantic-core"]["wheels"]
+    tag = f"cp{PYTHON_VERSION.replace('.', '')}"
+    arm64 = [w for w in wheels if tag in w["url"] and "manylinux" in w["url"] and "aarch64" in w["url"]]
+    # Then the Lambda's wheel is there with its hash, and so is requirements/lambda.txt's line for it
+    assert arm64 and all(w["hash"].startswith("sha256:") for w in arm64)
+    assert arm64[0]["hash"].removeprefix("sha256:") in LOCK.read_text(encoding="utf-8")
+
+
+def test_without_a_python_of_the_runtime_version_the_build_stops_and_says_how_to_get_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a machine whose only Pythons are of another version than the runtime's
+    monkeypatch.setattr("infra.bundling._candidates", lambda: [sys.executable])
+    monkeypatch.setattr("infra.bundling.PYTHON_VERSION", "3.99")
+    # Then the build stops (never ships sources only), naming what it tried and how to provide one
+    expected = rf"no Python 3\.99 .*tried {re.escape(sys.executable)}.*pyenv install 3\.99"
+    with pytest.raises(BundlingError, match=expected):
+        pyc_python()
 
 
 def test_the_asset_keeps_only_the_botocore_models_of_services_the_code_calls(tmp_path: Path) -> None:
@@ -71,26 +119,31 @@ def test_the_asset_keeps_only_the_botocore_models_of_services_the_code_calls(tmp
     assert not (tmp_path / "kubernetes" / "watch" / "watch_test.py").exists()
 
 
-def test_bytecode_is_compiled_by_the_runtime_python_and_never_checked_against_file_times(tmp_path: Path) -> None:
-    # Given a Python of the Lambda runtime's version (skipped where there is none)
-    python = pyc_python()
-    if python is None:
-        pytest.skip(f"no python{PYTHON_VERSION} here (set AUTOSCALER_PYC_PYTHON)")
+@pytest.fixture(scope="module")
+def runtime_python() -> str:
+    try:
+        return pyc_python()
+    except BundlingError as exc:
+        pytest.skip(str(exc))
+
+
+def test_bytecode_is_compiled_for_every_module_and_never_checked_against_file_times(
+        tmp_path: Path, runtime_python: str) -> None:
     (tmp_path / "mod.py").write_text("VALUE = 1\n")
-    # When the tree is compiled
-    compile_bytecode(tmp_path, python=python)
-    # Then the .pyc carries the runtime's cache tag and is hash-based with source checks off (flags == 1):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    # When the tree is compiled by the runtime's Python (found without any setting)
+    compile_bytecode(tmp_path, python=runtime_python)
+    # Then each .pyc carries the runtime's cache tag and is hash-based with source checks off (flags == 1):
     # the asset's zip resets every file's time, which would invalidate timestamp-based .pyc
-    pyc = tmp_path / "__pycache__" / f"mod.cpython-{PYTHON_VERSION.replace('.', '')}.pyc"
-    assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 1
+    tag = f"cpython-{PYTHON_VERSION.replace('.', '')}"
+    for pyc in (tmp_path / "__pycache__" / f"mod.{tag}.pyc", tmp_path / "pkg" / "__pycache__" / f"__init__.{tag}.pyc"):
+        assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 1
 
 
-def test_without_a_python_of_the_runtime_version_the_asset_ships_sources_and_says_so(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given an AUTOSCALER_PYC_PYTHON of another version than the runtime's
-    monkeypatch.setenv("AUTOSCALER_PYC_PYTHON", sys.executable)
-    if f"{sys.version_info[0]}.{sys.version_info[1]}" == PYTHON_VERSION:
-        pytest.skip("the test interpreter is the runtime's version")
-    # Then the build refuses it, naming the variable and both versions
-    with pytest.raises(BundlingError, match=rf"AUTOSCALER_PYC_PYTHON=.* is Python 3\.\d+, not {PYTHON_VERSION}"):
-        pyc_python()
+def test_a_module_that_does_not_compile_stops_the_build(tmp_path: Path, runtime_python: str) -> None:
+    # Given a module with a syntax error
+    (tmp_path / "broken.py").write_text("def (:\n")
+    # Then the build fails loudly, naming it, instead of shipping it without bytecode
+    with pytest.raises(BundlingError, match="compileall failed"):
+        compile_bytecode(tmp_path, python=runtime_python)

@@ -13,6 +13,7 @@ from aws_cdk.assertions import Match
 from cfnlint.api import lint_file
 
 from autoscaler import metrics_catalog as mc
+from infra.bundling import PYTHON_VERSION
 from infra.functions import HANDLERS
 from infra.interruption_queue import EVENT_PATTERNS
 from infra.lambda_limits import MAX_EVENT_AGE_SECONDS, RESERVED_CONCURRENCY
@@ -86,7 +87,8 @@ def _function(synth: Synth, name: str) -> dict[str, Any]:
 def test_functions_runtime_tracing_logs_and_powertools(demo: Synth, name: str) -> None:
     props = _function(demo, name)
     assert props["Handler"] == HANDLERS[name] == f"autoscaler.handlers.{name}.handler"
-    assert props["Runtime"] == "python3.13" and props["Architectures"] == ["arm64"]
+    # the runtime whose bytecode the asset ships (infra/bundling.py)
+    assert props["Runtime"] == f"python{PYTHON_VERSION}" == "python3.13" and props["Architectures"] == ["arm64"]
     # X-Ray ($5 per million traces) only on the interruption function: the idle bill has no room for a
     # trace per safety pass or disruption pass (docs/cost.md)
     assert props.get("TracingConfig") == ({"Mode": "Active"} if name == "interruption" else None)
@@ -155,7 +157,7 @@ def test_watcher_is_small_untraced_and_overlaps_its_next_run(demo: Synth) -> Non
     assert props["Handler"] == HANDLERS["watcher"] == "autoscaler.handlers.watcher.handler"
     assert props["MemorySize"] == 128 and props["Architectures"] == ["arm64"]
     assert "TracingConfig" not in props
-    assert props["Timeout"] == 606 and props["ReservedConcurrentExecutions"] == 2
+    assert props["Timeout"] == 615 and props["ReservedConcurrentExecutions"] == 2
     assert props["Environment"]["Variables"] == {"AUTOSCALER_CLUSTER_NAME": "demo",
                                                  "AUTOSCALER_PROVISIONER_FUNCTION": "${FunctionsProvisioner}",
                                                  "AUTOSCALER_BATCH_IDLE_SECONDS": "0.5",
@@ -285,7 +287,7 @@ def test_lambda_and_queue_health_widgets(demo: Synth) -> None:
     assert [m[1] for m in duration["metrics"]] == ["Duration"] * 4
     timeouts = {a["label"]: a["value"] for a in duration["annotations"]["horizontal"]}
     assert timeouts == {"provisioner timeout": 60_000, "interruption timeout": 120_000,
-                        "disruption timeout": 300_000, "watcher timeout": 606_000}
+                        "disruption timeout": 300_000, "watcher timeout": 615_000}
     dropped = _widget(body, "Lambda async events dropped")
     assert [m[:2] for m in dropped["metrics"]] == [["AWS/Lambda", "AsyncEventsDropped"]] * 2
     age = _widget(body, "Interruption queue: oldest message (s)")

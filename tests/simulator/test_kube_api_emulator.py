@@ -78,6 +78,10 @@ def test_limit_and_continue(kube_api: KubeApiServer, core: k8s.CoreV1Api) -> Non
 
 
 def test_create_get_delete_and_resource_versions(core: k8s.CoreV1Api) -> None:
+    with pytest.raises(ApiException) as missing:  # NamespaceLifecycle: no namespace, no pod
+        core.create_namespaced_pod("team", pod("p", namespace="team"))
+    assert missing.value.status == 404
+    core.create_namespace({"metadata": {"name": "team"}})
     created = core.create_namespaced_pod("team", pod("p", namespace="team"))
     got = core.read_namespaced_pod("p", "team")
     assert got.metadata.uid == created.metadata.uid and got.status.phase == "Pending"

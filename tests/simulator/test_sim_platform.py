@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from autoscaler.domain.fleet import instance_from_ec2
 from autoscaler.domain.interruption import EventKind, InterruptionEvent, parse_event
 from simulator.kube_store import Store
-from simulator.sim.cloud import CloudWorld, InstanceRecord
+from simulator.sim.cloud import CloudWorld, InstanceRecord, ec2_instance
 from simulator.sim.controllers import Controllers, Deployment
 from simulator.sim.engine import EventLoop, Function, VirtualClock
 from simulator.sim.hpa import Autoscalers, Hpa
@@ -28,7 +27,7 @@ def _record(iid: str, *, pods: str = "", claim: str = "", at: float = 0.0, call:
         tags.append({"Key": "eks-serverless-autoscaler/pods-1", "Value": pods})
     if claim:
         tags.append({"Key": "karpenter.sh/nodeclaim", "Value": claim})
-    return InstanceRecord(iid, at, instance=instance_from_ec2({
+    return InstanceRecord(iid, at, instance=ec2_instance({
         "InstanceId": iid, "InstanceType": "m5.xlarge", "Placement": {"AvailabilityZone": "us-east-1a"},
         "InstanceLifecycle": "spot", "Tags": tags}), call=call if call is not None else int(iid.split("-")[1]),
         pods=frozenset(pods.split()) | frozenset(claimed.split()))

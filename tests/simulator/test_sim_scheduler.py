@@ -142,6 +142,27 @@ def test_node_ports(case: str, existing: Obj, expected: str) -> None:
     assert place(_with_port(pod("p"), 8080), nodes, [existing]) == expected, case
 
 
+def _in_init(p: Obj, port: int, *, sidecar: bool) -> Obj:
+    init: Obj = {"name": "proxy", "ports": [{"containerPort": port, "hostPort": port}]}
+    if sidecar:
+        init["restartPolicy"] = "Always"
+    p["spec"]["initContainers"] = [init]
+    return p
+
+
+@pytest.mark.parametrize(("case", "existing", "wanted", "expected"), [
+    ("a sidecar's port is held", _in_init(pod("x", on="n1"), 8080, sidecar=True), _with_port(pod("p"), 8080), "n2"),
+    ("a sidecar's port is asked for", _with_port(pod("x", on="n1"), 8080), _in_init(pod("p"), 8080, sidecar=True),
+     "n2"),
+    ("a finished init container holds none", _in_init(pod("x", on="n1"), 8080, sidecar=False),
+     _with_port(pod("p"), 8080), "n1"),
+])
+def test_node_ports_of_init_containers(case: str, existing: Obj, wanted: Obj, expected: str) -> None:
+    # kube-scheduler's NodePorts counts restartable init containers' (sidecars') host ports (GetHostPorts)
+    nodes = [node("n1", cpu="16", memory="64Gi"), node("n2", cpu="4")]
+    assert place(wanted, nodes, [existing]) == expected, case
+
+
 def test_volume_zone_follows_the_bound_volume() -> None:
     # Given a claim bound to a volume in us-east-1b
     volumes = Volumes.of(

@@ -3,17 +3,12 @@ kubelet/node lifecycle, on the API emulator's store (simulator/sim/)."""
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 import pytest
 
-from autoscaler.domain.fleet import instance_from_ec2
-from autoscaler.domain.models import InstanceType
-from autoscaler.domain.objects import instance_type_from_ec2
 from simulator.kube_store import Store
-from simulator.local import moto_catalog
-from simulator.sim.cloud import CloudWorld, InstanceRecord
+from simulator.sim.cloud import CloudWorld, InstanceRecord, ec2_instance
 from simulator.sim.controllers import Controllers, Deployment
 from simulator.sim.engine import EventLoop, VirtualClock
 from simulator.sim.kubelet import Kubelets, KubeletSettings
@@ -59,15 +54,13 @@ def test_a_sleeping_handler_lets_the_world_and_other_functions_run_but_not_itsel
 
 
 # ----- a small world -------------------------------------------------------------------------------
-@cache
-def _types() -> dict[str, InstanceType]:
-    infos, _ = moto_catalog()
-    out = {}
-    for info in infos:
-        it = instance_type_from_ec2(dict(info))
-        if it is not None and it.name in ("m5.xlarge", "c5.xlarge"):
-            out[it.name] = it
-    return out
+# What the product writes for its nodes (AL2023): the NodePool label and the registration taint.
+USER_DATA = """apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  kubelet:
+    flags: [--node-labels=karpenter.sh/nodepool=default, --register-with-taints=karpenter.sh/unregistered:NoExecute]
+"""
 
 
 class World:
@@ -76,7 +69,8 @@ class World:
         self.store = Store(graceful_deletion=True)
         self.store.clock = VirtualClock(self.loop).now
         self.cloud = CloudWorld(self.loop, "us-east-1")
-        self.kubelets = Kubelets(self.loop, self.store, self.cloud, {}, _types, "us-east-1", KubeletSettings())
+        self.kubelets = Kubelets(self.loop, self.store, self.cloud, {}, "us-east-1", KubeletSettings(),
+                                 user_data=lambda _: USER_DATA)
         self.controllers = Controllers(self.loop, self.store)
         self._rv = self.store.resource_version
         self.loop.observer = self._observe
@@ -89,7 +83,7 @@ class World:
             self.controllers.observe(event)
 
     def launch(self, iid: str = "i-1") -> InstanceRecord:
-        record = InstanceRecord(iid, self.loop.now, instance=instance_from_ec2({
+        record = InstanceRecord(iid, self.loop.now, instance=ec2_instance({
             "InstanceId": iid, "InstanceType": "m5.xlarge", "Placement": {"AvailabilityZone": "us-east-1a"},
             "PrivateDnsName": f"ip-{iid}.ec2.internal", "InstanceLifecycle": "spot",
             "Tags": [{"Key": "karpenter.sh/nodepool", "Value": "default"}]}))

@@ -8,7 +8,7 @@ Kubernetes and AWS adapters alike.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -137,11 +137,28 @@ class PodAffinityTerm:
     namespace_selector: LabelSelector | None = None
 
 
+# The unspecified address: a host port bound on it (or with no hostIP) takes that port on every address.
+_ANY_HOST_IP = ("", "0.0.0.0")
+
+
 @dataclass(frozen=True, slots=True)
 class HostPort:
     port: int
     protocol: str = "TCP"
-    host_ip: str = ""
+    host_ip: str = ""  # "" = unset, which kube-scheduler reads as 0.0.0.0
+
+    def overlaps(self, other: HostPort) -> bool:
+        """Whether the two cannot both be bound on one node, as kube-scheduler's NodePorts filter decides:
+        the same port and protocol on the same address, or either on the unspecified one (0.0.0.0)."""
+        return (self.port == other.port and self.protocol == other.protocol
+                and (self.host_ip == other.host_ip or self.host_ip in _ANY_HOST_IP
+                     or other.host_ip in _ANY_HOST_IP))
+
+
+def host_ports_overlap(wanted: Iterable[HostPort], held: Iterable[HostPort]) -> bool:
+    """Whether any of ``wanted`` overlaps any of ``held`` (``HostPort.overlaps``)."""
+    held = tuple(held)
+    return any(want.overlaps(have) for want in wanted for have in held)
 
 
 @dataclass(frozen=True, slots=True)

@@ -235,6 +235,28 @@ def _owner_ref(kind: str, name: str, uid: str, api_version: str) -> OwnerRef:
     return OwnerRef(kind=kind, name=name, uid=uid, controller=True, api_version=api_version)
 
 
+def _host_ports(spec: Raw, *, where: str) -> tuple[HostPort, ...]:
+    """The host ports a pod holds while it runs, as kube-scheduler's NodePorts filter counts them: those of
+    its app containers and of its sidecars (restartable init containers, ``restartPolicy: Always``, which
+    run for the pod's life); a run-to-completion init container's are not held."""
+    running = [("initContainers", i, c) for i, c in enumerate(spec.get("initContainers") or ())
+               if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"]
+    running += [("containers", i, c) for i, c in enumerate(spec.get("containers") or ()) if isinstance(c, Mapping)]
+    out = []
+    for kind, i, container in running:
+        for j, p in enumerate(container.get("ports") or ()):
+            if not isinstance(p, Mapping) or not p.get("hostPort"):
+                continue
+            try:
+                port = int(p["hostPort"])
+            except (TypeError, ValueError) as exc:
+                raise ObjectError(f"{where}.{kind}[{i}].ports[{j}].hostPort: must be an integer, "
+                                  f"got {p['hostPort']!r}") from exc
+            out.append(HostPort(port=port, protocol=str(p.get("protocol") or "TCP"),
+                                host_ip=str(p.get("hostIP") or "")))
+    return tuple(out)
+
+
 def _pod_from_spec(meta: Raw, spec: Raw, status: Raw, *, where: str) -> Pod:
     affinity = spec.get("affinity") or {}
     node_aff = affinity.get("nodeAffinity") or {}
@@ -272,11 +294,7 @@ def _pod_from_spec(meta: Raw, spec: Raw, status: Raw, *, where: str) -> Pod:
             node_affinity_policy=policies["nodeAffinityPolicy"],  # type: ignore[arg-type]
             node_taints_policy=policies["nodeTaintsPolicy"],  # type: ignore[arg-type]
         ))
-    ports = tuple(
-        HostPort(port=int(p["hostPort"]), protocol=str(p.get("protocol") or "TCP"),
-                 host_ip=str(p.get("hostIP") or ""))
-        for c in (spec.get("containers") or ()) for p in (c.get("ports") or ()) if p.get("hostPort")
-    )
+    ports = _host_ports(spec, where=where)
     claims = tuple(
         str(v["persistentVolumeClaim"]["claimName"])
         for v in (spec.get("volumes") or ()) if v.get("persistentVolumeClaim")

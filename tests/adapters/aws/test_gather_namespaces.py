@@ -29,4 +29,5 @@ def test_issue33_item_7_namespaces_are_read_for_a_namespace_selector(kube_api: K
         "namespaceSelector": {"matchLabels": {"tier": "data"}}}]}}
     kube_api.store.create("pods", selecting)
     snap = gather_plan_input(cluster=cluster, cloud=cloud, node_pools=[], node_classes={})
-    assert snap.namespaces["team-a"] == {"tier": "data"} and _namespace_lists(kube_api) == 1
+    assert snap.namespaces["team-a"] == {"tier": "data", "kubernetes.io/metadata.name": "team-a"}
+    assert _namespace_lists(kube_api) == 1

@@ -67,13 +67,18 @@ class TtlCache(Generic[V]):
         self._entries.clear()
 
 
-def client_config(*, max_attempts: int = 5, read_timeout: float = 10.0) -> Config:
+# How long a call may wait for AWS's answer. Tests against moto on a busy machine raise it (tests/e2e/conftest.py):
+# moto answers in milliseconds when the machine is idle, but a loaded one can stall it past 10 s.
+READ_TIMEOUT_SECONDS = 10.0
+
+
+def client_config(*, max_attempts: int = 5, read_timeout: float | None = None) -> Config:
     """Adaptive retries (client-side rate limiting on throttles), bounded so a Lambda never spends its
     whole minute retrying one call."""
     return Config(
         retries={"mode": "adaptive", "max_attempts": max_attempts},
         connect_timeout=5,
-        read_timeout=read_timeout,
+        read_timeout=READ_TIMEOUT_SECONDS if read_timeout is None else read_timeout,
         # Launch groups and their tagging run up to 32 calls at once on one client: keep their connections.
         max_pool_connections=32,
     )

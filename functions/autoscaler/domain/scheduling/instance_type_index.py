@@ -63,7 +63,7 @@ class InstanceTypeIndex:
             return Rejection(pool.name, Criterion.TAINT_NOT_TOLERATED,
                              (f"{taint.key}{'=' + taint.value if taint.value else ''}:{taint.effect}",))
         for port in cls.sample.host_ports:
-            daemonset = view.daemon_ports.get((port.port, port.protocol))
+            daemonset = next((name for held, name in view.daemon_ports.items() if held.overlaps(port)), None)
             if daemonset is not None:
                 return Rejection(pool.name, Criterion.HOST_PORT_TAKEN, (f"{port.port}/{port.protocol}", daemonset))
         zones, capacity_types = set(view.zones), set(view.capacity_types)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from autoscaler.domain import resources as res
 from autoscaler.domain.allocatable import capacity
-from autoscaler.domain.models import Requirement
+from autoscaler.domain.models import HostPort, Requirement
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import PlanInput
 from autoscaler.domain.scheduling.pool_type import PoolType
@@ -26,7 +26,7 @@ class NodePoolView:
     custom: dict[str, list[Requirement]]  # requirements on keys that are not well-known
     usage: dict[str, int]
     index: int  # its place in the order NodePools are tried (weight, then name)
-    daemon_ports: dict[tuple[int, str], str] = field(default_factory=dict)  # host port -> the DaemonSet on it
+    daemon_ports: dict[HostPort, str] = field(default_factory=dict)  # host port -> the DaemonSet holding it
 
     @property
     def name(self) -> str:

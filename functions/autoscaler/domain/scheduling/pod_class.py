@@ -18,6 +18,7 @@ from autoscaler.domain.models import (
     PodAffinityTerm,
     StorageClass,
     TopologySpreadConstraint,
+    host_ports_overlap,
 )
 from autoscaler.domain.plan import PlanInput, Unschedulable
 from autoscaler.domain.scheduling.requirements import Variant, required_variants, variants
@@ -65,7 +66,7 @@ class PodClass:
             return True
         if not bound:
             return False
-        namespace, ports = self.sample.namespace, {(port.port, port.protocol) for port in self.sample.host_ports}
+        namespace, ports = self.sample.namespace, self.sample.host_ports
         for pod in bound:
             for term in self.sample.pod_anti_affinity:
                 if term.topology_key == HOSTNAME_LABEL and selects(term, owner_namespace=namespace, candidate=pod):
@@ -74,7 +75,7 @@ class PodClass:
                 if term.topology_key == HOSTNAME_LABEL and selects(term, owner_namespace=pod.namespace,
                                                                    candidate=self):
                     return True
-            if ports and ports & {(port.port, port.protocol) for port in pod.host_ports}:
+            if ports and pod.host_ports and host_ports_overlap(ports, pod.host_ports):
                 return True
         return False
 
@@ -190,14 +191,14 @@ def _add_conflicts(classes: list[PodClass]) -> None:
                 cls.host_spread.append((constraint.max_skew, ids, constraint))
                 if cls.id in ids:
                     cls.cap = min(cls.cap, constraint.max_skew)
-        ports = {(port.port, port.protocol) for port in sample.host_ports}
+        ports = sample.host_ports
         for other in classes:
             anti = any(term.topology_key == HOSTNAME_LABEL and selects(term, owner_namespace=sample.namespace,
                                                                        candidate=other)
                        for term in sample.pod_anti_affinity)
             anti = anti or any(term.topology_key == HOSTNAME_LABEL and selects(
                 term, owner_namespace=other.sample.namespace, candidate=cls) for term in other.sample.pod_anti_affinity)
-            shared = bool(ports & {(port.port, port.protocol) for port in other.sample.host_ports})
+            shared = bool(ports) and host_ports_overlap(ports, other.sample.host_ports)
             if anti or shared:
                 cls.conflicts.add(other.id)
                 other.conflicts.add(cls.id)

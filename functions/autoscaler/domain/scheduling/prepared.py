@@ -15,7 +15,7 @@ from autoscaler.domain import resources as res
 from autoscaler.domain.allocatable import allocatable, capacity
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, WELL_KNOWN_KEYS, ZONE_KEYS
 from autoscaler.domain.labels import instance_type_labels
-from autoscaler.domain.models import Pod, Requirement, untolerated_taints
+from autoscaler.domain.models import HostPort, Pod, Requirement, untolerated_taints
 from autoscaler.domain.nodeclass import KubeletConfiguration, NodeClass
 from autoscaler.domain.nodepool import NodePool, requirement_allows
 from autoscaler.domain.plan import PlanInput
@@ -86,7 +86,7 @@ class PoolPart:
     zones: frozenset[str]
     capacity_types: frozenset[str]
     custom: Mapping[str, list[Requirement]]  # requirements on keys that are not well-known
-    daemon_ports: Mapping[tuple[int, str], str]  # host port -> the DaemonSet on it
+    daemon_ports: Mapping[HostPort, str]  # host port -> the DaemonSet holding it
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +183,7 @@ def _parts(snap: PlanInput, unavailable: frozenset[tuple[str, str, str]], keys: 
         for requirement in pool.requirements:
             if requirement.key not in WELL_KNOWN_KEYS:
                 custom[requirement.key].append(requirement)
-        ports = {(port.port, port.protocol): f"{daemonset.namespace}/{daemonset.name}"
+        ports = {port: f"{daemonset.namespace}/{daemonset.name}"
                  for daemonset in landing for port in daemonset.template.host_ports}
         out.append(PoolPart(pool, tuple(types), frozenset(zones), frozenset(capacity_types), dict(custom), ports))
     return out

@@ -1,0 +1,336 @@
+"""An independent fit check for planned nodes: could kube-scheduler bind each node's pods to it?
+
+It judges both planners (ours and Karpenter's), so it imports nothing computational from ``autoscaler.*``:
+it reads the raw snapshot (``kubectl get -o json`` objects and ``aws ec2 describe-instance-types`` output)
+and computes what it needs itself. A planned node is (instance type, zone, capacity type, NodePool, pods).
+
+Checked per node: requests of its pods plus the DaemonSet pods that would run there (template tolerates
+the node's taints and matches its labels) within allocatable, for cpu, memory, pods and nvidia.com/gpu;
+the instance type, zone and capacity type satisfy the NodePool's requirements; every pod tolerates the
+node's taints and matches its nodeSelector and required node affinity; required pod anti-affinity with
+topology key hostname holds on the node. Checked over the whole result: DoNotSchedule topology spread
+(zone and hostname) of a self-selecting group has max - min <= maxSkew over the domains the pod may use
+(counting bound pods and either only the pending pods under that constraint or every pending pod the
+selector matches: the two binding orders), and required zone pod
+affinity admits a binding order (every pending pod of a group in one zone unless a bound match exists).
+
+Allocatable follows the EKS-optimised AMI (AL2023) as Karpenter's AWS provider states it: memory less 7.5%
+VM overhead (and 64Mi on arm64), max pods = ENIs x (IPv4 per ENI - 1) + 2, kube-reserved CPU
+6/1/0.5/0.5/0.25% per core and memory 255Mi + 11Mi x max pods, eviction memory.available 100Mi.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Raw = Mapping[str, Any]
+MI = 2**20
+GPU = "nvidia.com/gpu"
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+NODEPOOL = "karpenter.sh/nodepool"
+_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def quantity(value: Any, *, millis: bool = False) -> int:
+    """A Kubernetes quantity as an int (CPU in millicores when ``millis``)."""
+    s = str(value)
+    scale = 1000 if millis else 1
+    if s.endswith("m"):
+        return math.ceil(float(s[:-1]) * scale / 1000)
+    for suffix, mult in _SUFFIX.items():
+        if s.endswith(suffix):
+            return math.ceil(float(s[: -len(suffix)]) * mult * scale)
+    return math.ceil(float(s) * scale)
+
+
+def _requests(spec: Raw) -> dict[str, int]:
+    """Effective requests: sum of containers, at least the largest init container, plus one pod slot."""
+    def one(c: Raw) -> dict[str, int]:
+        req = dict((c.get("resources") or {}).get("limits") or {})
+        req.update((c.get("resources") or {}).get("requests") or {})
+        return {k: quantity(v, millis=k == "cpu") for k, v in req.items()}
+
+    total: dict[str, int] = defaultdict(int)
+    for c in spec.get("containers") or ():
+        for k, v in one(c).items():
+            total[k] += v
+    for c in spec.get("initContainers") or ():
+        for k, v in one(c).items():
+            total[k] = max(total[k], v)
+    total["pods"] = 1
+    return dict(total)
+
+
+@dataclass(frozen=True)
+class TypeInfo:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+
+
+def type_info(raw: Raw) -> TypeInfo:
+    name = str(raw["InstanceType"])
+    vcpus = int(raw["VCpuInfo"]["DefaultVCpus"])
+    arch = (raw.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ["x86_64"]
+    arch_label = "arm64" if arch[0] == "arm64" else "amd64"
+    mem_mib = int(raw["MemoryInfo"]["SizeInMiB"]) - (64 if arch_label == "arm64" else 0)
+    mem_mib -= math.ceil(mem_mib * 0.075)
+    net = raw.get("NetworkInfo") or {}
+    cards = net.get("NetworkCards") or []
+    idx = net.get("DefaultNetworkCardIndex")
+    enis = int(cards[idx]["MaximumNetworkInterfaces"]) if cards and idx is not None else int(
+        net.get("MaximumNetworkInterfaces", 0))
+    max_pods = enis * (int(net.get("Ipv4AddressesPerInterface", 0)) - 1) + 2
+    cpu_reserved = math.ceil(sum(60 if c == 0 else 10 if c == 1 else 5 if c < 4 else 2.5 for c in range(vcpus)))
+    gpus = sum(int(g.get("Count", 0)) for g in (raw.get("GpuInfo") or {}).get("Gpus") or ()
+               if str(g.get("Manufacturer", "")).upper() == "NVIDIA")
+    alloc = {"cpu": vcpus * 1000 - cpu_reserved, "memory": (mem_mib - 255 - 11 * max_pods - 100) * MI,
+             "pods": max_pods, GPU: gpus}
+    family, _, size = name.partition(".")
+    m = re.match(r"^([a-z]+?)(\d+)", family)
+    labels = {"node.kubernetes.io/instance-type": name, "kubernetes.io/arch": arch_label,
+              "kubernetes.io/os": "linux", "karpenter.k8s.aws/instance-family": family,
+              "karpenter.k8s.aws/instance-size": size, "karpenter.k8s.aws/instance-cpu": str(vcpus)}
+    if m:
+        labels["karpenter.k8s.aws/instance-category"] = m.group(1)
+        labels["karpenter.k8s.aws/instance-generation"] = m.group(2)
+    return TypeInfo(name, labels, alloc)
+
+
+def _matches_expr(expr: Raw, labels: Mapping[str, str]) -> bool:
+    key, op, values = expr["key"], expr["operator"], [str(v) for v in expr.get("values") or ()]
+    val = labels.get(key)
+    if op == "In":
+        return val is not None and val in values
+    if op == "NotIn":
+        return val is None or val not in values
+    if op == "Exists":
+        return val is not None
+    if op == "DoesNotExist":
+        return val is None
+    if op in ("Gt", "Lt"):
+        if val is None:
+            return False
+        return int(val) > int(values[0]) if op == "Gt" else int(val) < int(values[0])
+    raise ValueError(f"fit check: unknown operator {op!r}")
+
+
+def selector_matches(selector: Raw | None, labels: Mapping[str, str]) -> bool:
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_matches_expr(e, labels) for e in selector.get("matchExpressions") or ())
+
+
+def _node_affinity_ok(spec: Raw, labels: Mapping[str, str]) -> bool:
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    req = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+           .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if not req:
+        return True
+    return any(all(_matches_expr(e, labels) for e in term.get("matchExpressions") or ())
+               for term in req.get("nodeSelectorTerms") or ())
+
+
+def _tolerates(spec: Raw, taints: Sequence[Raw]) -> bool:
+    tolerations = spec.get("tolerations") or ()
+    for taint in taints:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(
+            (t.get("operator") == "Exists" and (not t.get("key") or t.get("key") == taint["key"]))
+            or (t.get("key") == taint["key"] and t.get("value", "") == taint.get("value", ""))
+            if (not t.get("effect") or t.get("effect") == taint["effect"]) else False
+            for t in tolerations
+        ):
+            return False
+    return True
+
+
+@dataclass
+class Node:
+    """One node of a result: planned (instance type set) or existing (``existing`` set)."""
+    name: str
+    labels: dict[str, str]
+    taints: list[Raw]
+    allocatable: dict[str, int]
+    pods: list[str] = field(default_factory=list)  # pending pods the planner put here
+    bound: list[str] = field(default_factory=list)  # pods already running here (existing nodes)
+    node_pool: str = ""
+    planned: bool = True
+
+
+@dataclass
+class FitResult:
+    nodes: int
+    violations: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class FitCheck:
+    """Built once per snapshot; ``check`` judges one planner's result."""
+
+    def __init__(self, snapshot: Raw) -> None:
+        self.types = {t.name: t for t in (type_info(r) for r in snapshot["instanceTypes"])}
+        self.pools = {p["metadata"]["name"]: p for p in snapshot.get("nodePools") or ()}
+        self.pods = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p
+                     for p in snapshot.get("pods") or ()}
+        self.requests = {k: _requests(p["spec"]) for k, p in self.pods.items()}
+        self.daemonsets = [d["spec"]["template"] for d in snapshot.get("daemonSets") or ()]
+        self.existing = {n["metadata"]["name"]: n for n in snapshot.get("nodes") or ()}
+
+    def _pool_allows(self, pool: Raw, labels: Mapping[str, str]) -> bool:
+        reqs = pool["spec"]["template"]["spec"].get("requirements") or ()
+        return all(_matches_expr(r, labels) for r in reqs)
+
+    def nodes(self, planned: Iterable[Mapping[str, Any]], existing: Mapping[str, Sequence[str]]) -> list[Node]:
+        """``planned``: dicts with instanceType, zone, capacityType, nodePool, pods."""
+        out = []
+        for i, p in enumerate(planned):
+            t = self.types[p["instanceType"]]
+            pool = self.pools[p["nodePool"]]
+            tmpl = pool["spec"]["template"]
+            labels = {**t.labels, ZONE: p["zone"], CAPACITY_TYPE: p["capacityType"], NODEPOOL: p["nodePool"],
+                      HOST: f"planned-{i}", **((tmpl.get("metadata") or {}).get("labels") or {})}
+            out.append(Node(f"planned-{i}", labels, list(tmpl["spec"].get("taints") or ()), dict(t.allocatable),
+                            pods=list(p["pods"]), node_pool=p["nodePool"]))
+        bound: dict[str, list[str]] = defaultdict(list)
+        for k, pod in self.pods.items():
+            if pod["spec"].get("nodeName"):
+                bound[pod["spec"]["nodeName"]].append(k)
+        for name, raw in self.existing.items():
+            alloc = {k: quantity(v, millis=k == "cpu") for k, v in (raw.get("status") or {}).get(
+                "allocatable", {}).items()}
+            out.append(Node(name, dict(raw["metadata"].get("labels") or {}), list(raw["spec"].get("taints") or ()),
+                            alloc, pods=list(existing.get(name, ())), bound=bound.get(name, []), planned=False))
+        return out
+
+    def check(self, planned: Iterable[Mapping[str, Any]], existing: Mapping[str, Sequence[str]]) -> FitResult:
+        nodes = self.nodes(planned, existing)
+        bad: list[str] = []
+        where: dict[str, Node] = {}
+        for n in nodes:
+            for k in n.pods + n.bound:
+                if k in where and k in n.pods:
+                    bad.append(f"{k}: placed twice ({where[k].name}, {n.name})")
+                where[k] = n
+        for n in nodes:
+            bad += self._node(n)
+        bad += self._spread_and_affinity(nodes, where)
+        return FitResult(sum(1 for n in nodes if n.planned), bad)
+
+    def _node(self, n: Node) -> list[str]:
+        bad = []
+        if n.planned and not self._pool_allows(self.pools[n.node_pool], n.labels):
+            bad.append(f"{n.name}: {n.labels['node.kubernetes.io/instance-type']} in {n.labels[ZONE]} "
+                       f"({n.labels[CAPACITY_TYPE]}) is not allowed by NodePool {n.node_pool}")
+        used: dict[str, int] = defaultdict(int)
+        for k in n.pods + n.bound:
+            for r, v in self.requests[k].items():
+                used[r] += v
+        if n.planned:  # an existing node's DaemonSet pods are among its bound pods
+            for tmpl in self.daemonsets:
+                if _tolerates(tmpl["spec"], n.taints) and _node_affinity_ok(tmpl["spec"], n.labels):
+                    for r, v in _requests(tmpl["spec"]).items():
+                        used[r] += v
+        for r, v in used.items():
+            if v > n.allocatable.get(r, 0):
+                bad.append(f"{n.name}: {r} requested {v} > allocatable {n.allocatable.get(r, 0)}")
+        for k in n.pods:
+            spec = self.pods[k]["spec"]
+            if not _tolerates(spec, n.taints):
+                bad.append(f"{n.name}: {k} does not tolerate the node's taints")
+            if not _node_affinity_ok(spec, n.labels):
+                bad.append(f"{n.name}: {k} node selector / affinity does not match")
+        here = n.pods + n.bound
+        for k in n.pods:
+            pod = self.pods[k]
+            for term in (((pod["spec"].get("affinity") or {}).get("podAntiAffinity") or {})
+                         .get("requiredDuringSchedulingIgnoredDuringExecution") or ()):
+                if term.get("topologyKey") != HOST:
+                    continue
+                ns = pod["metadata"].get("namespace", "default")
+                clash = [o for o in here if o != k and o.split("/")[0] == ns
+                         and selector_matches(term.get("labelSelector"), self.pods[o]["metadata"].get("labels") or {})]
+                if clash:
+                    bad.append(f"{n.name}: {k} has hostname anti-affinity to {clash[0]} on the same node")
+        return bad
+
+    def _spread_and_affinity(self, nodes: list[Node], where: Mapping[str, Node]) -> list[str]:
+        bad = []
+        groups: dict[tuple[str, str], list[str]] = defaultdict(list)  # (namespace, constraint) -> pending pods
+        constraint: dict[tuple[str, str], Raw] = {}
+        affinity: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for k, pod in self.pods.items():
+            if k not in where or k not in where[k].pods:
+                continue
+            spec, ns = pod["spec"], pod["metadata"].get("namespace", "default")
+            labels = pod["metadata"].get("labels") or {}
+            for c in spec.get("topologySpreadConstraints") or ():
+                # Final-state skew says something only for a group that selects itself (an app spread over
+                # domains); with a selector on other pods the order of binding decides, so it is not judged.
+                if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule" and selector_matches(
+                        c.get("labelSelector"), labels):
+                    sig = (ns, repr(sorted(c.items())) + repr(spec.get("nodeSelector")) + repr(spec.get("affinity")))
+                    groups[sig].append(k)
+                    constraint[sig] = c
+            for term in (((spec.get("affinity") or {}).get("podAffinity") or {})
+                         .get("requiredDuringSchedulingIgnoredDuringExecution") or ()):
+                if term.get("topologyKey") == ZONE:
+                    affinity[(ns, repr(term))].append(k)
+                    constraint[(ns, repr(term))] = term
+        domains: dict[tuple[str, str], set[str]] = {}  # (affinity signature, key) -> domains of eligible nodes
+        bound = [(o, n) for n in nodes for o in n.bound]
+        for sig, members in groups.items():
+            c, ns = constraint[sig], sig[0]
+            spec = self.pods[members[0]]["spec"]
+            tkey = c["topologyKey"]
+            dkey = (repr(spec.get("nodeSelector")) + repr(spec.get("affinity")), tkey)
+            if dkey not in domains:
+                domains[dkey] = {n.labels[tkey] for n in nodes if tkey in n.labels
+                                 and _node_affinity_ok(spec, n.labels)}
+            # kube-scheduler checks skew pod by pod, so the order of binding matters: pending pods the
+            # selector matches but the constraint does not govern may bind before the group or after it.
+            # The group passes if either order keeps max - min within maxSkew (bound pods always count).
+            sel = c.get("labelSelector")
+            group = set(members)
+            before = dict.fromkeys(domains[dkey], 0)  # every matching pod counted
+            after = dict.fromkeys(domains[dkey], 0)  # only bound pods and the group's own
+            for o, n in bound:
+                if (n.labels.get(tkey) in before and o.split("/")[0] == ns
+                        and selector_matches(sel, self.pods[o]["metadata"].get("labels") or {})):
+                    before[n.labels[tkey]] += 1
+                    after[n.labels[tkey]] += 1
+            for o in members:
+                if where[o].labels.get(tkey) in after:
+                    after[where[o].labels[tkey]] += 1
+            for o, n in where.items():
+                if (o in n.pods and n.labels.get(tkey) in before and o.split("/")[0] == ns
+                        and (o in group or selector_matches(sel, self.pods[o]["metadata"].get("labels") or {}))):
+                    before[n.labels[tkey]] += 1
+            skew = min(max(x.values()) - min(x.values()) if x else 0 for x in (before, after))
+            if skew > int(c.get("maxSkew", 1)):
+                bad.append(f"{members[0]} (+{len(members) - 1}): topology spread on {tkey} has skew {skew}"
+                           f" > {c.get('maxSkew', 1)}")
+        for sig, members in affinity.items():
+            term, ns = constraint[sig], sig[0]
+            sel = term.get("labelSelector")
+            seeds = {n.labels.get(ZONE) for o, n in bound if o.split("/")[0] == ns
+                     and selector_matches(sel, self.pods[o]["metadata"].get("labels") or {})}
+            pending_zones = {where[o].labels.get(ZONE) for o in members}
+            if len(pending_zones - seeds) > (0 if seeds else 1):
+                bad.append(f"{members[0]} (+{len(members) - 1}): zone pod affinity group spans zones "
+                           f"{sorted(map(str, pending_zones))}")
+        return bad

@@ -1,0 +1,233 @@
+"""Side by side with Karpenter: its own provisioning scheduler (built from sigs.k8s.io/karpenter, see
+``benchmarks/peers/karpenter``) and ours on the same snapshots, judged by the same fit check.
+
+``python -m benchmarks.peers [--sizes 1000,5000 | --sizes all] [--repeats N]``. Default sizes: 1000 only, so
+``make bench`` stays short; ``--sizes all`` runs 1k / 5k / 20k / 50k pods. Every workload runs without and
+with existing nodes (a managed node group of max(3, pods / 100) nodes, half used by resident pods).
+Solve times are medians of ``--repeats`` runs (default 1, so that ``make bench`` stays within minutes:
+Karpenter's scheduler needs minutes for 1,000 pods of its own mix on this catalogue; always one run above
+5,000 pods), both measured in process around the planner alone (ours: ``plan()`` on the parsed snapshot;
+Karpenter: NewTopology + NewScheduler + Solve + TruncateInstanceTypes), on the same machine in the same
+run. Cost is the $/h of the nodes each launches, each node at the cheapest offering its launch allows.
+Prints ONE JSON object on stdout and the table on stderr. The peer binary is cached in
+``~/.cache/eks-autoscaler`` keyed by its sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from autoscaler.domain.plan import Plan
+from autoscaler.domain.scheduling import plan
+from autoscaler.domain.snapshot import parse_snapshot
+from benchmarks._fit import FitCheck
+from benchmarks._peer_workloads import WORKLOADS, snapshot
+
+PEER = Path(__file__).parent / "peers" / "karpenter"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "eks-autoscaler"
+GO_TOOLCHAIN = "go1.27.3"  # sigs.k8s.io/karpenter v1.15.0 needs go >= 1.26.9
+ALL_SIZES = (1000, 5000, 20000, 50000)
+DEFAULT_SIZES = (1000,)
+KARPENTER_MIX_TARGET = 0.95
+TARGET = 1.00
+
+
+class PeerUnavailable(RuntimeError):
+    """The Karpenter peer could not be built; the message holds the command and its output."""
+
+
+def peer_binary() -> Path:
+    """Build the peer once per source version (go.mod, go.sum, main.go) and reuse it."""
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum", "main.go"):
+        digest.update((PEER / name).read_bytes())
+    binary = CACHE / f"karpenter-peer-{digest.hexdigest()[:16]}"
+    if binary.exists():
+        return binary
+    go = shutil.which("go")
+    if go is None:
+        raise PeerUnavailable("go is not on PATH: install Go >= 1.26 to build benchmarks/peers/karpenter")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    cmd = ["nice", "-n", "10", go, "build", "-mod=mod", "-o", str(binary) + ".partial", "."]
+    env = {**os.environ, "GOTOOLCHAIN": GO_TOOLCHAIN, "GOFLAGS": "-buildvcs=false"}
+    print(f"building the Karpenter peer: {' '.join(cmd)} (in {PEER})", file=sys.stderr)
+    proc = subprocess.run(cmd, cwd=PEER, env=env, capture_output=True, text=True, timeout=3600, check=False)
+    if proc.returncode != 0:
+        raise PeerUnavailable(f"GOTOOLCHAIN={GO_TOOLCHAIN} {' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
+    os.replace(str(binary) + ".partial", binary)
+    return binary
+
+
+def run_karpenter(binary: Path, path: Path) -> dict[str, Any]:
+    proc = subprocess.run([str(binary), "-input", str(path)], capture_output=True, text=True, timeout=7200,
+                          check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"karpenter peer failed on {path}: {proc.stderr[-2000:]}")
+    out: dict[str, Any] = json.loads(proc.stdout)
+    return out
+
+
+def our_nodes(result: Plan, snap: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each launch at the cheapest offering it allows (what CreateFleet's lowest-price picks)."""
+    spot = snap["prices"]["spot"]
+    od = snap["prices"]["onDemand"]
+    out = []
+    for ln in result.launches:
+        best: tuple[float, str, str] | None = None
+        for it in ln.instance_types:
+            for zone in ln.zones:
+                price = spot.get(zone, {}).get(it) if ln.capacity_type == "spot" else od.get(it)
+                if price is not None and (best is None or (price, it, zone) < best):
+                    best = (price, it, zone)
+        assert best is not None, f"launch {ln} has no priced offering"
+        out.append({"instanceType": best[1], "zone": best[2], "capacityType": ln.capacity_type,
+                    "nodePool": ln.node_pool, "pods": list(ln.pods), "price": best[0]})
+    return out
+
+
+def existing_assignments(pairs: dict[str, str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for pod, node in pairs.items():
+        out.setdefault(node, []).append(pod)
+    return out
+
+
+def run_one(name: str, n: int, existing: int, binary: Path | None, repeats: int) -> dict[str, Any]:
+    snap = snapshot(name, n, existing=existing)
+    check = FitCheck(snap)
+    entry: dict[str, Any] = {"name": name, "pods": n, "existingNodes": existing}
+    parsed = parse_snapshot(snap)
+    times, result = [], None
+    for _ in range(repeats):
+        result = plan(parsed, timer=time.perf_counter)
+        times.append(result.solve_seconds)
+    assert result is not None
+    nodes = our_nodes(result, snap)
+    fit = check.check(nodes, existing_assignments(result.existing))
+    ours = {"costPerHour": round(sum(x["price"] for x in nodes), 4), "nodes": len(nodes),
+            "unplaced": len(result.unschedulable), "solveSeconds": round(statistics.median(times), 4),
+            "fits": fit.ok, "violations": fit.violations[:3], "violationCount": len(fit.violations)}
+    entry["ours"] = ours
+    if binary is None:
+        entry["karpenter"] = None
+        return entry
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "snapshot.json"
+        path.write_text(json.dumps(snap))
+        runs = [run_karpenter(binary, path) for _ in range(repeats)]
+    k = runs[-1]
+    kfit = check.check([{**c, "pods": c["pods"]} for c in k["nodeClaims"] if c["instanceType"]],
+                       k["existingNodePods"])
+    unpriced = sum(1 for c in k["nodeClaims"] if not c["instanceType"])
+    solve = statistics.median(r["solveSeconds"] for r in runs)
+    kk = {"costPerHour": round(k["totalPerHour"], 4), "nodes": len(k["nodeClaims"]),
+          "unplaced": len(k["unschedulable"]), "solveSeconds": round(solve, 4),
+          "fits": kfit.ok and not unpriced, "violations": kfit.violations[:3], "violationCount": len(kfit.violations),
+          "nodeClaimsWithoutOffering": unpriced}
+    entry["karpenter"] = kk
+    entry["costRatio"] = round(ours["costPerHour"] / kk["costPerHour"], 4) if kk["costPerHour"] else None
+    entry["solveRatio"] = round(ours["solveSeconds"] / kk["solveSeconds"], 4) if kk["solveSeconds"] else None
+    entry["unplacedOurs"] = ours["unplaced"]
+    entry["unplacedKarpenter"] = kk["unplaced"]
+    entry["fitsOurs"] = ours["fits"]
+    entry["fitsKarpenter"] = kk["fits"]
+    target = KARPENTER_MIX_TARGET if name == "karpenter-mix" else TARGET
+    entry["targets"] = {
+        "cost": entry["costRatio"] is not None and entry["costRatio"] <= target,
+        "costTarget": target,
+        "unplaced": ours["unplaced"] <= kk["unplaced"],
+        "solve": entry["solveRatio"] is not None and entry["solveRatio"] <= 1.0,
+    }
+    return entry
+
+
+def table(entries: list[dict[str, Any]]) -> str:
+    head = (f"{'workload':<22}{'pods':>7}{'exist':>6}{'ours $/h':>10}{'karp $/h':>10}{'cost x':>8}"
+            f"{'ours s':>8}{'karp s':>8}{'solve x':>8}{'unpl o/k':>10}{'fit o/k':>9}  missed")
+    lines = [head, "-" * len(head)]
+    for e in entries:
+        k = e.get("karpenter")
+        if k is None:
+            lines.append(f"{e['name']:<22}{e['pods']:>7}{e['existingNodes']:>6}{e['ours']['costPerHour']:>10.2f}"
+                         "   (Karpenter peer unavailable)")
+            continue
+        t = e["targets"]
+        missed = ",".join(x for x in ("cost", "solve", "unplaced") if not t[x]) or "-"
+        lines.append(
+            f"{e['name']:<22}{e['pods']:>7}{e['existingNodes']:>6}{e['ours']['costPerHour']:>10.2f}"
+            f"{k['costPerHour']:>10.2f}{e['costRatio']:>8.3f}{e['ours']['solveSeconds']:>8.2f}"
+            f"{k['solveSeconds']:>8.2f}{e['solveRatio']:>8.2f}"
+            f"{str(e['unplacedOurs']) + '/' + str(e['unplacedKarpenter']):>10}"
+            f"{('y' if e['fitsOurs'] else 'N') + '/' + ('y' if e['fitsKarpenter'] else 'N'):>9}  {missed}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
+                        help="comma-separated pod counts, or 'all' for 1000,5000,20000,50000 (default: 1000)")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated workload names")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per size up to 5,000 pods (one above)")
+    args = parser.parse_args(argv)
+    sizes = list(ALL_SIZES) if args.sizes == "all" else [int(s) for s in args.sizes.split(",") if s]
+    names = [w for w in args.workloads.split(",") if w]
+    unknown = [w for w in names if w not in WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workload(s) {unknown}; choose from {', '.join(WORKLOADS)}")
+    blocked = None
+    binary: Path | None = None
+    try:
+        binary = peer_binary()
+    except PeerUnavailable as exc:
+        blocked = str(exc)
+        print(blocked, file=sys.stderr)
+    versions = {}
+    for line in (PEER / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in ("sigs.k8s.io/karpenter", "github.com/aws/karpenter-provider-aws"):
+            versions[parts[0]] = parts[1]
+    entries = []
+    for n in sizes:
+        for name in names:
+            for existing in (0, max(3, n // 100)):
+                entries.append(run_one(name, n, existing, binary, args.repeats if n <= 5000 else 1))
+                print(table(entries[-1:]).splitlines()[-1], file=sys.stderr)
+    print(table(entries), file=sys.stderr)
+    load = os.getloadavg()
+    print(json.dumps({
+        "benchmark": "peers",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "loadAverage": [round(x, 2) for x in load]},
+        "versions": versions,
+        "peerBlocked": blocked,
+        "assumptions": [
+            "same snapshot for both: docs/snapshot.md format, moto's us-east-1 catalogue, real on-demand prices, "
+            "synthesised spot prices (benchmarks/_catalog.py)",
+            "Karpenter: its provisioning scheduler (NewTopology, NewScheduler, Solve) with the fake cloud provider "
+            "and the AWS provider's NewInstanceType (AL2023, VM memory overhead 7.5%), NumConcurrentReconciles 5 "
+            "as its scheduling benchmark",
+            "each side's node priced at the cheapest offering its launch allows; existing nodes cost nothing",
+            "costRatio = ours / Karpenter $/h; solveRatio = ours / Karpenter median solve seconds",
+            "fit: benchmarks/_fit.py, independent of autoscaler.*, judges both sides the same way",
+            f"targets: cost <= {KARPENTER_MIX_TARGET} on karpenter-mix and <= {TARGET} elsewhere, never more "
+            "unplaced, solve ratio <= 1",
+        ],
+        "workloads": entries,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The side-by-side benchmark's exporter (workload -> snapshot) and its independent fit check."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from autoscaler.domain.snapshot import parse_snapshot
+from benchmarks._fit import FitCheck, quantity, type_info
+from benchmarks._peer_workloads import WORKLOADS, daemonset, node_pool, pod, snapshot
+
+ZONE = "us-east-1a"
+
+
+def _snap(pods: list[dict[str, Any]], *, daemons: tuple[tuple[str, str, str], ...] = (),
+          **pool: Any) -> dict[str, Any]:
+    base = snapshot("plain", 0)
+    base["pods"] = pods
+    base["daemonSets"] = [daemonset(*d) for d in daemons]
+    base["nodePools"] = [node_pool("default", **{"capacity_types": ["on-demand"], **pool})]
+    return base
+
+
+def _node(*pods: str, it: str = "m5.large", zone: str = ZONE) -> dict[str, Any]:
+    return {"instanceType": it, "zone": zone, "capacityType": "on-demand", "nodePool": "default",
+            "pods": list(pods)}
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_every_workload_exports_a_snapshot_autoscaler_plan_reads(name: str) -> None:
+    doc = snapshot(name, 40, existing=3)
+    parsed = parse_snapshot(doc)
+    assert sum(1 for p in parsed.pods if p.is_pending) == 40
+    assert len(parsed.nodes) == 3
+    assert len(parsed.daemonsets) == len(doc["daemonSets"]) > 0
+    assert snapshot(name, 40, existing=3) == doc  # seeded: the same workload every run
+
+
+def test_karpenter_mix_is_karpenter_s_five_classes() -> None:
+    pods = snapshot("karpenter-mix", 103)["pods"]
+    kinds = [p["metadata"]["name"].split("-")[0] for p in pods]
+    assert {k: kinds.count(k) for k in set(kinds)} == {"generic": 20 + 3, "spread": 40, "affinity": 20, "anti": 20}
+    anti = [p for p in pods if p["metadata"]["name"].startswith("anti-")]
+    assert all(p["metadata"]["labels"] == {"app": "nginx"} for p in anti)
+
+
+def test_allocatable_is_the_eks_formula() -> None:
+    m5 = type_info(next(t for t in snapshot("plain", 0)["instanceTypes"] if t["InstanceType"] == "m5.large"))
+    # 2 vCPUs: 60m + 10m kube-reserved; 8 GiB less 7.5%, 255Mi + 11Mi x 29 pods, 100Mi eviction.
+    assert m5.allocatable["cpu"] == 1930
+    assert m5.allocatable["pods"] == 29
+    assert m5.allocatable["memory"] == (8192 - 615 - 255 - 11 * 29 - 100) * 2**20
+    assert quantity("1.5") == 2 and quantity("1500m", millis=True) == 1500 and quantity("2Gi") == 2 * 2**30
+
+
+def test_a_node_within_allocatable_fits_and_one_over_does_not() -> None:
+    pods = [pod("a", cpu="1", memory="1Gi", labels={}), pod("b", cpu="900m", memory="1Gi", labels={})]
+    check = FitCheck(_snap(pods))
+    assert check.check([_node("default/a", "default/b")], {}).ok
+    pods[1] = pod("b", cpu="950m", memory="1Gi", labels={})
+    result = FitCheck(_snap(pods)).check([_node("default/a", "default/b")], {})
+    assert not result.ok and "cpu requested 1950 > allocatable 1930" in result.violations[0]
+
+
+def test_daemonset_pods_count_against_a_planned_node() -> None:
+    pods = [pod("a", cpu="1800m", memory="1Gi", labels={})]
+    assert FitCheck(_snap(pods)).check([_node("default/a")], {}).ok
+    with_daemons = FitCheck(_snap(pods, daemons=(("agent", "200m", "64Mi"),)))
+    assert not with_daemons.check([_node("default/a")], {}).ok
+
+
+def test_hostname_anti_affinity_on_one_node_is_caught() -> None:
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    pods = [pod(n, cpu="100m", memory="64Mi", labels={"app": "x"}, affinity=anti) for n in ("a", "b")]
+    check = FitCheck(_snap(pods))
+    assert check.check([_node("default/a"), _node("default/b")], {}).ok
+    assert "anti-affinity" in check.check([_node("default/a", "default/b")], {}).violations[0]
+
+
+def test_taints_and_nodepool_requirements_are_judged() -> None:
+    gpu_taint = [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+    pods = [pod("a", cpu="100m", memory="64Mi", labels={})]
+    tainted = FitCheck(_snap(pods, taints=gpu_taint))
+    assert "does not tolerate" in tainted.check([_node("default/a")], {}).violations[0]
+    tolerant = copy.deepcopy(pods)
+    tolerant[0]["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    assert FitCheck(_snap(tolerant, taints=gpu_taint)).check([_node("default/a")], {}).ok
+    only_c5 = FitCheck(_snap(pods, families=["c5"]))
+    assert "not allowed by NodePool" in only_c5.check([_node("default/a")], {}).violations[0]
+
+
+def test_zone_spread_skew_and_zone_affinity_split_are_caught() -> None:
+    sel = {"matchLabels": {"app": "s"}}
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": sel}]
+    pods = [pod(f"s{i}", cpu="100m", memory="64Mi", labels={"app": "s"}, spread=spread) for i in range(3)]
+    check = FitCheck(_snap(pods))
+    even = [_node("default/s0", zone="us-east-1a"), _node("default/s1", zone="us-east-1b"),
+            _node("default/s2", zone="us-east-1c")]
+    assert check.check(even, {}).ok
+    skewed = [_node("default/s0", "default/s1", zone="us-east-1a"), _node("default/s2", zone="us-east-1b"),
+              _node(zone="us-east-1c")]
+    assert "skew 2 > 1" in check.check(skewed, {}).violations[0]
+    aff = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"g": "1"}}, "topologyKey": "topology.kubernetes.io/zone"}]}}
+    grouped = [pod(f"g{i}", cpu="100m", memory="64Mi", labels={"g": "1"}, affinity=aff) for i in range(2)]
+    check = FitCheck(_snap(grouped))
+    assert check.check([_node("default/g0"), _node("default/g1")], {}).ok
+    split = check.check([_node("default/g0"), _node("default/g1", zone="us-east-1b")], {})
+    assert "spans zones" in split.violations[0]
+
+
+def test_pods_put_on_existing_nodes_count_with_the_pods_already_there() -> None:
+    doc = snapshot("plain", 2, existing=1)
+    node = doc["nodes"][0]["metadata"]["name"]
+    pending = [p for p in doc["pods"] if not p["spec"].get("nodeName")]
+    for p in pending:
+        p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "4"
+    check = FitCheck(doc)
+    keys = [f"default/{p['metadata']['name']}" for p in pending]
+    assert check.check([], {node: keys[:1]}).ok is False  # m5.2xlarge, half used by residents: 4 CPU more do not fit
+    assert check.check([], {}).ok
