@@ -23,7 +23,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_LINK_MODE := copy
 UV_SYNC := $(UV) sync --frozen --quiet --python $(PY)
 
-.PHONY: help install lock test lint typecheck layers unit kube-bin demo simulate synth package bootstrap deploy bench clean validate browser
+.PHONY: help install lock test lint typecheck layers unit kube-bin demo simulate synth package bootstrap deploy bench clean validate browser prices
 
 help:
 	@echo "make demo   - run the autoscaler locally on the 'inflate' example, then replay it in virtual time (no AWS account needed)"
@@ -141,6 +141,17 @@ deploy: install
 # make validate FILES="clusters/x.yaml karpenter/*.yaml snapshot.json"
 validate: $(PY_STAMP)
 	PYTHONPATH=functions:. $(PY) -m autoscaler.cli validate $(or $(FILES),clusters/$(CLUSTER).yaml)
+
+# The on-demand price table bundled as the Price List API's fallback (scripts/price_table.py): from the API
+# for PRICE_REGIONS when AWS credentials are configured, else from the shared price data the tests use.
+PRICE_REGIONS ?= us-east-1 us-east-2 us-west-1 us-west-2 eu-west-1 eu-central-1 ap-southeast-1 ap-northeast-1
+prices: $(PY_STAMP)
+	@if PYTHONPATH=functions:. $(PY) -c 'import boto3, sys; sys.exit(boto3.Session().get_credentials() is None)'; then \
+	  PYTHONPATH=functions:. $(PY) scripts/price_table.py --from-api $(PRICE_REGIONS); \
+	else \
+	  echo "no AWS credentials: the table is made from simulator/data/ec2-on-demand-prices.json" >&2; \
+	  PYTHONPATH=functions:. $(PY) scripts/price_table.py; \
+	fi
 
 bench: $(PY_STAMP)
 	@# Each benchmark prints one JSON object; run them as modules of the work tree.

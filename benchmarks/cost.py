@@ -4,8 +4,10 @@ The stack is synthesised from a cluster file (``Template.from_stack``, asset not
 ``cdk.out`` template: memory sizes, timeouts, tracing, schedules (and whether enabled), the alarm and
 dashboard counts and the SQS event source come from it; the custom-metric count from the metric
 catalogue, with the dimension values the cluster file gives (NodePools, their limits). Invocation
-durations are inputs: measured ones can be passed (``--provisioner-pass-seconds`` ...), the defaults are
-the figures in docs/cost.md. Prints ONE JSON object: each option's idle and busy bill, itemised, and
+durations are inputs: the idle provisioner pass and disruption run default to the figures measured by
+``benchmarks/idle_pass.py`` and recorded in ``benchmarks/results/idle-pass.json`` (``--measure`` measures
+them again now); others can be passed (``--provisioner-busy-pass-seconds`` ...). Prints ONE JSON object:
+each option's idle and busy bill, itemised, and
 whether it meets the targets (idle compute <= $5/month, whole idle bill <= $12/month).
 
     python benchmarks/cost.py [--cluster clusters/demo.yaml] [--template cdk.out/X.template.json]
@@ -63,13 +65,25 @@ BUSY_GAUGES = (mc.PENDING_PODS, mc.UNSCHEDULABLE_PODS, mc.PODS_NOMINATED, mc.PLA
                mc.LONGEST_DRAIN_SECONDS)
 
 
+MEASURED = ROOT / "benchmarks" / "results" / "idle-pass.json"
+
+
+def _measured(function: str, fallback: float) -> float:
+    """The hour's mean duration of an idle run of ``function`` recorded by benchmarks/idle_pass.py."""
+    try:
+        return float(json.loads(MEASURED.read_text())[function]["mean_lambda_seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return fallback
+
+
 @dataclass
 class Inputs:
     """Durations and activity the template cannot tell (seconds, counts per month)."""
 
-    provisioner_pass_seconds: float = 1.0  # one idle scheduled pass, warm, 1,024 MB
+    # One idle scheduled pass / disruption run at 1,024 MB, measured (benchmarks/idle_pass.py).
+    provisioner_pass_seconds: float = field(default_factory=lambda: _measured("provisioner", 1.0))
     provisioner_busy_pass_seconds: float = 2.5
-    disruption_run_seconds: float = 1.0
+    disruption_run_seconds: float = field(default_factory=lambda: _measured("disruption", 1.0))
     disruption_busy_run_seconds: float = 3.0
     busy_interruptions: int = 300  # interruption messages per month
     interruption_seconds: float = 30.0  # a drain
@@ -256,10 +270,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cluster", type=Path, default=ROOT / "clusters" / "demo.yaml")
     parser.add_argument("--template", type=Path, help="a synthesised template (cdk.out/*.template.json)")
+    parser.add_argument("--measure", action="store_true",
+                        help="measure the idle pass and run durations now (benchmarks/idle_pass.py, ~1 minute)")
     for name, value in vars(Inputs()).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=None)
     args = parser.parse_args(argv)
-    inputs = Inputs(**{k: getattr(args, k) for k in vars(Inputs())})
+    given = {k: getattr(args, k) for k in vars(Inputs()) if getattr(args, k) is not None}
+    if args.measure:
+        from benchmarks.idle_pass import measure  # noqa: PLC0415 - starts the simulator: only when asked
+
+        found = measure()
+        given.setdefault("provisioner_pass_seconds", found["provisioner"]["mean_lambda_seconds"])
+        given.setdefault("disruption_run_seconds", found["disruption"]["mean_lambda_seconds"])
+    inputs = Inputs(**given)
     stack = read_stack(cluster=args.cluster, template=args.template)
     options: dict[str, Any] = {}
     for option in ("watcher", "watch", "scheduled", "watch256"):

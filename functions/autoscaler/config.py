@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic.alias_generators import to_camel
 
 from autoscaler.domain.batching import BATCH_IDLE_SECONDS, BATCH_MAX_SECONDS
+from autoscaler.domain.claims import LAUNCH_SETTLE_SECONDS
 from autoscaler.domain.durations import duration_seconds
 from autoscaler.domain.errors import ConfigError, Problem, did_you_mean, with_lines
 from autoscaler.domain.manifest_check import check_node_classes, check_node_pools, node_class_names
@@ -138,7 +139,11 @@ class ProvisionerConfig(_Model):
     @field_validator("registration_timeout")
     @classmethod
     def _duration(cls, value: str) -> str:
-        duration_seconds(value)
+        # A launch's claim counts as in-flight capacity for LAUNCH_SETTLE_SECONDS; an instance timed out
+        # before that would be terminated while the next pass still waits for it, then launched again.
+        if duration_seconds(value) < LAUNCH_SETTLE_SECONDS:
+            raise ValueError(f"{value!r} must be at least {LAUNCH_SETTLE_SECONDS:g}s: a launched instance "
+                             f"is counted as coming capacity for {LAUNCH_SETTLE_SECONDS:g}s; write e.g. '5m'")
         return value
 
     @model_validator(mode="after")
@@ -209,6 +214,10 @@ class DisruptionConfig(_Model):
     # EKS Auto Mode) and nodes that drifted from their NodePool / EC2NodeClass.
     node_repair: bool = True
     drift: bool = True
+    # Karpenter v1: an expired node is drained whatever its budgets and do-not-disrupt say, and a PDB holds
+    # it only until the NodePool's terminationGracePeriod (never released). Graceful: expiry waits for
+    # budgets, do-not-disrupt and PDBs like the other reasons (a blocked drain is released).
+    expiry: Literal["Forceful", "Graceful"] = "Forceful"
 
     @field_validator("schedule")
     @classmethod

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from autoscaler.app.adoption import KarpenterNodes
@@ -97,7 +98,8 @@ class DisruptionService(DisruptionActions):
         owned = set(instances)
         unadopted = self.karpenter.sort(every, owned=owned)
         nodes = [n for n in every if is_ours(n, self.pools) and n.name not in unadopted]
-        self._removed_pools([n for n in every if not is_ours(n, self.pools)], owned=owned, report=report)
+        self._removed_pools([n for n in every if not is_ours(n, self.pools)], owned=owned, deadline=deadline,
+                            report=report)
         if not opts.dry_run:
             nodes = self._reconcile_stuck_cordons(nodes, report=report)
         empty_since = self._empty_since(nodes, now)
@@ -151,31 +153,42 @@ class DisruptionService(DisruptionActions):
             kept.append(n)
         return kept
 
-    def _removed_pools(self, others: list[Node], *, owned: set[str], report: PassReport) -> None:
-        """Nodes of a NodePool no longer in the cluster file (our instance, a ``karpenter.sh/nodepool``
-        label naming no configured pool). Policy (docs/disruption.md): they keep running and are never
-        disrupted (their pool's budgets and settings are gone with it); a drain this function had started
-        on one is abandoned and the node uncordoned; each pass counts them (``NodesOfRemovedNodePool``,
-        alarmed) and says so in a log line and a Warning Event, until the pool is restored or the nodes
-        are removed by hand."""
-        orphans = [n for n in others if n.node_pool and n.instance_id in owned]
+    def _removed_pools(self, others: list[Node], *, owned: set[str], deadline: float, report: PassReport) -> None:
+        """Nodes of a NodePool no longer in the cluster file (our instance, a ``karpenter.sh/nodepool`` label
+        naming no configured pool). As Karpenter deletes a deleted NodePool's NodeClaims: each is drained
+        gracefully through the Eviction API (PDBs respected; no replacement first, its pods go pending and
+        the provisioner places them by the NodePools left), never given back, then its instance terminated
+        and its Node deleted. Not within budgets (they went with the pool). Counted each pass
+        (``NodesOfRemovedNodePool``) with a Warning Event when the drain starts (docs/migration.md)."""
+        orphans = [n for n in others if n.node_pool and n.instance_id in owned and not n.deleting]
         if orphans:  # billed per hour with data: nothing to say, nothing written (the alarm reads none as 0)
             self.sink.emit(NODES_OF_REMOVED_NODE_POOL, len(orphans))
+        starting = []
         for n in orphans:
             pool = n.node_pool
-            report.notes.append(f"{n.name}: NodePool {pool} is not in the cluster file; node left running")
-            log.warning("node %s belongs to NodePool %s, which is no longer configured; left running", n.name,
-                        pool, extra={"node": n.name, "nodePool": pool})
-            if self.options.dry_run:
-                continue
             state = self.states.read(n)
-            if state.owner is Owner.DISRUPTION and state.in_progress:
-                self._release(n, guard="NodePoolRemoved", why=f"NodePool {pool} was removed from the cluster "
-                              "file", report=report)
-            else:
-                self.cluster.record_event(n, reason="NodePoolRemoved", event_type="Warning",
-                                          message=f"NodePool {pool} is not in the autoscaler's cluster file: "
-                                                  "this node is no longer disrupted or consolidated")
+            if self.options.dry_run:
+                report.notes.append(f"{n.name}: NodePool {pool} is not in the cluster file; would be drained")
+                continue
+            if state.owner is Owner.DISRUPTION and state.drain_started is not None:
+                current = n
+                if state.reason != DRAIN_REASONS["NodePoolRemoved"]:
+                    # A drain begun for another reason while the pool existed: finish it as the pool's removal.
+                    self._write(n, state, replace(state, reason=DRAIN_REASONS["NodePoolRemoved"]))
+                    current = self.cluster.get_node(n.name) or n
+                self._drain(current, owned=owned, deadline=deadline, report=report)
+                continue
+            if state.in_progress:
+                continue  # the interruption function's, or a replacement being waited for
+            report.notes.append(f"{n.name}: NodePool {pool} is not in the cluster file; draining and deleting it")
+            log.warning("node %s belongs to NodePool %s, which is no longer configured: draining and deleting it",
+                        n.name, pool, extra={"node": n.name, "nodePool": pool})
+            self.cluster.record_event(n, reason="NodePoolRemoved", event_type="Warning",
+                                      message=f"NodePool {pool} is not in the autoscaler's cluster file: this node "
+                                              "is drained (PodDisruptionBudgets respected) and deleted")
+            starting.append(n)
+        if starting:
+            self._start_drains(starting, "NodePoolRemoved", owned=owned, deadline=deadline, report=report)
 
     def _snapshot(self) -> PlanInput:
         return gather_plan_input(cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools,

@@ -179,7 +179,13 @@ class DisruptionActions:
             return
         waited = self.clock.now() - started
         stuck = "; ".join(f"{p.pod}: {p.reason} {p.message}".strip() for p in result.not_evicted[:5])
-        if waited >= self.options.blocked_drain_timeout:
+        if self._never_released(reason):
+            grace = self._grace_period(node)
+            if grace is not None and waited >= grace:
+                self._force(node, reason, why=f"terminationGracePeriod {grace}s has passed ({stuck})")
+                self._remove(node, reason, started=started, owned=owned, report=report)
+                return
+        elif waited >= self.options.blocked_drain_timeout:
             self._release(node, guard="PDB" if by_pdb else "Drain",
                           why=f"drain blocked for {int(waited)}s ({stuck})", report=report)
             return
@@ -187,6 +193,33 @@ class DisruptionActions:
         log.info("drain of %s continues next pass: %s", node.name, stuck, extra={"node": node.name})
         self.cluster.record_event(node, reason="DisruptionBlocked", event_type="Warning",
                                   message=f"drain continues next pass: {stuck}")
+
+    def _never_released(self, reason: Reason) -> bool:
+        """Drains that are finished, never given back after ``blockedDrainTimeout``: Karpenter v1's forceful
+        expiry, and the nodes of a removed NodePool (Karpenter deletes their NodeClaims)."""
+        return reason == "NodePoolRemoved" or (reason == "Expired" and self.options.settings.forceful_expiry)
+
+    def _grace_period(self, node: Node) -> float | None:
+        pool = self.pools.get(node.node_pool or "")
+        return None if pool is None or pool.termination_grace_period is None else float(pool.termination_grace_period)
+
+    def _force(self, node: Node, reason: Reason, *, why: str) -> None:
+        """Karpenter's termination once ``terminationGracePeriod`` is over: the pods a PDB or do-not-disrupt
+        still keeps are deleted (no eviction), so the node can go."""
+        deleted = 0
+        for pod in self.cluster.pods(node_name=node.name):
+            if not moves(pod):
+                continue
+            try:
+                deleted += int(self.cluster.delete_pod(pod.namespace, pod.name, grace_seconds=0))
+            except ClusterError as exc:
+                log.warning("%s: could not delete pod %s of node %s: %s", reason, pod.key, node.name, exc)
+        if deleted:
+            self.sink.emit(PODS_EVICTED, deleted)
+        log.warning("node %s (%s): %s; %d pod(s) deleted", node.name, reason, why, deleted,
+                    extra={"node": node.name, "reason": reason})
+        self.cluster.record_event(node, reason="DisruptionTerminating", event_type="Warning",
+                                  message=f"{reason}: {why}; {deleted} pod(s) deleted without eviction")
 
     def _remove(self, node: Node, reason: Reason, *, started: float, owned: set[str], report: PassReport) -> None:
         iid = node.instance_id

@@ -13,12 +13,13 @@ failure to record is counted, never raised.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
-from autoscaler.app.ports import Clock, ClusterPort
+from autoscaler.app.ports import Clock, ClusterError, ClusterPort
 from autoscaler.domain.models import ObjectRef, Pod
 
 RATE = 10.0
@@ -26,6 +27,7 @@ BURST = 100.0
 DEDUPE_SECONDS = 600.0
 # Summary Events on the controllers of pods the bucket left out, per pass (beside the bucket's).
 SUMMARIES = 10
+log = logging.getLogger(__name__)
 # A burst's ~100 Events at ~15 ms each: ~0.06 s on 32 threads (0.2 s on 8), a few requests per thread.
 THREADS = 32
 
@@ -75,14 +77,24 @@ class PodEvents:
         if not todo and not summaries:
             return Sent(suppressed=left_out)
 
+        errors: list[str] = []  # list.append is atomic: the threads share it
+
+        def attempt(target: Pod | ObjectRef, reason: str, message: str, kind: Literal["Normal", "Warning"]) -> bool:
+            try:
+                return self.cluster.record_event(target, reason=reason, message=message, event_type=kind,
+                                                 strict=True)
+            except ClusterError as exc:
+                errors.append(f"{reason} on {getattr(target, 'kind', 'Pod')} {target.namespace}/{target.name}: {exc}")
+                return False
+
         def record(e: PodEvent) -> bool:
-            ok = self.cluster.record_event(e.pod, reason=e.reason, message=e.message, event_type=e.kind)
+            ok = attempt(e.pod, e.reason, e.message, e.kind)
             if ok:
                 self._seen[(e.pod.uid or e.pod.key, e.message)] = now
             return ok
 
         def record_summary(s: Summary) -> bool:
-            ok = self.cluster.record_event(s.target, reason=s.reason, message=s.message, event_type=s.kind)
+            ok = attempt(s.target, s.reason, s.message, s.kind)
             if ok:
                 self._seen[s.key] = now
             return ok
@@ -93,6 +105,10 @@ class PodEvents:
             with ThreadPoolExecutor(max_workers=THREADS) as pool:
                 results = [*pool.map(record, todo), *pool.map(record_summary, summaries)]
         failed = results.count(False)
+        if failed:
+            # One line per pass, not one per Event: a missing RBAC verb would otherwise flood the log.
+            log.warning("%d Kubernetes Events could not be recorded (the pass went on); first error: %s", failed,
+                        errors[0] if errors else "refused")
         return Sent(sent=len(results) - failed, failed=failed, suppressed=left_out, summaries=len(summaries))
 
 

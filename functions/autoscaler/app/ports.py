@@ -239,10 +239,11 @@ class ClusterPort(Protocol):
         ...
 
     def record_event(self, target: Pod | Node | ObjectRef, *, reason: str, message: str,
-                     event_type: Literal["Normal", "Warning"] = "Normal") -> bool:
+                     event_type: Literal["Normal", "Warning"] = "Normal", strict: bool = False) -> bool:
         """Record a core/v1 Event about a pod, node or other object (a pod's controller), as
         ``kubectl describe`` shows it. Best effort:
-        returns False instead of raising when the API refuses it."""
+        returns False instead of raising when the API refuses it; with ``strict``, raises the
+        ClusterError instead (for a caller that reports why)."""
         ...
 
     def watch_pending_pods(self, *, timeout_seconds: float,

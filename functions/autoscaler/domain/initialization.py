@@ -4,9 +4,11 @@ A node of ours registers with ``karpenter.sh/unregistered:NoExecute`` (and, unti
 ``node.kubernetes.io/not-ready``) plus its NodePool's ``startupTaints``. Its pods cannot bind until those
 are gone, yet the node *is* the capacity they were launched for: a planner that saw the taints would
 launch again on every scale-up. So, until the node is initialised (Ready, registration and startup
-taints gone: the lifecycle step then labels it ``karpenter.sh/initialized=true``) or its registration
-has timed out, the planner sees it without those taints and as Ready. An initialised node that later
-goes NotReady keeps its taints: it is not capacity.
+taints gone: the lifecycle step then labels it ``karpenter.sh/initialized=true``), the planner sees it
+without those taints and as Ready, however long a startup taint (a CNI agent) takes. Only a node still
+unregistered (carrying ``karpenter.sh/unregistered``) past the registration timeout is seen as it is:
+that is the one the lifecycle step gives up on. An initialised node that later goes NotReady keeps its
+taints: it is not capacity.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ def as_capacity(node: Node, pools: dict[str, NodePool], *, now: float, registrat
     pool = pools.get(node.labels.get(NODEPOOL_LABEL, ""))
     if pool is None or is_initialized(node) or node.deleting:
         return node
-    if node.created_at and now - node.created_at >= registration_timeout:
+    unregistered = any(t.key == UNREGISTERED_TAINT_KEY for t in node.taints)
+    if unregistered and node.created_at and now - node.created_at >= registration_timeout:
         return node
     startup = {(t.key, t.effect) for t in pool.startup_taints}
     kept: tuple[Taint, ...] = tuple(t for t in node.taints

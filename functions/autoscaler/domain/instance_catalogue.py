@@ -218,6 +218,14 @@ x8i metal-96xl
 z1d large xlarge 2xlarge 3xlarge 6xlarge 12xlarge metal
 """
 
+# The families whose types are arm64 (Graviton) in the same DescribeInstanceTypes data; every other is amd64.
+_ARM64 = """
+a1 c6g c6gd c6gn c7g c7gd c7gn c8g c8gb c8gd c8gn c9g c9gd g5g hpc7g i4g i8g i8ge im4gn is4gen m6g m6gd m7g
+m7gd m8g m8gb m8gd m8gn m9g m9gd r6g r6gd r7g r7gd r8g r8gb r8gd r8gn r9g r9gd t4g x2gd x8g
+"""
+ARM64_FAMILIES = frozenset(_ARM64.split())
+
+
 def _families() -> dict[str, frozenset[str]]:
     out: dict[str, frozenset[str]] = {}
     for line in _DATA.strip().splitlines():

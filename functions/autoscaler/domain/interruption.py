@@ -12,6 +12,7 @@ wrong, never another exception: the handler logs it with the message id and ackn
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -82,7 +83,7 @@ class _Envelope(BaseModel):
         if not isinstance(self.resources, list):
             return []
         tails = [r.rsplit("/", 1)[-1] for r in self.resources if isinstance(r, str)]
-        return [t for t in tails if t.startswith("i-")]
+        return [t for t in tails if is_instance_id(t)]
 
 
 def _epoch(value: Any) -> float | None:
@@ -155,6 +156,15 @@ def _register(source: str, detail_type: str, kind: EventKind) -> Callable[[_Pars
     return wrap
 
 
+# EC2's instance id: ``i-`` and 8 (older) or 17 lowercase hex digits. Anything else names no instance, and a
+# value echoed into a log line or an API filter must be bounded.
+_INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
+
+
+def is_instance_id(value: object) -> bool:
+    return isinstance(value, str) and _INSTANCE_ID.fullmatch(value) is not None
+
+
 def kind_of_detail_type(detail_type: str) -> str:
     """The event kind a registered detail-type stands for (``unknown`` for any other): how an ignored
     message is counted."""
@@ -164,8 +174,10 @@ def kind_of_detail_type(detail_type: str) -> str:
 
 def _instance_id(env: _Envelope) -> str:
     iid = env.detail.get("instance-id")
-    if not isinstance(iid, str) or not iid.startswith("i-"):
-        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.instance-id is missing or not an id")
+    if not is_instance_id(iid):
+        raise MalformedEvent(f"event {env.id[:64]} ({env.detail_type[:64]}): detail.instance-id is missing or not "
+                             "an EC2 instance id (i- and 8 or 17 hex digits)")
+    assert isinstance(iid, str)
     return iid
 
 
@@ -213,8 +225,9 @@ def _lifecycle_field(env: _Envelope, name: str) -> str:
 
 def _lifecycle_action(env: _Envelope) -> LifecycleAction:
     iid = _lifecycle_field(env, "EC2InstanceId")
-    if not iid.startswith("i-"):
-        raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.EC2InstanceId is not an id")
+    if not is_instance_id(iid):
+        raise MalformedEvent(f"event {env.id[:64]} ({env.detail_type}): detail.EC2InstanceId is not an EC2 "
+                             "instance id")
     return LifecycleAction(group=_lifecycle_field(env, "AutoScalingGroupName"),
                            hook=_lifecycle_field(env, "LifecycleHookName"),
                            token=_lifecycle_field(env, "LifecycleActionToken"), instance_id=iid)
@@ -256,8 +269,7 @@ def _health(env: _Envelope) -> Parsed:
     if entities is not None and not isinstance(entities, list):
         raise MalformedEvent(f"event {env.id} ({env.detail_type}): detail.affectedEntities is "
                              f"{type(entities).__name__}, not a list")
-    ids = [e["entityValue"] for e in entities or ()
-           if isinstance(e, Mapping) and isinstance(e.get("entityValue"), str) and e["entityValue"].startswith("i-")]
+    ids = [e["entityValue"] for e in entities or () if isinstance(e, Mapping) and is_instance_id(e.get("entityValue"))]
     ids += env.resource_ids
     unique = tuple(dict.fromkeys(ids))
     if not unique:
@@ -289,6 +301,11 @@ def _parse(body: str | Mapping[str, Any]) -> Parsed:
         raw = body
     if not isinstance(raw, Mapping):
         raise MalformedEvent("message body is not a JSON object")
+    raw = _unwrapped(raw)
+    if raw.get("Event") == "autoscaling:TEST_NOTIFICATION":
+        return Ignored(str(raw.get("RequestId") or "")[:64], "Auto Scaling's test notification for a new hook target")
+    if "detail-type" not in raw and "LifecycleTransition" in raw:
+        raw = _lifecycle_notification(raw)
     try:
         env = _Envelope.model_validate(raw)
     except ValidationError as exc:
@@ -298,6 +315,36 @@ def _parse(body: str | Mapping[str, Any]) -> Parsed:
     if parser is None:
         return Ignored(env.id, f"unknown event {env.source} / {env.detail_type}", env.detail_type)
     return parser(env)
+
+
+def _unwrapped(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The message an SNS topic delivered to the queue (``Type: Notification``, the message as a JSON string
+    in ``Message``): a lifecycle hook or an EventBridge rule may target a topic the queue subscribes to."""
+    if raw.get("Type") != "Notification" or not isinstance(raw.get("Message"), str):
+        return raw
+    try:
+        inner = json.loads(raw["Message"])
+    except json.JSONDecodeError as exc:
+        raise MalformedEvent(f"SNS notification's Message is not JSON: {exc.msg} at position {exc.pos}") from exc
+    if not isinstance(inner, Mapping):
+        raise MalformedEvent("SNS notification's Message is not a JSON object")
+    return inner
+
+
+_TRANSITIONS = {"autoscaling:EC2_INSTANCE_TERMINATING": "EC2 Instance-terminate Lifecycle Action",
+                "autoscaling:EC2_INSTANCE_LAUNCHING": "EC2 Instance-launch Lifecycle Action"}
+
+
+def _lifecycle_notification(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A lifecycle hook's own notification (its target the queue or a topic, not EventBridge) as the
+    EventBridge event of the same action: the same fields, top level instead of under ``detail``."""
+    transition = raw.get("LifecycleTransition")
+    detail_type = _TRANSITIONS.get(transition) if isinstance(transition, str) else None
+    if detail_type is None:
+        raise MalformedEvent(f"Auto Scaling notification: LifecycleTransition {str(transition)[:64]!r} is not "
+                             f"one of {sorted(_TRANSITIONS)}")
+    return {"id": str(raw.get("RequestId") or ""), "source": "aws.autoscaling", "detail-type": detail_type,
+            "time": raw.get("Time"), "detail": dict(raw)}
 
 
 def action_for(kind: EventKind, actions: Mapping[str, str] | None = None) -> Action:

@@ -17,6 +17,7 @@ from typing import Any
 
 from autoscaler.domain import keys
 from autoscaler.domain.cron import parse_cron
+from autoscaler.domain.durations import optional_duration_seconds
 from autoscaler.domain.errors import Path, Problem, did_you_mean
 from autoscaler.domain.instance_catalogue import (
     CATEGORIES,
@@ -39,6 +40,7 @@ from autoscaler.domain.manifest_schema import (
     Obj,
     Scalar,
     Spec,
+    duration,
     quantity,
 )
 from autoscaler.domain.nodeclass import WINDOWS_UNSUPPORTED
@@ -46,6 +48,8 @@ from autoscaler.domain.nodeclass import WINDOWS_UNSUPPORTED
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _BASE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage", "storage")
+# A NodePool's limits also take ``nodes``: how many nodes it may have (Karpenter v1.11+).
+LIMIT_RESOURCES = (*_BASE_RESOURCES, "nodes")
 _WINDOWS = f"is a Windows family: {WINDOWS_UNSUPPORTED}"
 
 
@@ -80,22 +84,43 @@ def label_value(value: Any, path: Path) -> list[Problem]:
                     "starting and ending with a letter or digit", path)]
 
 
-def _resource_name(name: Any, path: Path) -> list[Problem]:
+def _resource_name(name: Any, path: Path, *, known: tuple[str, ...] = _BASE_RESOURCES) -> list[Problem]:
     if not isinstance(name, str):
         return [Problem(f"resource name {name!r} must be a string", path)]
-    if name in _BASE_RESOURCES or name.startswith("hugepages-") or "/" in name:
+    if name in known or name.startswith("hugepages-") or "/" in name:
         return []
-    return [Problem(f"unknown resource {name!r}; {did_you_mean(name, _BASE_RESOURCES)} "
+    return [Problem(f"unknown resource {name!r}; {did_you_mean(name, known)} "
                     "(extended resources are written domain/name, e.g. nvidia.com/gpu)", path)]
 
 
-def _resource_list(value: Any, path: Path) -> list[Problem]:
+def _resource_list(value: Any, path: Path, *, known: tuple[str, ...] = _BASE_RESOURCES) -> list[Problem]:
     if not isinstance(value, Mapping):
         return [Problem("must be a map of resource name to quantity, e.g. {cpu: 1000, memory: 1000Gi}", path)]
     out: list[Problem] = []
     for name, amount in value.items():
-        out += _resource_name(name, (*path, name)) or quantity(amount, (*path, name), resource=str(name))
+        out += (_resource_name(name, (*path, name), known=known)
+                or quantity(amount, (*path, name), resource=str(name)))
     return out
+
+
+def _expire_after(value: Any, path: Path) -> list[Problem]:
+    found = duration(value, path)
+    if found or str(value) == "Never" or optional_duration_seconds(value, field="") != 0:
+        return found
+    return [Problem(f"{value!r} expires every node of this NodePool as soon as it is launched (each is "
+                    "replaced at once, over and over); write a rotation period such as '720h', or 'Never'",
+                    path, severity="warning")]
+
+
+def _limit_list(value: Any, path: Path) -> list[Problem]:
+    return _resource_list(value, path, known=LIMIT_RESOURCES)
+
+
+def _node_class_group(value: Any, path: Path) -> list[Problem]:
+    if value == "karpenter.k8s.aws":
+        return []
+    # Karpenter resolves the reference in this group only; another group names a node class it cannot read.
+    return [Problem(f"{value!r} is not the EC2NodeClass API group; write group: karpenter.k8s.aws", path)]
 
 
 def _requirement(value: Mapping[str, Any], path: Path) -> list[Problem]:
@@ -174,6 +199,10 @@ TAINT = Obj({"key": STRING, "value": STRING, "effect": Enum(("NoSchedule", "Pref
              "timeAdded": STRING}, required=("key", "effect"))
 LABELS = MapOf(Custom(STRING, label_value), key=label_key)
 QUANTITIES = Custom(ANY, _resource_list)
+LIMITS = Custom(ANY, _limit_list)
+EXPIRE_AFTER = Custom(ANY, _expire_after)
+# Karpenter's CRDs bound a NodePool's (and a Provisioner's) weight to 1..100; no weight is the lowest priority.
+WEIGHT = Scalar("integer", 1, 100)
 KUBELET = Obj({
     "clusterDNS": ListOf(STRING), "maxPods": Scalar("integer", 1), "podsPerCore": Scalar("integer", 0),
     "systemReserved": QUANTITIES, "kubeReserved": QUANTITIES, "evictionHard": STRING_MAP,
@@ -204,7 +233,7 @@ def _top(spec: Spec) -> Obj:
 def _node_pool(version: str) -> Obj:
     v1 = version == "v1"
     other = "karpenter.sh/v1beta1" if v1 else "karpenter.sh/v1"
-    ref = (Obj({"group": STRING, "kind": STRING, "name": STRING}, required=("name",),
+    ref = (Obj({"group": Custom(STRING, _node_class_group), "kind": STRING, "name": STRING}, required=("name",),
                foreign={"apiVersion": f"is a {other} field; karpenter.sh/v1 takes group: karpenter.k8s.aws"})
            if v1 else
            Obj({"apiVersion": STRING, "kind": STRING, "name": STRING}, required=("name",),
@@ -214,7 +243,7 @@ def _node_pool(version: str) -> Obj:
         "requirements": ListOf(REQUIREMENT), "terminationGracePeriod": DURATION,
     }
     if v1:
-        template_fields["expireAfter"] = DURATION
+        template_fields["expireAfter"] = EXPIRE_AFTER
         template_foreign = {"kubelet": "is a karpenter.sh/v1beta1 field: karpenter.sh/v1 moved kubelet to the "
                                        "EC2NodeClass (spec.kubelet)"}
     else:
@@ -231,19 +260,19 @@ def _node_pool(version: str) -> Obj:
         disruption_foreign["expireAfter"] = ("is a karpenter.sh/v1beta1 field: karpenter.sh/v1 moved it to "
                                              "spec.template.spec.expireAfter")
     else:
-        disruption_fields["expireAfter"] = DURATION
+        disruption_fields["expireAfter"] = EXPIRE_AFTER
     template = Obj({"metadata": Obj({"labels": LABELS, "annotations": STRING_MAP}),
                     "spec": Obj(template_fields, required=("nodeClassRef",), foreign=template_foreign)},
                    required=("spec",))
     return _top(Obj({"template": template, "disruption": Obj(disruption_fields, foreign=disruption_foreign),
-                     "limits": QUANTITIES, "weight": Scalar("integer", 0, 100), "replicas": Scalar("integer", 0)},
+                     "limits": LIMITS, "weight": WEIGHT, "replicas": Scalar("integer", 0)},
                     required=("template",)))
 
 
 _PROVISIONER = _top(Obj({
     "labels": LABELS, "annotations": STRING_MAP, "taints": ListOf(TAINT), "startupTaints": ListOf(TAINT),
-    "requirements": ListOf(REQUIREMENT), "limits": Obj({"resources": QUANTITIES}),
-    "weight": Scalar("integer", 0, 100),
+    "requirements": ListOf(REQUIREMENT), "limits": Obj({"resources": LIMITS}),
+    "weight": WEIGHT,
     "providerRef": Obj({"name": STRING, "kind": STRING, "apiVersion": STRING}, required=("name",)),
     "provider": ANY, "kubeletConfiguration": KUBELET, "ttlSecondsAfterEmpty": Scalar("integer", 0),
     "ttlSecondsUntilExpired": Scalar("integer", 0), "consolidation": Obj({"enabled": BOOLEAN}),

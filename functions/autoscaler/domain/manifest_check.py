@@ -12,11 +12,14 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from autoscaler.domain import keys
 from autoscaler.domain.errors import ConfigError, Path, Problem, did_you_mean
+from autoscaler.domain.instance_catalogue import ARM64_FAMILIES, instance_type_names, known_family, known_instance_type
 from autoscaler.domain.karpenter_schema import NODE_CLASS_SCHEMAS, NODE_POOL_SCHEMAS
 from autoscaler.domain.manifest_schema import Obj, walk
+from autoscaler.domain.models import InstanceType, Requirement
 from autoscaler.domain.nodeclass import parse_node_class
-from autoscaler.domain.nodepool import parse_node_pool
+from autoscaler.domain.nodepool import NodePool, parse_node_pool, requirement_allows
 
 _PATH_PREFIX = re.compile(r"^((?:spec|metadata)(?:\.[A-Za-z0-9_\-]+|\[\d+\])*): ")
 
@@ -131,6 +134,10 @@ def check_node_pools(objs: Sequence[Any], *, root: Path = ("nodePools",),
         subject, found = check_manifest(obj, schemas=NODE_POOL_SCHEMAS, default_kind="NodePool",
                                         default_api="karpenter.sh/v1", parse=parse_node_pool)
         problems += [p.under((*root, i), subject) for p in found]
+        if isinstance(obj, Mapping) and not any(p.severity == "error" for p in found):
+            empty = _unsatisfiable_problem(obj)
+            if empty is not None:
+                problems.append(empty.under((*root, i), subject))
         if node_classes is None or not isinstance(obj, Mapping):
             continue
         path: Path = (("spec", "providerRef", "name") if obj.get("kind") == "Provisioner"
@@ -142,6 +149,80 @@ def check_node_pools(objs: Sequence[Any], *, root: Path = ("nodePools",),
             problems.append(Problem(f"{ref!r} names no entry of nodeClasses; "
                                     f"{did_you_mean(ref, node_classes)}", path).under((*root, i), subject))
     return problems
+
+
+# The labels an instance type's name alone decides; requirements on other keys are not judged here.
+_NAME_KEYS = (keys.INSTANCE_TYPE_LABEL, keys.FAMILY_LABEL, keys.SIZE_LABEL, keys.CATEGORY_LABEL,
+              keys.GENERATION_LABEL, keys.ARCH_LABEL)
+
+
+def _name_labels(name: str) -> dict[str, str]:
+    family = name.split(".", 1)[0]
+    it = InstanceType(name, "arm64" if family in ARM64_FAMILIES else "amd64", vcpus=0, memory_mib=0, max_enis=0,
+                      ipv4_per_eni=0)
+    return {keys.INSTANCE_TYPE_LABEL: name, keys.FAMILY_LABEL: it.family, keys.SIZE_LABEL: it.size,
+            keys.CATEGORY_LABEL: it.category, keys.GENERATION_LABEL: str(it.generation),
+            keys.ARCH_LABEL: it.architecture}
+
+
+def _render(r: Requirement) -> str:
+    return f"{r.key} {r.operator} [{', '.join(r.values)}]" if r.values else f"{r.key} {r.operator}"
+
+
+def unsatisfiable_requirements(pool: NodePool) -> list[Requirement] | None:
+    """The requirements (Karpenter's defaults included) that together exclude every instance type of the
+    bundled catalogue, or None when some type satisfies them. Not judged when the pool names a type or
+    family the catalogue does not know (AWS adds types after a release)."""
+    reqs = [r for r in pool.requirements if r.key in _NAME_KEYS]
+    for r in reqs:
+        if r.operator == "In" and ((r.key == keys.FAMILY_LABEL and not all(known_family(v) for v in r.values)) or
+                                   (r.key == keys.INSTANCE_TYPE_LABEL
+                                    and not all(known_instance_type(v) for v in r.values))):
+            return None
+    labels = [_name_labels(n) for n in instance_type_names()]
+
+    def satisfied(chosen: Sequence[Requirement]) -> bool:
+        return any(all(requirement_allows(r, lab.get(r.key)) for r in chosen) for lab in labels)
+
+    if satisfied(reqs):
+        return None
+    # Name only the requirements that take part: drop each one whose removal still leaves nothing.
+    needed = list(reqs)
+    for r in list(needed):
+        rest = [q for q in needed if q is not r]
+        if not satisfied(rest):
+            needed = rest
+    return needed
+
+
+def _unsatisfiable_problem(obj: Any) -> Problem | None:
+    try:
+        pool = parse_node_pool(obj)
+    except (ConfigError, ValueError, TypeError, KeyError, AttributeError):
+        return None  # its own errors are reported already
+    if pool.is_static:
+        return None
+    needed = unsatisfiable_requirements(pool)
+    if needed is None:
+        return None
+    given = {(r.get("key"), r.get("operator")) for r in _raw_requirements(obj) if isinstance(r, Mapping)}
+    shown = [_render(r) + ("" if (r.key, r.operator) in given else " (Karpenter's default when the NodePool sets "
+                                                                   f"no {r.key})") for r in needed]
+    return Problem("no instance type satisfies these requirements together: " + "; ".join(shown) +
+                   "; widen or remove one of them", _requirements_path(obj))
+
+
+def _requirements_path(obj: Mapping[str, Any]) -> Path:
+    if obj.get("kind") == "Provisioner":
+        return ("spec", "requirements")
+    return ("spec", "template", "spec", "requirements")
+
+
+def _raw_requirements(obj: Mapping[str, Any]) -> list[Any]:
+    ref: Any = obj
+    for part in _requirements_path(obj):
+        ref = ref.get(part) if isinstance(ref, Mapping) else None
+    return ref if isinstance(ref, list) else []
 
 
 def node_class_names(objs: Sequence[Any]) -> set[str]:

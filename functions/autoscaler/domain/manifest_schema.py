@@ -90,7 +90,8 @@ def _scalar(spec: Scalar, value: Any, path: Path) -> list[Problem]:
     }[spec.kind]
     if not ok:
         hint = " (quote it: YAML reads yes/no/on/off and bare numbers as other types)" if spec.kind == "string" else ""
-        return [Problem(f"must be a {spec.kind}, not {_type_name(value)}{hint}", path)]
+        article = "an" if spec.kind[0] in "aeiou" else "a"
+        return [Problem(f"must be {article} {spec.kind}, not {_type_name(value)}{hint}", path)]
     if spec.minimum is not None and value < spec.minimum:
         return [Problem(f"{value} is below the minimum {spec.minimum}; write a value >= {spec.minimum}", path)]
     if spec.maximum is not None and value > spec.maximum:

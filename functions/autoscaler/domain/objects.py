@@ -360,6 +360,10 @@ def pod_from_dict(obj: Raw) -> Pod:
     where = _name({**obj, "kind": "Pod"})
     if not isinstance(obj.get("spec"), Mapping):
         raise ObjectError(f"{where}: spec is missing")
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not meta.get("name"):
+        # A nameless pod cannot be reported, bound or evicted: kubectl output always carries metadata.name.
+        raise ObjectError(f"{where}: metadata.name is missing; paste the pod as 'kubectl get pod -o json' prints it")
     return _pod_from_spec(obj.get("metadata") or {}, obj["spec"], obj.get("status") or {}, where=where)
 
 

@@ -1,7 +1,8 @@
 """The disruption pass under faults (issue 18 items 7-10): a cordon left without a node-state record, a
-refused TerminateInstances, a NodePool removed from the cluster file, and a pass killed between
-TerminateInstances and deleting the Node. Emulator for Kubernetes, in-process moto for EC2 (the refused
-TerminateInstances is answered at botocore's ``before-call`` hook, which moto cannot be told to refuse)."""
+refused TerminateInstances, a NodePool removed from the cluster file (its nodes drained and deleted), and a
+pass killed between TerminateInstances and deleting the Node. Emulator for Kubernetes, in-process moto for
+EC2 (the refused TerminateInstances is answered at botocore's ``before-call`` hook, which moto cannot be told
+to refuse)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,9 @@ def _answer(error: dict[str, Any] | None) -> Any:
     return _Http(error["ResponseMetadata"]["HTTPStatusCode"]), error
 
 
-def test_nodes_of_a_removed_node_pool_are_left_running_released_and_reported(make_world: Any) -> None:
+def test_nodes_of_a_removed_node_pool_are_drained_deleted_and_reported(make_world: Any) -> None:
+    # A node of a NodePool removed from the cluster file, and one this function was draining when it was
+    # removed: both are drained and deleted (issue 33 item 20, Karpenter deletes the NodeClaims), reported
     w = make_world(pools=[node_pool()])
     kept = w.node(pool="retired")
     draining = w.node(pool="retired", annotations={OWNER_ANNOTATION: "disruption",
@@ -79,11 +82,11 @@ def test_nodes_of_a_removed_node_pool_are_left_running_released_and_reported(mak
                                                    DRAIN_REASON_ANNOTATION: "empty"})
     w.store.patch("nodes", None, draining, {"spec": {"unschedulable": True, "taints": [DISRUPTED]}})
     report = w.run()
-    assert set(w.nodes()) >= {kept, draining} and len(w.live_instances()) == 2  # left running
-    assert not _cordoned(w, draining) and not _tainted(w, draining)  # the mid-drain node is given back
     assert w.sink.total("NodesOfRemovedNodePool") == 2
     assert "NodePoolRemoved" in w.events(kept)
     assert any("NodePool retired" in n for n in report["notes"])
+    assert set(report["removed"]) == {kept, draining} and w.live_instances() == []
+    assert not set(w.nodes()) & {kept, draining}
 
 
 def test_killed_between_terminate_and_node_delete_the_next_pass_deletes_the_node(make_world: Any) -> None:

@@ -1,6 +1,11 @@
 """The EC2 instance catalog of one region: instance types (DescribeInstanceTypes) and where each is
 offered (DescribeInstanceTypeOfferings by availability zone), cached in the warm container so a warm
-invocation makes no catalog calls."""
+invocation makes no catalog calls.
+
+Kept an hour (``CATALOG_TTL_SECONDS``): reading and parsing ~1,400 types costs ~1 s of Lambda CPU, so a
+shorter life than the 10-minute safety pass would make every idle pass pay it. The catalogue changes when
+AWS adds or retires a type (an hour's delay is harmless); a change of the NodePools is a new deployment,
+whose new containers read it afresh."""
 
 from __future__ import annotations
 
@@ -13,12 +18,14 @@ from autoscaler.app.ports import Clock
 from autoscaler.domain.models import InstanceType
 from autoscaler.domain.objects import instance_type_from_ec2
 
+CATALOG_TTL_SECONDS = 3600.0
+
 
 class InstanceCatalog:
-    """Instance types and their zones, refreshed at most every ``ttl`` seconds (default 5 min).
+    """Instance types and their zones, refreshed at most every ``ttl`` seconds (default an hour).
     ``calls`` counts the EC2 requests made, per operation."""
 
-    def __init__(self, ec2: Any, *, clock: Clock, ttl: float = 300.0) -> None:
+    def __init__(self, ec2: Any, *, clock: Clock, ttl: float = CATALOG_TTL_SECONDS) -> None:
         self._ec2 = Caller(ec2)
         self._clock = clock
         self._ttl = ttl

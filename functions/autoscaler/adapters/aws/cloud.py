@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from autoscaler.adapters.aws._calls import client_config, use_fast_timestamps
 from autoscaler.adapters.aws.ami import AmiResolver
-from autoscaler.adapters.aws.catalog import InstanceCatalog
+from autoscaler.adapters.aws.catalog import CATALOG_TTL_SECONDS, InstanceCatalog
 from autoscaler.adapters.aws.fleet import FleetLauncher, PreparedLaunch
 from autoscaler.adapters.aws.instances import Instances
 from autoscaler.adapters.aws.launch_template import InstanceProfiles, LaunchTemplates
@@ -42,7 +42,7 @@ class AwsCloud:
 
     def __init__(
         self, *, ec2: Any, ssm: Any, pricing: Any, iam: Any, region: str, cluster: ClusterInfo,
-        clock: Clock | None = None, catalog_ttl: float = 300.0, adopt_karpenter: bool = False,
+        clock: Clock | None = None, catalog_ttl: float = CATALOG_TTL_SECONDS, adopt_karpenter: bool = False,
         instance_profile: str | None = None,
     ) -> None:
         self.clock: Clock = clock or SystemClock()
@@ -58,7 +58,8 @@ class AwsCloud:
         self.reservations = CapacityReservations(ec2, clock=self.clock)
         self.fleet = FleetLauncher(ec2, cluster=cluster, catalog=self.catalog, network=self.network, amis=self.amis,
                                    templates=self.templates, profiles=self.profiles,
-                                   unavailable=self.unavailable_offerings, reservations=self.reservations)
+                                   unavailable=self.unavailable_offerings, reservations=self.reservations,
+                                   clock=self.clock)
         self.instances = Instances(ec2, cluster_name=cluster.name, adopt_karpenter=adopt_karpenter)
         # The last offerings and the inputs they were built from (copies, compared by value).
         self._offerings: tuple[tuple[object, ...], list[Offering]] | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,14 @@ from autoscaler.adapters.aws.network import NetworkResolver, Subnet
 from autoscaler.adapters.aws.reservations import CapacityReservations
 from autoscaler.adapters.aws.unavailable import UnavailableOfferings
 from autoscaler.adapters.aws.userdata import ClusterInfo, NodeJoin
-from autoscaler.app.ports import CloudError, InsufficientCapacityError, UncertainOutcomeError
+from autoscaler.adapters.clock import SystemClock
+from autoscaler.app.ports import (
+    Clock,
+    CloudError,
+    InsufficientCapacityError,
+    ThrottledError,
+    UncertainOutcomeError,
+)
 from autoscaler.domain.fleet import (
     CAPACITY_ERROR_CODES,
     FleetError,
@@ -96,12 +104,20 @@ def drift_tags(request: FleetRequest) -> dict[str, str]:
     return tags
 
 
+# A throttled CreateFleet (RequestLimitExceeded, HTTP 503, after botocore's own retries) is one EC2 never
+# acted on: it is sent again with the same token, after a full-jitter exponential backoff, for at most this
+# long (within the 8 s the provisioner keeps for a launch it starts: LAUNCH_RESERVE_SECONDS).
+THROTTLE_RETRY_SECONDS = 5.0
+_THROTTLE_BASE_SECONDS, _THROTTLE_CAP_SECONDS = 0.25, 2.0
+
+
 class FleetLauncher:
     def __init__(
         self, ec2: Any, *, cluster: ClusterInfo, catalog: InstanceCatalog, network: NetworkResolver,
         amis: AmiResolver, templates: LaunchTemplates, profiles: InstanceProfiles,
         unavailable: UnavailableOfferings, max_attempts: int = 3,
-        reservations: CapacityReservations | None = None,
+        reservations: CapacityReservations | None = None, clock: Clock | None = None,
+        throttle_retry_seconds: float = THROTTLE_RETRY_SECONDS, rng: random.Random | None = None,
     ) -> None:
         self._ec2 = Caller(ec2)
         self._cluster = cluster
@@ -113,6 +129,9 @@ class FleetLauncher:
         self.unavailable = unavailable
         self._max_attempts = max_attempts
         self.reservations = reservations
+        self._clock: Clock = clock or SystemClock()
+        self.throttle_retry_seconds = throttle_retry_seconds
+        self._rng = rng or random.Random()
 
     @property
     def calls(self) -> dict[str, int]:
@@ -263,12 +282,12 @@ class FleetLauncher:
         else:
             params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
         try:
-            resp = self._ec2("create_fleet", **params)
+            resp = self._send_create_fleet(params)
         except CloudError as exc:
             code = exc.code
-            # A capacity error is EC2 saying it launched nothing; no answer or a server error is not. (A
-            # throttle answered with HTTP 503, EC2's RequestLimitExceeded, is still counted as uncertain here.)
-            uncertain = not isinstance(exc, InsufficientCapacityError) and (
+            # A capacity error is EC2 saying it launched nothing; no answer or a server error is not. A
+            # throttle (EC2's RequestLimitExceeded comes with HTTP 503) is EC2 refusing before acting.
+            uncertain = not isinstance(exc, InsufficientCapacityError | ThrottledError) and not exc.throttled and (
                 isinstance(exc, UncertainOutcomeError) or code == "IdempotentParameterMismatch"
                 or exc.status >= 500 or exc.status == 0)
             result.errors.append(FleetError(code=code, capacity_type=ct, message=str(exc), uncertain=uncertain))
@@ -305,6 +324,23 @@ class FleetLauncher:
                     # EC2 did not say which offering: none of this call's overrides is worth retrying now.
                     self._mark_all(overrides, ct)
         return self._log_launched(request, result, retry)
+
+    def _send_create_fleet(self, params: dict[str, Any]) -> dict[str, Any]:
+        """CreateFleet, sent again while EC2 throttles it (same token: nothing was launched for it), with
+        full-jitter exponential backoff, until ``throttle_retry_seconds`` would be passed; then the
+        throttle is raised. Any other error is raised at once."""
+        give_up = self._clock.monotonic() + self.throttle_retry_seconds
+        ceiling = _THROTTLE_BASE_SECONDS
+        while True:
+            try:
+                return self._ec2("create_fleet", **params)
+            except CloudError as exc:
+                wait = self._rng.uniform(0.0, ceiling)
+                if not (isinstance(exc, ThrottledError) or exc.throttled) or self._clock.monotonic() + wait > give_up:
+                    raise
+                log.info("CreateFleet throttled (%s); sent again in %.2f s with the same token", exc.code, wait)
+                self._clock.sleep(wait)
+                ceiling = min(ceiling * 2, _THROTTLE_CAP_SECONDS)
 
     def _mark_all(self, overrides: dict[str, list[dict[str, Any]]], capacity_type: str) -> None:
         for ovs in overrides.values():

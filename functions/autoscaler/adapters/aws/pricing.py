@@ -1,13 +1,21 @@
 """Hourly prices: on-demand from the AWS Price List (pricing:GetProducts) and spot from
 DescribeSpotPriceHistory. Failures never crash a launch: the last known prices are kept and
-``stale`` says so (the handler turns it into a metric)."""
+``stale`` says so (the handler turns it into a metric).
+
+On-demand prices the API does not give (no ``pricing:GetProducts`` permission, an outage before any
+answer, a type missing from its answer) come from the table bundled with the functions
+(``data/on-demand-prices.json``, dated; ``scripts/price_table.py`` makes it), as Karpenter ships one:
+without it an on-demand NodePool would launch nothing. Each use is logged with the table's date."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from autoscaler.adapters.aws._calls import Caller
@@ -25,6 +33,38 @@ _PRICE_FILTERS = {
     "licenseModel": "No License required",
 }
 _SPOT_PRODUCTS = ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"]
+BUNDLED_PRICE_TABLE = Path(__file__).with_name("data") / "on-demand-prices.json"
+# A region the table lacks is priced from this one: absolute prices differ by region, the order between
+# types (what the planner compares) hardly does.
+_TABLE_DEFAULT_REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """The bundled on-demand prices of one region and the date they were taken."""
+
+    date: str
+    region: str  # the table's region these prices are from (may differ from the one asked for)
+    prices: dict[str, float] = field(default_factory=dict)
+
+
+@cache
+def _table() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(BUNDLED_PRICE_TABLE.read_text(encoding="utf-8"))
+    return data
+
+
+def bundled_on_demand_prices(region: str) -> PriceTable:
+    """The bundled table's prices for ``region`` (else us-east-1's), or an empty table if none is shipped."""
+    try:
+        data = _table()
+    except (OSError, ValueError) as exc:
+        log.warning("no bundled on-demand price table (%s): types the Price List does not price are skipped", exc)
+        return PriceTable(date="", region=region)
+    regions = data.get("regions") or {}
+    chosen = region if region in regions else _TABLE_DEFAULT_REGION
+    return PriceTable(date=str(data.get("date", "")), region=chosen,
+                      prices={k: float(v) for k, v in (regions.get(chosen) or {}).items()})
 
 
 def parse_price_list_item(item: str | dict[str, Any]) -> tuple[str, float] | None:
@@ -52,6 +92,7 @@ class PriceBook:
     def __init__(
         self, *, pricing: Any, ec2: Any, region: str, clock: Clock,
         on_demand_ttl: float = 12 * 3600.0, spot_ttl: float = 300.0,
+        fallback: PriceTable | bool | None = True,
     ) -> None:
         self._pricing = Caller(pricing)
         self._ec2 = Caller(ec2)
@@ -65,6 +106,8 @@ class PriceBook:
         self._spot_at: float | None = None
         self.on_demand_stale = False
         self.spot_stale = False
+        # True: the bundled table for the region; None/False: no fallback (the table's generator).
+        self._fallback = bundled_on_demand_prices(region) if fallback is True else (fallback or None)
 
     @property
     def stale(self) -> bool:
@@ -81,16 +124,37 @@ class PriceBook:
         """Instance type -> on-demand USD/hour in the region."""
         if self._expired(self._od_at, self._od_ttl):
             try:
-                self._od = self._fetch_on_demand()
+                self._od = self._with_table(self.fetch_on_demand())
                 self.on_demand_stale = False
             except (CloudError, ValueError) as exc:
-                log.warning("on-demand prices unavailable, keeping %d last known: %s", len(self._od), exc)
+                if self._od:
+                    log.warning("on-demand prices unavailable, keeping %d last known: %s", len(self._od), exc)
+                else:
+                    self._od = self._with_table({}, why=str(exc))
                 self.on_demand_stale = True
             # Retry a failed refresh on the spot cadence rather than hammering or waiting 12 h.
             self._od_at = self._clock.monotonic() - (self._od_ttl - self._spot_ttl if self.on_demand_stale else 0)
         return self._od
 
-    def _fetch_on_demand(self) -> dict[str, float]:
+    def _with_table(self, prices: dict[str, float], *, why: str = "") -> dict[str, float]:
+        """``prices`` completed from the bundled table (the API's answer wins where both have a type)."""
+        table = self._fallback
+        if table is None or not table.prices:
+            return prices
+        missing = {k: v for k, v in table.prices.items() if k not in prices}
+        if not missing:
+            return prices
+        where = table.region if table.region == self._region else f"{table.region}, standing in for {self._region}"
+        if not prices:
+            log.warning("on-demand prices from the bundled on-demand price table of %s (%s; %d types): the Price "
+                        "List API has no answer: %s", table.date, where, len(missing), why)
+        else:
+            log.info("%d instance types the Price List API did not price are priced from the bundled on-demand "
+                     "price table of %s (%s), e.g. %s", len(missing), table.date, where, ", ".join(sorted(missing)[:5]))
+        return {**missing, **prices}
+
+    def fetch_on_demand(self) -> dict[str, float]:
+        """Every Linux on-demand price of the region from the Price List API (raises on no answer)."""
         filters = [{"Type": "TERM_MATCH", "Field": "regionCode", "Value": self._region}]
         filters += [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in _PRICE_FILTERS.items()]
         prices: dict[str, float] = {}

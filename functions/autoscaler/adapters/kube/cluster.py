@@ -394,7 +394,7 @@ class KubeCluster:
             return False
 
     def record_event(self, target: Pod | Node | ObjectRef, *, reason: str, message: str,
-                     event_type: Literal["Normal", "Warning"] = "Normal") -> bool:
+                     event_type: Literal["Normal", "Warning"] = "Normal", strict: bool = False) -> bool:
         api_version = "v1"
         if isinstance(target, Pod):
             kind, namespace, name, uid = "Pod", target.namespace, target.name, target.uid
@@ -420,6 +420,8 @@ class KubeCluster:
                        content_type="application/json")
             return True
         except ClusterError:
+            if strict:
+                raise
             return False
 
     # ----- watch -----------------------------------------------------------------------------

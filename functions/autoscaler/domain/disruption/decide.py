@@ -140,8 +140,10 @@ class _Pass:
                 continue
             pool = self.pools[self.pool_of[node.name]]
             pods = self.on_node.get(node.name, [])
-            reason = consolidation_reason(node, pods, pool, now=self.now, empty_since=self.inp.empty_since)
-            if reason != "Empty":
+            forceful = self.settings.forceful_expiry and expired(node, pool, now=self.now)
+            reason = "Expired" if forceful else consolidation_reason(node, pods, pool, now=self.now,
+                                                                     empty_since=self.inp.empty_since)
+            if reason not in ("Empty", "Expired"):
                 drift = self._drift(node, pool) if self.settings.drift else None
                 if expired(node, pool, now=self.now):
                     reason = "Expired"
@@ -151,7 +153,10 @@ class _Pass:
                 continue
             if self.not_ours(node, reason):
                 continue
-            guard = guard_for(node, pods, pdbs=self.inp.pdbs, all_pods=snap.pods, settings=self.settings)
+            # Karpenter v1 expiry is forceful: neither do-not-disrupt nor a PDB keeps the node (the drain
+            # still evicts through the Eviction API until terminationGracePeriod).
+            guard = None if forceful else guard_for(node, pods, pdbs=self.inp.pdbs, all_pods=snap.pods,
+                                                    settings=self.settings)
             if guard is not None:
                 self.out.blocked.append(Blocked(node.name, reason, guard[0], guard[1]))
                 continue
@@ -174,7 +179,9 @@ class _Pass:
             if pool.is_static:
                 self._replace_static(node, pool, reason, why.get(node.name, ""))
                 continue
-            if not self.admit([node.name], reason):
+            if reason == "Expired" and self.settings.forceful_expiry:
+                self.budgets.take([pool.name])  # outside budgets, but it counts against the other reasons
+            elif not self.admit([node.name], reason):
                 continue
             sim = simulate(self.snap, [*leaving, node.name])
             leaving.append(node.name)

@@ -16,7 +16,7 @@ from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import Launch, PlanInput
 
 Reason = Literal["Empty", "Expired", "Underutilized", "Drifted", "Unhealthy", "Overprovisioned",
-                 "CapacityBlockExpiring"]
+                 "CapacityBlockExpiring", "NodePoolRemoved"]
 CandidateAction = Literal["delete", "replace"]  # what happens to the nodes of a Candidate
 # Karpenter's MinInstanceTypesForSpotToSpotConsolidation: cheaper spot types a single-node spot-to-spot
 # replacement needs, and the number it is launched with.
@@ -26,7 +26,8 @@ Guard = Literal["Budget", "DoNotDisrupt", "PDB", "BarePod", "NotOurs", "Unhealth
 DRAIN_REASONS: dict[Reason, str] = {"Empty": "empty", "Expired": "expired", "Underutilized": "underutilized",
                                     "Drifted": "drifted", "Unhealthy": "unhealthy",
                                     "Overprovisioned": "overprovisioned",
-                                    "CapacityBlockExpiring": "capacityBlockExpiring"}
+                                    "CapacityBlockExpiring": "capacityBlockExpiring",
+                                    "NodePoolRemoved": "nodePoolRemoved"}
 REASON_OF_DRAIN = {v: k for k, v in DRAIN_REASONS.items()}
 
 
@@ -37,6 +38,9 @@ class Settings:
     max_multi_node_candidates: int = 10  # nodes tried together in multi-node consolidation
     node_repair: bool = True
     drift: bool = True
+    # Karpenter v1's expiry: outside budgets and do-not-disrupt; PDBs hold it only until the NodePool's
+    # terminationGracePeriod. False: expiry waits for every guard like the other reasons (opt-in).
+    forceful_expiry: bool = True
 
 
 @dataclass(frozen=True, slots=True)
