@@ -179,9 +179,9 @@ def serve(conn: Any, pods: int, existing: int) -> None:
     logging.disable(logging.CRITICAL)
     warnings.simplefilter("ignore")
     from autoscaler.domain.allocatable import allocatable, capacity  # noqa: PLC0415
+    from autoscaler.domain.instance_types import instance_type_from_ec2  # noqa: PLC0415
     from autoscaler.domain.keys import INITIALIZED_LABEL, NODECLAIM_TAG  # noqa: PLC0415
     from autoscaler.domain.labels import node_labels  # noqa: PLC0415
-    from autoscaler.domain.objects import instance_type_from_ec2  # noqa: PLC0415
     from autoscaler.domain.ownership import launch_tags  # noqa: PLC0415
     from simulator.local import ZONES, LocalCluster, demo_config, moto_catalog  # noqa: PLC0415
     from simulator.moto_fast import (  # noqa: PLC0415

@@ -18,7 +18,6 @@ import pytest
 import yaml
 
 from autoscaler.adapters.kube import lean
-from autoscaler.adapters.kube.cluster import lean_decoder
 from autoscaler.domain.node_wake import wake_reasons
 from autoscaler.domain.objects import node_from_dict, pod_from_dict
 from autoscaler.domain.provisionable import is_provisionable, pod_key, unschedulable_since
@@ -183,4 +182,4 @@ def test_a_field_of_the_wrong_type_is_a_clear_error() -> None:
     ("/api/v1/pods", lean.pod_page), ("/api/v1/namespaces/team/pods", lean.pod_page),
     ("/api/v1/nodes", lean.node_page), ("/apis/apps/v1/daemonsets", None), ("/api/v1/persistentvolumes", None)])
 def test_lean_decoders_by_collection(path: str, decoder: Any) -> None:
-    assert lean_decoder(path) is decoder
+    assert lean.decoder_for(path) is decoder

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote
 
@@ -21,6 +19,7 @@ from kubernetes.client import ApiClient
 
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube import lean
+from autoscaler.adapters.kube.events import event_body
 from autoscaler.adapters.kube.stream import gc_paused, open_stream, watch_events
 from autoscaler.app.ports import Clock, ClusterError, NotFoundError
 from autoscaler.domain.models import (
@@ -60,16 +59,6 @@ _CONFLICT_ATTEMPTS = 5
 
 def _q(value: str) -> str:
     return quote(value, safe="")
-
-
-def lean_decoder(path: str) -> Decode | None:
-    """The lean page decoder for a pod or node collection path (``/api/v1/pods``,
-    ``/api/v1/namespaces/<ns>/pods``, ``/api/v1/nodes``); None (all of the JSON) for any other."""
-    if path.startswith("/api/v1/") and path.endswith("/pods"):
-        return lean.pod_page
-    if path == "/api/v1/nodes":
-        return lean.node_page
-    return None
 
 
 class KubeCluster:
@@ -190,13 +179,13 @@ class KubeCluster:
                    label_selector: str | None = None) -> list[T]:
         with gc_paused():
             return self._list_all(path, field_selector=field_selector, label_selector=label_selector, parse=parse,
-                                  decode=lean_decoder(path))[0]
+                                  decode=lean.decoder_for(path))[0]
 
     def list_parsed(self, path: str, parse: Callable[[Raw], T], *,
                     label_selector: str | None = None) -> tuple[list[T], str]:
         """Every object of a collection, parsed, and the list's resourceVersion (the cache's list)."""
         with gc_paused():
-            return self._list_all(path, parse=parse, label_selector=label_selector, decode=lean_decoder(path))
+            return self._list_all(path, parse=parse, label_selector=label_selector, decode=lean.decoder_for(path))
 
     def _get(self, path: str, *, decode: Decode | None = None) -> Raw | None:
         try:
@@ -395,26 +384,8 @@ class KubeCluster:
 
     def record_event(self, target: Pod | Node | ObjectRef, *, reason: str, message: str,
                      event_type: Literal["Normal", "Warning"] = "Normal", strict: bool = False) -> bool:
-        api_version = "v1"
-        if isinstance(target, Pod):
-            kind, namespace, name, uid = "Pod", target.namespace, target.name, target.uid
-        elif isinstance(target, ObjectRef):
-            api_version, kind, namespace, name, uid = (target.api_version or "v1", target.kind, target.namespace,
-                                                       target.name, target.uid)
-        else:
-            # Events about cluster-scoped objects live in "default", as kubectl describe expects.
-            kind, namespace, name, uid = "Node", "default", target.name, target.name
-        stamp = datetime.fromtimestamp(self._clock.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        involved: Raw = {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid}
-        if kind != "Node":
-            involved["namespace"] = namespace
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "involvedObject": involved, "reason": reason, "message": message[:1024], "type": event_type,
-            "source": {"component": self._component}, "reportingComponent": self._component,
-            "reportingInstance": self._component, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-        }
+        namespace, event = event_body(target, reason=reason, message=message, event_type=event_type,
+                                      component=self._component, now=self._clock.now())
         try:
             self._call("POST", f"/api/v1/namespaces/{_q(namespace)}/events", retry=True, body=event,
                        content_type="application/json")

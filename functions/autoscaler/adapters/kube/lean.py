@@ -20,6 +20,7 @@ Schemas are total=False: every field may be absent, as in the API. Whole subtree
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypedDict
 
 import msgspec
@@ -223,3 +224,13 @@ def pod(data: bytes) -> dict[str, Any]:
 def pod_event(data: bytes) -> dict[str, Any]:
     """One watch event of a pod collection (ERROR events carry a Status: read them with ``json.loads``)."""
     return _decode(_POD_EVENT, data)
+
+
+def decoder_for(path: str) -> Callable[[bytes], dict[str, Any]] | None:
+    """The lean page decoder for a pod or node collection path (``/api/v1/pods``,
+    ``/api/v1/namespaces/<ns>/pods``, ``/api/v1/nodes``); None (all of the JSON) for any other."""
+    if path.startswith("/api/v1/") and path.endswith("/pods"):
+        return pod_page
+    if path == "/api/v1/nodes":
+        return node_page
+    return None
