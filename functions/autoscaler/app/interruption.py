@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, wait
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from autoscaler.app.drain import DrainOptions, NotEvicted, drain
 from autoscaler.app.node_state import NodeStates, NotOwnedError
@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from autoscaler.app.ports import Clock, CloudPort, ClusterPort, LifecycleHooks, ReplacementRequester
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 # A replacement request is repeated when the last one is older than the provisioner's memory of
 # unavailable offerings (3 minutes): by then a retried message may need capacity the first pass missed.
@@ -152,39 +155,38 @@ class InterruptionService:
         return action_for(event.kind, self.actions)
 
     # ----- the fast part -------------------------------------------------------------------------
-    def begin(self, event: InterruptionEvent) -> tuple[InstanceOutcome, ...]:
+    def begin(self, event: InterruptionEvent, *, pool: Executor | None = None) -> tuple[InstanceOutcome, ...]:
         """Taint (and for ``drain``, cordon and annotate) every affected node and request replacement
-        capacity. Idempotent; returns ``CORDONED`` for the nodes ``handle`` still has to drain."""
+        capacity. Idempotent; returns ``CORDONED`` for the nodes ``handle`` still has to drain.
+
+        With a ``pool`` the nodes are tainted and cordoned on its bounded workers: a Health event naming
+        40 nodes costs a few round trips per worker before the first drain, not a few per node."""
         action = self.action(event)
         if action is Action.IGNORE:
             return tuple(InstanceOutcome(iid, None, Outcome.IGNORED) for iid in event.instance_ids)
         by_instance = {n.instance_id: n for n in self.cluster.nodes() if n.instance_id}
-        outcomes: list[InstanceOutcome] = []
-        touched: list[Node] = []
-        for iid in event.instance_ids:
+
+        def one(iid: str) -> InstanceOutcome:
             node = by_instance.get(iid)
             if node is not None and self.exclude_node_labels and all(
                     node.labels.get(k) == v for k, v in self.exclude_node_labels.items()):
-                outcomes.append(InstanceOutcome(iid, node.name, Outcome.EXCLUDED))
-                continue
+                return InstanceOutcome(iid, node.name, Outcome.EXCLUDED)
             if node is not None and self.dry_run:
                 log.info("dry run: would %s node %s for %s", action.value, node.name, event.event_id,
                          extra={"node": node.name, "instance_id": iid, "action": action.value})
-                outcomes.append(InstanceOutcome(iid, node.name, Outcome.DRY_RUN))
-                continue
+                return InstanceOutcome(iid, node.name, Outcome.DRY_RUN)
             result = None if node is None else (
                 self._cordon(event, node) if action is Action.DRAIN else self._taint(event, node))
-            if result is None:
-                outcomes.append(InstanceOutcome(iid, None, Outcome.NOT_IN_CLUSTER))
-                continue
-            outcomes.append(result)
-            if node is not None and result.outcome is not Outcome.ALREADY_DRAINING:
-                touched.append(node)
+            return InstanceOutcome(iid, None, Outcome.NOT_IN_CLUSTER) if result is None else result
+
+        outcomes = _each(pool, one, event.instance_ids)
+        touched = [by_instance[o.instance_id] for o in outcomes if o.node is not None and o.outcome in (
+            Outcome.CORDONED, Outcome.TAINTED)]
         if not touched:
             return tuple(outcomes)
         instances = {i.instance_id: i for i in self.cloud.describe_instances(
             [n.instance_id for n in touched if n.instance_id])}
-        requested = self._request_replacement(event, touched, instances, outcomes)
+        requested = self._request_replacement(event, touched, instances, outcomes, pool=pool)
         return tuple(replace(o, owned=self._owned(instances.get(o.instance_id)),
                              replacement_requested=o.node in requested) for o in outcomes)
 
@@ -234,7 +236,8 @@ class InterruptionService:
                                                  adopt_karpenter=self.adopt_karpenter)
 
     def _request_replacement(self, event: InterruptionEvent, nodes: Sequence[Node],
-                             instances: Mapping[str, CloudInstance], outcomes: Sequence[InstanceOutcome]) -> set[str]:
+                             instances: Mapping[str, CloudInstance], outcomes: Sequence[InstanceOutcome],
+                             pool: Executor | None = None) -> set[str]:
         """One request for every node that has none recent; marks the nodes so retries do not repeat it."""
         now = self.clock.now()
         # A node cordoned by this call asks again even after a recent request (a rebalance escalated to
@@ -266,16 +269,18 @@ class InterruptionService:
             return set()
         if not sent:
             return set()
-        for node in due:
+        def mark(node: Node) -> None:
             state = self.states.read(node)
             with contextlib.suppress(NotFoundError, NotOwnedError):
                 self.states.write(node, state, request_replacement(
                     state, owner=Owner.INTERRUPTION, reason=state.reason or event.kind.value, at=now),
                     by=Owner.INTERRUPTION)
+        _each(pool, mark, due)
         return set(names)
 
     # ----- the whole job ---------------------------------------------------------------------------
-    def handle(self, event: InterruptionEvent, *, drain_until: float, pool: Executor | None = None) -> EventOutcome:
+    def handle(self, event: InterruptionEvent, *, drain_until: float, pool: Executor | None = None,
+               cordons: Executor | None = None, begun: tuple[InstanceOutcome, ...] | None = None) -> EventOutcome:
         """``begin``, then drain each cordoned node until its event's deadline or ``drain_until`` (a
         ``clock.monotonic()`` reading: the invocation's end less a safety margin), whichever is first;
         then terminate our instances and delete Nodes whose instance is gone. Nodes whose drain could not
@@ -284,8 +289,10 @@ class InterruptionService:
         With a ``pool`` the nodes are drained in parallel on its bounded workers (the handler shares one
         pool across the batch, so ten spot warnings drain at once, as NTH's ten workers do); a node whose
         turn comes after its deadline is not started at all. Every node is finished before the first
-        failure, if any, is raised."""
-        started = self.begin(event)
+        failure, if any, is raised. ``cordons`` is ``begin``'s pool (never the drains' own: a cordon must not
+        queue behind drains). ``begun``: what a ``begin`` of this very event returned moments ago, with nothing
+        since on its nodes (the batch's cordon pass); it is not repeated."""
+        started = self.begin(event, pool=cordons) if begun is None else begun
 
         def finish(o: InstanceOutcome) -> InstanceOutcome:
             if o.outcome is not Outcome.CORDONED or self.cordon_only:
@@ -369,6 +376,16 @@ class InterruptionService:
             self.cluster.record_event(node, reason="Drained", message="every pod that had to move was evicted; "
                                       "the instance is not managed by this autoscaler and is left running")
         return replace(outcome, outcome=Outcome.DRAINED)
+
+
+def _each(pool: Executor | None, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+    """``fn`` over ``items`` in order, on ``pool`` when there is one; every item is finished before the
+    first failure, if any, is raised (as the sequential loop would leave none half-started)."""
+    if pool is None:
+        return [fn(item) for item in items]
+    futures = [pool.submit(fn, item) for item in items]
+    wait(futures)
+    return [f.result() for f in futures]
 
 
 def _replacement_due(node: Node, *, now: float) -> bool:

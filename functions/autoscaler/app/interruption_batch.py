@@ -49,7 +49,11 @@ RETRY_VISIBILITY_SECONDS = 10
 DRAIN_WORKERS = 10
 # Messages waiting for their nodes' drains at once (a batch holds at most 10).
 MESSAGE_WORKERS = 10
+# Nodes tainted and cordoned at once: a Health event may name dozens of nodes, and one after the other
+# their round trips (about 7 per node) put the first eviction seconds into the batch.
+CORDON_WORKERS = 10
 
+_BEGUN = frozenset({Outcome.CORDONED, Outcome.TAINTED})
 _ACTED = frozenset({Outcome.TAINTED, Outcome.CORDONED, Outcome.DRAINED, Outcome.TERMINATED, Outcome.NODE_DELETED})
 
 
@@ -82,10 +86,13 @@ class QueuedMessage:
 @dataclass
 class DrainPools:
     """A container's worker pools: node drains run on ``nodes``; each message's handling waits for its
-    nodes on ``messages`` (a separate pool, so a waiting message never holds a worker a node needs)."""
+    nodes on ``messages`` (a separate pool, so a waiting message never holds a worker a node needs); nodes
+    are tainted and cordoned on ``cordons`` (a third, so a cordon never queues behind a drain; None: one
+    node after the other)."""
 
     nodes: Executor
     messages: Executor
+    cordons: Executor | None = None
 
 
 class DrainIncomplete(RuntimeError):
@@ -120,7 +127,7 @@ class InterruptionBatch:
             try:
                 parsed = parse_event(message.body)
                 if isinstance(parsed, InterruptionEvent):
-                    self.begun[message.message_id] = self.service.begin(parsed)
+                    self.begun[message.message_id] = self.service.begin(parsed, pool=self.pools.cordons)
             except Exception:  # the message's own handling (``process``) reports it and returns it for retry
                 self.log.debug("cordon pass skipped a record", extra={"message_id": message.message_id})
 
@@ -139,15 +146,22 @@ class InterruptionBatch:
             # after the other, in batch order. The pool starts tasks in submission order, so an earlier
             # message is always running or done: no deadlock.
             before = [last_for[i] for i in parsed.instance_ids if i in last_for]
-            future = self.pools.messages.submit(self._handle_after, before, parsed, until)
+            # The cordon pass's outcome stands unless an earlier message of the batch may have drained or
+            # deleted one of the nodes since, or a replacement request is still to be sent (throttled): then
+            # ``begin`` runs again and sees where the cluster is.
+            begun = self.begun.get(message.message_id)
+            if before or begun is None or any(o.outcome in _BEGUN and not o.replacement_requested for o in begun):
+                begun = None
+            future = self.pools.messages.submit(self._handle_after, before, parsed, until, begun)
             self.handled[message.message_id] = future
             for iid in parsed.instance_ids:
                 last_for[iid] = future
 
     def _handle_after(self, before: list[Future[EventOutcome]], event: InterruptionEvent,
-                      until: float) -> EventOutcome:
+                      until: float, begun: tuple[InstanceOutcome, ...] | None) -> EventOutcome:
         wait(before)
-        return self.service.handle(event, drain_until=until, pool=self.pools.nodes)
+        return self.service.handle(event, drain_until=until, pool=self.pools.nodes, cordons=self.pools.cordons,
+                                   begun=begun)
 
     def process(self, message: QueuedMessage) -> None:
         """Report one message; raises when it must come back for retry."""
@@ -196,7 +210,7 @@ class InterruptionBatch:
         try:
             started = self.handled.get(message_id)
             outcome = started.result() if started is not None else self.service.handle(
-                event, drain_until=self._drain_until(), pool=self.pools.nodes)
+                event, drain_until=self._drain_until(), pool=self.pools.nodes, cordons=self.pools.cordons)
         except Exception as exc:  # any failure: logged with the message id, counted, and the message retried
             self._emit(event.kind.value, action, "failed")
             self.log.exception("interruption message failed; returned for retry",

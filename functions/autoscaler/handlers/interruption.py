@@ -20,6 +20,7 @@ from autoscaler.adapters.aws.lifecycle_hooks import AsgLifecycleHooks
 from autoscaler.app.drain import DrainOptions
 from autoscaler.app.interruption import InterruptionService
 from autoscaler.app.interruption_batch import (
+    CORDON_WORKERS,
     DRAIN_WORKERS,
     MESSAGE_WORKERS,
     POLL_INTERVAL_SECONDS,
@@ -45,7 +46,8 @@ def interruption_warm(rt: Runtime) -> InterruptionWarm:
         rt.warm.interruption = InterruptionWarm(
             processor=batch_processor(),
             pools=DrainPools(nodes=ThreadPoolExecutor(max_workers=DRAIN_WORKERS, thread_name_prefix="drain"),
-                             messages=ThreadPoolExecutor(max_workers=MESSAGE_WORKERS, thread_name_prefix="message")))
+                             messages=ThreadPoolExecutor(max_workers=MESSAGE_WORKERS, thread_name_prefix="message"),
+                             cordons=ThreadPoolExecutor(max_workers=CORDON_WORKERS, thread_name_prefix="cordon")))
     return rt.warm.interruption
 
 
