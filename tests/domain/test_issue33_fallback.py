@@ -3,6 +3,7 @@ on-demand, cheapest on-demand first, not only from the spot request's instance t
 
 from __future__ import annotations
 
+from autoscaler.domain.claims import Claim, claims_for
 from autoscaler.domain.scheduling import plan
 from tests.domain.scheduling_world import GI, check_plan, offerings, pod, pool, world
 
@@ -27,3 +28,14 @@ def test_issue33_item_9_a_pool_with_one_capacity_type_has_no_fallback() -> None:
     spot_only = pool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}])
     [launch] = plan(world([pod("db-0", 3000, 12 * GI)], pools=[spot_only])).launches
     assert launch.capacity_type == "spot" and dict(launch.fallback_instance_types) == {}
+
+
+def test_issue33_item_9_a_stored_claim_keeps_the_fallback_types_for_a_resumed_launch() -> None:
+    offers = [o for o in offerings() if not (o.instance_type == "m5.xlarge" and o.capacity_type == "spot")]
+    [launch] = plan(world([pod("db-0", 3000, 12 * GI)], offers=offers)).launches
+    [claim] = claims_for([launch], ["db-abc12345"], now=1.0)
+    stored = Claim.from_json(claim.to_json())
+    # A resumed launch sends what was first sent (same client tokens, same parameters)
+    assert stored.as_launch().fallback_instance_types == launch.fallback_instance_types
+    # And until it launched, the claim may turn out to be any type it may fall back to
+    assert "m5.xlarge" in stored.in_flight().may_be
