@@ -61,4 +61,6 @@ def fleet_request_for(launch: Launch, *, cluster_name: str, node_pools: Mapping[
         startup_taints=launch.startup_taints,
         kubelet=kubelet,
         node_pool_hash=node_pool_hash(pool) if pool is not None else "",
+        fallback_instance_types={ct: types for ct, types in launch.fallback_instance_types.items()
+                                 if ct in preference and ct != launch.capacity_type},
     )

@@ -182,7 +182,8 @@ class PassResult:
 
 def _group_key(launch: Launch) -> tuple[object, ...]:
     return (launch.node_pool, launch.node_class, launch.capacity_type, launch.capacity_types, launch.zones,
-            launch.instance_types, tuple(sorted(launch.labels.items())), launch.taints, launch.startup_taints)
+            launch.instance_types, tuple(sorted(launch.fallback_instance_types.items())),
+            tuple(sorted(launch.labels.items())), launch.taints, launch.startup_taints)
 
 
 def group_launches(launches: Iterable[Launch]) -> list[list[Launch]]:

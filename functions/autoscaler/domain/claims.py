@@ -61,6 +61,9 @@ class Claim:
     instance_type: str = ""
     zone: str = ""
     capacity_type: str = ""
+    # The planned fallback types per other capacity type (Launch.fallback_instance_types): a resumed launch
+    # must send exactly what was first sent under the same client tokens.
+    fallback_instance_types: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def launched(self, *, instance_id: str, instance_type: str, zone: str, capacity_type: str) -> Claim:
         return replace(self, state="launched", instance_id=instance_id, instance_type=instance_type, zone=zone,
@@ -71,7 +74,7 @@ class Claim:
         return Launch(node_pool=self.node_pool, node_class=self.node_class, capacity_type=self.capacity_types[0],
                       zones=self.zones, instance_types=self.instance_types, pods=self.pods, labels=dict(self.labels),
                       taints=self.taints, startup_taints=self.startup_taints, hourly_price=self.hourly_price,
-                      capacity_types=self.capacity_types)
+                      capacity_types=self.capacity_types, fallback_instance_types=dict(self.fallback_instance_types))
 
     def in_flight(self) -> InFlightNode:
         """This claim as the planner's in-flight capacity: the instance EC2 gave it, or before that the
@@ -84,7 +87,12 @@ class Claim:
                             instance_type=it, zone=zone, capacity_type=ct,
                             labels={**self.labels, NODEPOOL_LABEL: self.node_pool, CAPACITY_TYPE_LABEL: ct},
                             taints=self.taints, launched_at=self.created_at, pod_keys=self.pods,
-                            may_be=() if self.state == "launched" else self.instance_types)
+                            may_be=() if self.state == "launched" else self._may_be())
+
+    def _may_be(self) -> tuple[str, ...]:
+        """Every type the launch may have got, the fallbacks' too."""
+        extra = [t for types in self.fallback_instance_types.values() for t in types if t not in self.instance_types]
+        return (*self.instance_types, *dict.fromkeys(extra))
 
     # ----- the stored form (a JSON document) --------------------------------------------------
     def to_json(self) -> str:
@@ -95,6 +103,8 @@ class Claim:
             "createdAt": self.created_at, "labels": dict(self.labels), "taints": _taints_out(self.taints),
             "startupTaints": _taints_out(self.startup_taints), "hourlyPrice": self.hourly_price, "state": self.state,
         }
+        if self.fallback_instance_types:
+            doc["fallbackInstanceTypes"] = {ct: list(types) for ct, types in self.fallback_instance_types.items()}
         if self.state == "launched":
             doc.update(instanceId=self.instance_id, instanceType=self.instance_type, zone=self.zone,
                        capacityType=self.capacity_type)
@@ -116,7 +126,9 @@ class Claim:
                        taints=_taints_in(d.get("taints", ())), startup_taints=_taints_in(d.get("startupTaints", ())),
                        hourly_price=float(d.get("hourlyPrice", 0.0)), state=state,
                        instance_id=str(d.get("instanceId", "")), instance_type=str(d.get("instanceType", "")),
-                       zone=str(d.get("zone", "")), capacity_type=str(d.get("capacityType", "")))
+                       zone=str(d.get("zone", "")), capacity_type=str(d.get("capacityType", "")),
+                       fallback_instance_types={str(ct): tuple(str(t) for t in types)
+                                                for ct, types in (d.get("fallbackInstanceTypes") or {}).items()})
         except (KeyError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"malformed node claim: {exc!r}") from exc
 
@@ -145,7 +157,8 @@ def claims_for(launches: Sequence[Launch], claim_ids: Sequence[str], *, now: flo
                                                          if c != launch.capacity_type)),
                   instance_types=launch.instance_types, zones=launch.zones, pods=launch.pods, created_at=now,
                   labels=dict(launch.labels), taints=launch.taints, startup_taints=launch.startup_taints,
-                  hourly_price=launch.hourly_price)
+                  hourly_price=launch.hourly_price,
+                  fallback_instance_types=dict(launch.fallback_instance_types))
             for launch, cid in zip(launches, claim_ids, strict=True)]
 
 

@@ -71,6 +71,9 @@ class FleetRequest:
     count: int = 1
     tags: Mapping[str, str] = field(default_factory=dict)
     node_pool_hash: str = ""  # written as the karpenter.sh/nodepool-hash tag (drift)
+    # A capacity type's own instance types (cheapest at it first) when they differ from ``instance_types``:
+    # the on-demand fallback of a spot launch chooses from everything the NodePool allows on-demand.
+    fallback_instance_types: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -79,6 +82,10 @@ class FleetRequest:
             raise ValueError(f"FleetRequest {self.claim_id}: capacity_types is empty")
         if not self.instance_types:
             raise ValueError(f"FleetRequest {self.claim_id}: instance_types is empty")
+
+    def instance_types_for(self, capacity_type: str) -> tuple[str, ...]:
+        """The instance types to try at ``capacity_type``, cheapest at it first."""
+        return self.fallback_instance_types.get(capacity_type) or self.instance_types
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,9 @@ class Launch:
     startup_taints: tuple[Taint, ...]
     hourly_price: float
     capacity_types: tuple[str, ...] = ()  # what the NodePool allows, so the launcher can fall back
+    # Per other capacity type the pool allows: the types to fall back to, cheapest at that capacity type
+    # first. A spot launch's list is ordered by spot price and may lack a type offered only on-demand.
+    fallback_instance_types: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

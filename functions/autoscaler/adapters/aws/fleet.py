@@ -149,7 +149,7 @@ class FleetLauncher:
         join = NodeJoin(labels=_join_labels(request, capacity_type, reservation), taints=_join_taints(request),
                         kubelet=request.kubelet or nc.kubelet)
         types = self._catalog.instance_types()
-        candidates = [types[t] for t in request.instance_types if t in types]
+        candidates = [types[t] for t in request.instance_types_for(capacity_type) if t in types]
         images = tuple(self._amis.resolve(nc, {variant_of(it) for it in candidates}).values())
         templates: dict[str, LaunchTemplateRef] = {}
         for ami in {a.key: a for it in candidates if (a := image_for(images, it)) is not None}.values():
@@ -167,7 +167,7 @@ class FleetLauncher:
         types = self._catalog.instance_types()
         out: dict[str, list[dict[str, Any]]] = {}
         ct = prepared.capacity_type
-        for name in request.instance_types:
+        for name in request.instance_types_for(ct):
             it = types.get(name)
             ami = image_for(prepared.images, it) if it is not None else None
             if it is None or ami is None or ami.key not in prepared.templates or not supports(it, ct):
@@ -198,7 +198,7 @@ class FleetLauncher:
                 if not overrides:
                     result.errors.append(FleetError(
                         code="NoOfferingsLeft", capacity_type=ct,
-                        message=(f"no {ct} offering of {', '.join(request.instance_types)} is left to try in "
+                        message=(f"no {ct} offering of {', '.join(request.instance_types_for(ct))} is left to try in "
                                  f"zones {', '.join(sorted(prepared.subnets)) or '(none)'}"),
                     ))
                     break

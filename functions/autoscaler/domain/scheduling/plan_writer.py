@@ -4,7 +4,7 @@ in-flight instance was launched for by name), and each new node as a launch with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL
 from autoscaler.domain.plan import Launch, Plan, Unschedulable
@@ -18,7 +18,8 @@ from autoscaler.domain.scheduling.requirements import MAX_INSTANCE_TYPES, single
 from autoscaler.domain.scheduling.vector import fits_within
 
 # (capacity type, zones, instance types, hourly price) of a launch, or why none can be made.
-LaunchChoice = tuple[str, tuple[str, ...], tuple[str, ...], float] | str
+# The last item maps each other capacity type the pool allows to its fallback instance types.
+LaunchChoice = tuple[str, tuple[str, ...], tuple[str, ...], float, Mapping[str, tuple[str, ...]]] | str
 
 
 def write_plan(plan: Plan, *, classes: Sequence[PodClass], existing: Sequence[ExistingNode],
@@ -52,7 +53,7 @@ def write_plan(plan: Plan, *, classes: Sequence[PodClass], existing: Sequence[Ex
         if isinstance(choice, str):
             plan.unschedulable.extend(Unschedulable(key, choice) for key in keys)
             continue
-        capacity_type, zones, types, price = choice
+        capacity_type, zones, types, price, fallbacks = choice
         target = new.target
         pool = target.pool.pool
         labels = {**single_values(pool.requirements), **pool.labels, **target.labels, NODEPOOL_LABEL: pool.name,
@@ -65,41 +66,61 @@ def write_plan(plan: Plan, *, classes: Sequence[PodClass], existing: Sequence[Ex
             node_pool=pool.name, node_class=target.pool.node_class, capacity_type=capacity_type, zones=zones,
             instance_types=types, pods=tuple(keys), labels=labels, taints=pool.taints,
             startup_taints=pool.startup_taints, hourly_price=price, capacity_types=pool.capacity_types,
+            fallback_instance_types=fallbacks,
         ))
 
 
 def _launch(node: NewNode, cache: dict[tuple[object, ...], LaunchChoice], index: InstanceTypeIndex) -> LaunchChoice:
-    target, sized_on = node.target, node.pool_type
+    target = node.target
     pool = target.pool.pool
-    key = (id(target), node.used, node.zones, node.capacity_types, node.allowed, id(sized_on) if pool.limits else None)
+    key = (id(target), node.used, node.zones, node.capacity_types, node.allowed,
+           id(node.pool_type) if pool.limits else None)
     hit = cache.get(key)
     if hit is not None:
         return hit
-    result: LaunchChoice = Rejection(pool.name, Criterion.NO_TYPE_FITS_TOGETHER).render()
-    need_all = any(requirement.min_values for requirement in pool.requirements)
+    no_fit = Rejection(pool.name, Criterion.NO_TYPE_FITS_TOGETHER).render()
+    result: LaunchChoice = no_fit
+    choices: list[tuple[str, tuple[str, ...], tuple[str, ...], float]] = []
     for capacity_type in ("spot", "on-demand"):
         if capacity_type not in node.capacity_types:
             continue
-        candidates = []
-        for price, name, pool_type in index.launch_order(target, node.zones, capacity_type):
-            room = pool_type.allocatable_on(node.zones, capacity_type)
-            if not fits_within(node.used, room) or (node.allowed is not None and name not in node.allowed):
-                continue
-            if pool.limits and any(pool_type.capacity.get(limit, 0) > amount
-                                   for limit, amount in sized_on.capacity.items() if limit in pool.limits):
-                continue
-            candidates.append((price, name, pool_type))
-            if len(candidates) >= MAX_INSTANCE_TYPES and not need_all:
-                break
-        if not candidates:
+        choice = _choose(node, index, capacity_type)
+        if isinstance(choice, str):
+            if not choices and choice != no_fit:  # the more precise reason wins
+                result = choice
             continue
-        chosen = with_min_values([entry[2] for entry in candidates], pool.requirements)
-        if chosen is None:
-            result = Rejection(pool.name, Criterion.LAUNCH_MIN_VALUES).render()
-            continue
-        zones = tuple(sorted(zone for zone in node.zones
-                             if any((zone, capacity_type) in pool_type.offerings for pool_type in chosen)))
-        result = (capacity_type, zones, tuple(pool_type.name for pool_type in chosen), candidates[0][0])
-        break
+        choices.append(choice)
+    if choices:
+        # The first capacity type with a choice is the plan; the others are the launcher's fallbacks, each
+        # chosen from everything the pool allows at that capacity type (not the first one's types).
+        first = choices[0]
+        result = (*first, {ct: types for ct, _, types, _ in choices[1:]})
     cache[key] = result
     return result
+
+
+def _choose(node: NewNode, index: InstanceTypeIndex,
+            capacity_type: str) -> tuple[str, tuple[str, ...], tuple[str, ...], float] | str:
+    """The cheapest ``MAX_INSTANCE_TYPES`` types at ``capacity_type`` that fit the node, or why none."""
+    target, sized_on = node.target, node.pool_type
+    pool = target.pool.pool
+    need_all = any(requirement.min_values for requirement in pool.requirements)
+    candidates = []
+    for price, name, pool_type in index.launch_order(target, node.zones, capacity_type):
+        room = pool_type.allocatable_on(node.zones, capacity_type)
+        if not fits_within(node.used, room) or (node.allowed is not None and name not in node.allowed):
+            continue
+        if pool.limits and any(pool_type.capacity.get(limit, 0) > amount
+                               for limit, amount in sized_on.capacity.items() if limit in pool.limits):
+            continue
+        candidates.append((price, name, pool_type))
+        if len(candidates) >= MAX_INSTANCE_TYPES and not need_all:
+            break
+    if not candidates:
+        return Rejection(pool.name, Criterion.NO_TYPE_FITS_TOGETHER).render()
+    chosen = with_min_values([entry[2] for entry in candidates], pool.requirements)
+    if chosen is None:
+        return Rejection(pool.name, Criterion.LAUNCH_MIN_VALUES).render()
+    zones = tuple(sorted(zone for zone in node.zones
+                         if any((zone, capacity_type) in pool_type.offerings for pool_type in chosen)))
+    return capacity_type, zones, tuple(pool_type.name for pool_type in chosen), candidates[0][0]
