@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from autoscaler.app.drain import DrainOptions, NotEvicted, drain
 from autoscaler.app.node_state import NodeStates, NotOwnedError
-from autoscaler.app.ports import CloudError, NotFoundError
+from autoscaler.app.ports import CloudError, ConflictError, NotFoundError
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, LaunchHook, action_for, drain_deadline
 from autoscaler.domain.keys import (
@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 # A replacement request is repeated when the last one is older than the provisioner's memory of
 # unavailable offerings (3 minutes): by then a retried message may need capacity the first pass missed.
 REREQUEST_SECONDS = 180.0
+# Conditional writes of the drain record retried after a conflict caused by an unrelated write.
+_TAKE_ATTEMPTS = 5
 
 # Kinds whose replacement must avoid the reclaimed spot pool. A scheduled change or a stopped instance
 # says nothing about the capacity pool, so its offering stays available.
@@ -152,9 +154,10 @@ class InterruptionService:
         return action_for(event.kind, self.actions)
 
     # ----- the fast part -------------------------------------------------------------------------
-    def begin(self, event: InterruptionEvent) -> tuple[InstanceOutcome, ...]:
+    def begin(self, event: InterruptionEvent, *, skip: frozenset[str] = frozenset()) -> tuple[InstanceOutcome, ...]:
         """Taint (and for ``drain``, cordon and annotate) every affected node and request replacement
-        capacity. Idempotent; returns ``CORDONED`` for the nodes ``handle`` still has to drain."""
+        capacity. Idempotent; returns ``CORDONED`` for the nodes ``handle`` still has to drain and
+        ``ALREADY_DRAINING`` for those another invocation took (and for the instances in ``skip``)."""
         action = self.action(event)
         if action is Action.IGNORE:
             return tuple(InstanceOutcome(iid, None, Outcome.IGNORED) for iid in event.instance_ids)
@@ -166,6 +169,9 @@ class InterruptionService:
             if node is not None and self.exclude_node_labels and all(
                     node.labels.get(k) == v for k, v in self.exclude_node_labels.items()):
                 outcomes.append(InstanceOutcome(iid, node.name, Outcome.EXCLUDED))
+                continue
+            if node is not None and iid in skip:
+                outcomes.append(InstanceOutcome(iid, node.name, Outcome.ALREADY_DRAINING))
                 continue
             if node is not None and self.dry_run:
                 log.info("dry run: would %s node %s for %s", action.value, node.name, event.event_id,
@@ -192,13 +198,10 @@ class InterruptionService:
         iid = node.instance_id or ""
         try:
             now = self.clock.now()
-            state = self.states.read(node)
-            if state.drain_started is None or state.owner is not Owner.INTERRUPTION:
-                # The record before the taint: a function stopped in between leaves a record (the retry
-                # continues) and never a taint without one (which the disruption pass would give back).
-                # A node the disruption function was draining is taken over: EC2 reclaims it anyway.
-                self.states.write(node, state, start_drain(state, owner=Owner.INTERRUPTION,
-                                                           reason=event.kind.value, at=now), by=Owner.INTERRUPTION)
+            if not self._take(event, node, now=now):
+                log.info("node %s was taken by another invocation; left to it", node.name,
+                         extra={"node": node.name, "instance_id": iid, "event_id": event.event_id})
+                return InstanceOutcome(iid, node.name, Outcome.ALREADY_DRAINING)
             tainted = self.cluster.add_taint(node.name, DISRUPTED_TAINT)
             cordoned = self.cluster.cordon(node.name)
         except NotFoundError:
@@ -212,6 +215,34 @@ class InterruptionService:
                                               f"(event {event.event_id}): tainted, cordoned, draining")
         return InstanceOutcome(iid, node.name, Outcome.CORDONED,
                                event_to_cordon=max(0.0, now - event.time) if first and event.time is not None else None)
+
+    def _take(self, event: InterruptionEvent, node: Node, *, now: float) -> bool:
+        """Write the interruption's drain record unless it is there; False when another invocation wrote
+        it first. The record goes before the taint: a function stopped in between leaves a record (the
+        retry continues) and never a taint without one (which the disruption pass would give back). A node
+        the disruption function was draining is taken over: EC2 reclaims it anyway.
+
+        The write is conditional on the node's resourceVersion as read: of two invocations handling the
+        same interruption at once (SQS delivers at least once), exactly one takes the node. A conflict
+        from any other write (a kubelet status update) reads the node again and retries."""
+        for _ in range(_TAKE_ATTEMPTS):
+            state = self.states.read(node)
+            if state.drain_started is not None and state.owner is Owner.INTERRUPTION:
+                return True  # ours already: a retry of the message continues the drain
+            try:
+                self.states.write(node, state, start_drain(state, owner=Owner.INTERRUPTION,
+                                                           reason=event.kind.value, at=now),
+                                  by=Owner.INTERRUPTION, conditional=True)
+                return True
+            except ConflictError:
+                fresh = self.cluster.get_node(node.name)
+                if fresh is None:
+                    raise NotFoundError(f"node {node.name} was deleted", status=404) from None
+                again = self.states.read(fresh)
+                if again.drain_started is not None and again.owner is Owner.INTERRUPTION:
+                    return False  # another invocation took it between our read and our write
+                node = fresh
+        raise ConflictError(f"node {node.name}: kept changing while its drain record was written", status=409)
 
     def _taint(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
         iid = node.instance_id or ""
@@ -275,7 +306,8 @@ class InterruptionService:
         return set(names)
 
     # ----- the whole job ---------------------------------------------------------------------------
-    def handle(self, event: InterruptionEvent, *, drain_until: float, pool: Executor | None = None) -> EventOutcome:
+    def handle(self, event: InterruptionEvent, *, drain_until: float, pool: Executor | None = None,
+               taken_elsewhere: frozenset[str] = frozenset()) -> EventOutcome:
         """``begin``, then drain each cordoned node until its event's deadline or ``drain_until`` (a
         ``clock.monotonic()`` reading: the invocation's end less a safety margin), whichever is first;
         then terminate our instances and delete Nodes whose instance is gone. Nodes whose drain could not
@@ -284,8 +316,13 @@ class InterruptionService:
         With a ``pool`` the nodes are drained in parallel on its bounded workers (the handler shares one
         pool across the batch, so ten spot warnings drain at once, as NTH's ten workers do); a node whose
         turn comes after its deadline is not started at all. Every node is finished before the first
-        failure, if any, is raised."""
-        started = self.begin(event)
+        failure, if any, is raised.
+
+        ``taken_elsewhere``: instances whose node another invocation took during this invocation's cordon
+        pass (``begin`` returned ``ALREADY_DRAINING``); that invocation drains them, this one leaves them."""
+        started = tuple(replace(o, outcome=Outcome.ALREADY_DRAINING, event_to_cordon=None)
+                        if o.instance_id in taken_elsewhere and o.outcome is Outcome.CORDONED else o
+                        for o in self.begin(event, skip=taken_elsewhere))
 
         def finish(o: InstanceOutcome) -> InstanceOutcome:
             if o.outcome is not Outcome.CORDONED or self.cordon_only:

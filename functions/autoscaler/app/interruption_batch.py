@@ -139,15 +139,21 @@ class InterruptionBatch:
             # after the other, in batch order. The pool starts tasks in submission order, so an earlier
             # message is always running or done: no deadlock.
             before = [last_for[i] for i in parsed.instance_ids if i in last_for]
-            future = self.pools.messages.submit(self._handle_after, before, parsed, until)
+            future = self.pools.messages.submit(self._handle_after, before, parsed, until, message.message_id)
             self.handled[message.message_id] = future
             for iid in parsed.instance_ids:
                 last_for[iid] = future
 
     def _handle_after(self, before: list[Future[EventOutcome]], event: InterruptionEvent,
-                      until: float) -> EventOutcome:
+                      until: float, message_id: str) -> EventOutcome:
         wait(before)
-        return self.service.handle(event, drain_until=until, pool=self.pools.nodes)
+        return self.service.handle(event, drain_until=until, pool=self.pools.nodes,
+                                   taken_elsewhere=self._taken_elsewhere(message_id))
+
+    def _taken_elsewhere(self, message_id: str) -> frozenset[str]:
+        """Instances the cordon pass found taken by another invocation (a concurrent duplicate)."""
+        return frozenset(o.instance_id for o in self.begun.get(message_id, ())
+                         if o.outcome is Outcome.ALREADY_DRAINING)
 
     def process(self, message: QueuedMessage) -> None:
         """Report one message; raises when it must come back for retry."""

@@ -21,7 +21,7 @@ from kubernetes.client import ApiClient
 
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.stream import gc_paused, open_stream, watch_events
-from autoscaler.app.ports import Clock, ClusterError, NotFoundError
+from autoscaler.app.ports import Clock, ClusterError, ConflictError, NotFoundError
 from autoscaler.domain.models import (
     DaemonSet,
     EvictionResult,
@@ -109,7 +109,7 @@ class KubeCluster:
                 message = f"{message} ({'; '.join(causes)})"
         except (ValueError, AttributeError):
             pass
-        cls = NotFoundError if status == 404 else ClusterError
+        cls = NotFoundError if status == 404 else ConflictError if status == 409 else ClusterError
         raise cls(f"{method} {path}: HTTP {status} {reason}: {message}", status=status, reason=reason,
                   causes=cause_reasons)
 
@@ -294,16 +294,22 @@ class KubeCluster:
         except NotFoundError:
             return False
 
-    def _patch_meta(self, name: str, field: str, values: Mapping[str, str | None]) -> None:
+    def _patch_meta(self, name: str, field: str, values: Mapping[str, str | None], *,
+                    resource_version: str = "") -> None:
         if values:
-            self._call("PATCH", self._node_path(name), retry=True, body={"metadata": {field: dict(values)}},
+            meta: Raw = {field: dict(values)}
+            if resource_version:
+                # The API server refuses the patch with 409 unless the node is still at this version.
+                meta["resourceVersion"] = resource_version
+            self._call("PATCH", self._node_path(name), retry=True, body={"metadata": meta},
                        content_type="application/merge-patch+json")
 
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
         self._patch_meta(name, "labels", labels)
 
-    def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
-        self._patch_meta(name, "annotations", annotations)
+    def annotate_node(self, name: str, annotations: Mapping[str, str | None], *,
+                      resource_version: str = "") -> None:
+        self._patch_meta(name, "annotations", annotations, resource_version=resource_version)
 
     def delete_node(self, name: str, *, release_finalizers: Collection[str] = ()) -> bool:
         try:
