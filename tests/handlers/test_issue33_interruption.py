@@ -51,3 +51,22 @@ def test_issue33_item_14_one_interruption_in_two_invocations_is_taken_once(
     assert len(evictions) == 1, evictions
     node = world.node("n1")
     assert node is not None and node["spec"].get("unschedulable") is True
+
+
+def test_issue33_item_15_a_pdb_does_not_keep_the_node_of_an_instance_ec2_terminated(world: World) -> None:
+    from tests import kube_objects as ko
+
+    iid = world.add_node("n1", owned=False)
+    for i in range(2):
+        world.add_pod(f"web-{i}", "n1", labels={"app": "web"})
+    world.kube.store.create("poddisruptionbudgets", ko.pdb("web", match={"app": "web"}, min_available=2),
+                            namespace="default")
+    world.ec2.terminate_instances(InstanceIds=[iid])  # EC2 took the instance before the drain could finish
+    spot = event_for("spot-interruption-warning", iid, event_id="spot-gone")
+    gone = event_for("state-change-terminated", iid, event_id="state-gone")
+
+    response = world.run(spot, gone, message_ids=["spot", "state"], remaining_ms=12_000)
+
+    assert response == {"batchItemFailures": []}  # both acknowledged: nothing left for the DLQ
+    assert world.node("n1") is None and world.pods_on("n1") == []
+    assert sum(p[1] for p in world.sink.points if p[0] == "NodesDeletedInstanceGone") == 1

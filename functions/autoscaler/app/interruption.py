@@ -96,6 +96,7 @@ class InstanceOutcome:
     evictions_blocked: int = 0  # eviction attempts a PodDisruptionBudget refused (HTTP 429, DisruptionBudget)
     evictions_throttled: int = 0  # eviction attempts refused by API throttling or a 5xx (retried)
     drain_seconds: float | None = None  # from drain start (the annotation) to the last pod gone
+    instance_gone: bool = False  # the drain could not finish, but EC2 had already taken the instance
 
     @property
     def retry(self) -> bool:
@@ -382,6 +383,14 @@ class InterruptionService:
         outcome = replace(started, evicted=result.evicted, not_evicted=result.not_evicted,
                           evictions_blocked=result.blocked, evictions_throttled=result.throttled)
         node = self.cluster.get_node(name)
+        if not result.complete and self._instance_gone(started.instance_id):
+            # As Karpenter's termination controller: once the instance is gone its pods are dead whatever
+            # a PodDisruptionBudget says; the Node and its pods are deleted, the message acknowledged. The pods
+            # are deleted here (no PDB check, no grace) rather than left to the pod garbage collector.
+            for pod in self.cluster.pods(node_name=name):
+                self.cluster.delete_pod(pod.namespace, pod.name, grace_seconds=0)
+            self.cluster.delete_node(name, release_finalizers=self._release_finalizers)
+            return replace(outcome, outcome=Outcome.NODE_DELETED, instance_gone=True)
         if not result.complete:
             if node is not None:
                 blocked = ", ".join(f"{p.pod} ({p.reason})" for p in result.not_evicted[:5])
@@ -406,6 +415,14 @@ class InterruptionService:
             self.cluster.record_event(node, reason="Drained", message="every pod that had to move was evicted; "
                                       "the instance is not managed by this autoscaler and is left running")
         return replace(outcome, outcome=Outcome.DRAINED)
+
+
+    def _instance_gone(self, instance_id: str) -> bool:
+        """EC2 reports the instance terminated (or shutting down), or no longer knows it."""
+        if not instance_id:
+            return False
+        found = self.cloud.describe_instances([instance_id])
+        return not found or all(i.state in _GONE_STATES for i in found)
 
 
 def _replacement_due(node: Node, *, now: float) -> bool:

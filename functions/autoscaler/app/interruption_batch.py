@@ -258,6 +258,8 @@ class InterruptionBatch:
                 self.sink.emit(mc.EVICTIONS_BLOCKED_BY_PDB, inst.evictions_blocked)
             if inst.evictions_throttled:
                 self.sink.emit(mc.EVICTIONS_THROTTLED, inst.evictions_throttled)
+            if inst.instance_gone:
+                self.sink.emit(mc.NODES_DELETED_INSTANCE_GONE, 1)
 
 
 def merge_begun(outcome: EventOutcome, begun: tuple[InstanceOutcome, ...]) -> EventOutcome:
