@@ -1,6 +1,8 @@
 """Benchmark: list 50,000 pods and 5,000 nodes from the Kubernetes API emulator.
 
-Compares the adapter (``KubeCluster``: raw JSON parsed into the domain models) with the official
+Pods and nodes as kube-apiserver returns them (``benchmarks/_realistic.py``: managedFields, env vars,
+probes, the kubelet's status and images). Compares the adapter (``KubeCluster``: pages decoded leanly,
+``adapters/kube/lean.py``, and parsed into the domain models) with the official
 client's generated-model path (``CoreV1Api().list_pod_for_all_namespaces()`` deserialised), both
 paginated with the same page size. The emulator runs in its own process, seeded directly in its
 store; each measurement runs in a fresh process so peak memory (``ru_maxrss``) is its own.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import statistics
 import subprocess
@@ -30,45 +33,27 @@ if __package__ in (None, ""):  # `make bench` runs this file as a script
 from kubernetes import client as k8s  # noqa: E402
 
 from autoscaler.adapters.kube.cluster import KubeCluster  # noqa: E402
+from benchmarks._realistic import realistic_node, realistic_pod  # noqa: E402
 from simulator.kube_api import KubeApiServer, client_for  # noqa: E402
 
 PAGE_SIZE = 500
+_RNG = random.Random(3)
 
 
 def _pod(i: int, nodes: int) -> dict[str, Any]:
+    """A running pod as kube-apiserver returns it (``_realistic``: managedFields, env, probes, status)."""
     app = f"app-{i % 500}"
-    return {
-        "metadata": {
-            "name": f"{app}-{i:06d}", "namespace": f"ns-{i % 50}", "uid": f"00000000-0000-0000-0000-{i:012d}",
-            "labels": {"app": app, "pod-template-hash": "5d8f7c9b6", "team": f"t{i % 7}"},
-            "annotations": {"kubectl.kubernetes.io/restartedAt": "2024-05-01T12:00:00Z"},
-            "creationTimestamp": "2024-05-01T12:00:00Z",
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-5d8f7c9b6",
-                                 "uid": f"rs-{i % 500}", "controller": True, "blockOwnerDeletion": True}],
-        },
-        "spec": {
-            "nodeName": f"ip-10-0-{(i % nodes) // 250}-{(i % nodes) % 250}.ec2.internal",
-            "containers": [{"name": "app", "image": "public.ecr.aws/nginx/nginx:1.25",
-                            "ports": [{"containerPort": 8080, "protocol": "TCP"}],
-                            "env": [{"name": "MODE", "value": "prod"}],
-                            "resources": {"requests": {"cpu": "250m", "memory": "256Mi"},
-                                          "limits": {"memory": "512Mi"}}}],
-            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
-                             "effect": "NoExecute", "tolerationSeconds": 300}],
-            "nodeSelector": {"kubernetes.io/os": "linux"},
-            "terminationGracePeriodSeconds": 30, "priority": 0, "schedulerName": "default-scheduler",
-        },
-        "status": {"phase": "Running", "podIP": f"10.1.{i // 250 % 250}.{i % 250}",
-                   "conditions": [{"type": "Ready", "status": "True",
-                                   "lastTransitionTime": "2024-05-01T12:00:10Z"},
-                                  {"type": "PodScheduled", "status": "True",
-                                   "lastTransitionTime": "2024-05-01T12:00:01Z"}]},
-    }
+    pod = realistic_pod(i, _RNG, name=f"{app}-{i:06d}", namespace=f"ns-{i % 50}",
+                        labels={"app": app, "team": f"t{i % 7}"},
+                        resources={"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+                        node_name=f"ip-10-0-{(i % nodes) // 250}-{(i % nodes) % 250}.ec2.internal")
+    pod["metadata"]["uid"] = f"00000000-0000-0000-0000-{i:012d}"
+    return pod
 
 
 def _node(i: int) -> dict[str, Any]:
     name = f"ip-10-0-{i // 250}-{i % 250}.ec2.internal"
-    return {
+    return realistic_node({
         "metadata": {"name": name, "uid": f"node-{i}", "creationTimestamp": "2024-05-01T11:00:00Z",
                      "labels": {"kubernetes.io/hostname": name, "kubernetes.io/arch": "amd64",
                                 "kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "m5.2xlarge",
@@ -83,7 +68,7 @@ def _node(i: int) -> dict[str, Any]:
                                 "containerd://1.7.11", "kernelVersion": "6.1.72", "kubeProxyVersion": "v1.30.0",
                                 "kubeletVersion": "v1.30.0-eks", "machineID": f"m{i}", "operatingSystem": "linux",
                                 "osImage": "Amazon Linux 2023", "systemUUID": f"ec2-{i}"}},
-    }
+    }, _RNG)
 
 
 def serve(pods: int, nodes: int) -> None:

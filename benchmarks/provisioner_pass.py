@@ -3,8 +3,13 @@
 Each case (pending pods x existing nodes) runs in a fresh process that measures only the autoscaler: moto
 (as a server) and the Kubernetes API emulator run in a child process, seeded there with the pending pods
 (Karpenter's five-class mix: plain, zone spread, hostname spread, zone self-affinity, hostname
-anti-affinity), the existing nodes (owned, registered and initialised instances, each with running pods)
-and their EC2 instances. The measuring process builds the runtime as a Lambda container would, invokes
+anti-affinity, each pod wrapped by ``benchmarks/_realistic.py`` in everything kube-apiserver returns for a
+Deployment's, StatefulSet's or Job's pod: 4-7 KB each, managedFields included), the existing nodes (owned,
+registered and initialised instances with their kubelet's status: images, addresses, node info; each with
+running pods, realistic too) and their EC2 instances. moto is made as strict as the services where scale
+depends on it (``simulator/moto_strict.py``): DescribeInstances pages by instance, at most 1,000 a page, and
+DynamoDB refuses writes past 1,000 write units a second per partition-key value (the run reports the
+units charged and any write refused). The measuring process builds the runtime as a Lambda container would, invokes
 the provisioner handler once (scheduled mode), then again at once (no node has registered yet: that pass
 must launch nothing; between the two, the pods the first pass placed on existing nodes are bound there,
 as kube-scheduler would have done within a second), and reports per phase (gather, plan, launch, events,
@@ -14,13 +19,22 @@ moto's slow paths at thousands of instances and claims are patched in its own pr
 
 Latency is injected where the real services would spend it, as sleeps on the calling thread: a botocore
 ``before-send`` hook per AWS operation (CreateFleet 1.5 s, as EC2 answers instant fleets; other EC2 calls
-150 ms; DynamoDB 10 ms; IAM 100 ms; SSM 50 ms), and 15 ms per Kubernetes request (an EKS API server round
-trip from a Lambda in the region). Each sleep is recorded with its thread; a phase's latency is the
+150 ms, plus an EC2 answer's size at 6 MB/s: ~1 s for a full DescribeInstances page of 1,000 instances;
+DynamoDB 10 ms; IAM 100 ms; SSM 50 ms), and per
+Kubernetes request 15 ms (an EKS API server round trip from a Lambda in the region) plus the answer's size
+at 60 MB/s (a 2,000-pod page of ~10 MB: ~0.18 s, as kube-apiserver serialises and sends it).
+Each sleep is recorded with its thread; a phase's latency is the
 waiting on its critical path, derived from those records only (``_Latency``).
 
-The Lambda estimate: a 1,024 MB function gets about 0.58 of a vCPU of this machine's speed, so
-``estimate = cpu / 0.58 + latency`` (CPU time of this process, all threads; the latency not overlapped
-with CPU work, so an upper bound). moto's and the emulator's own processing (another process here, the
+The Lambda estimate: Lambda gives a function one vCPU per 1,769 MB, so the provisioner at the memory size
+the stack deploys (``provisioner.memoryMb``'s default, read from the config model) gets ``memory / 1769``
+of an arm64 (Graviton) vCPU, assumed as fast as one core of this machine for this pure-Python work (not
+measured on Lambda: stated in the output). ``estimate = (cpu + tls) / share + latency``: CPU time of this
+process (all threads, with the production Powertools metrics sink writing its EMF lines), TLS's cost that a
+local plain-HTTP run does not pay (1 CPU-second per GiB received, as AES-GCM plus record handling costs
+Python's ssl module), and the latency not overlapped with CPU work (an upper bound). Periodic refreshes of
+the instance catalogue and spot prices are not in a pass here (they are cached across passes; the
+first pass of a cold container pays them). moto's and the emulator's own processing (another process here, the
 service's side on AWS) and other load on this machine are in the wall time only, never in the estimate.
 Prints ONE JSON object.
 
@@ -55,14 +69,21 @@ from typing import Any
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "functions"), str(Path(__file__).resolve().parents[1])]
 
 from benchmarks._offline import stdout_to_stderr  # noqa: E402
+from benchmarks._realistic import realistic_node, realistic_pod, size_summary  # noqa: E402
 
-LAMBDA_CPU_SHARE = 0.58  # a 1,024 MB Lambda's CPU relative to one core of this machine
+LAMBDA_MB_PER_VCPU = 1769  # Lambda: one full vCPU at 1,769 MB, proportionally less below
 KUBE_LATENCY = 0.015
+KUBE_BYTES_PER_SECOND = 60e6  # kube-apiserver serialising and sending a list page to a Lambda in the region
+TLS_CPU_SECONDS_PER_GIB = 1.0  # decrypting what the function receives (a local run speaks plain HTTP)
 INSTANCE_PROFILE = "bench-nodes"  # as infra/identity.py creates one per cluster
 AWS_LATENCY = {"ec2.CreateFleet": 1.5, "ec2": 0.15, "dynamodb": 0.01, "iam": 0.1, "ssm": 0.05}
+# EC2 answers a full DescribeInstances page (1,000 instances, ~5 MB of XML) in about a second: the round trip
+# above plus the answer's size at this rate, spent when the answer arrives.
+EC2_BYTES_PER_SECOND = 6e6
 # BENCH_PROFILE=1: the first pass's main-thread profile (by own time) goes to stderr; it slows the pass.
 PROFILE = os.environ.get("BENCH_PROFILE") == "1"
-TARGETS = {"estimate50kWith2000Nodes": 45.0, "peakMiB50k": 600.0, "estimate1k": 5.0, "kubeRequests50k": 500}
+TARGETS = {"estimate50kWith2000Nodes": 30.0, "peakShareOfMemory50k": 0.6, "secondPass50kWith2000Nodes": 10.0,
+           "estimate1k": 4.0, "kubeRequests50k": 500}
 PHASES = ("gather", "plan", "launch", "events", "lifecycle")
 EXISTING_TYPE = "m5.2xlarge"
 EXISTING_PREFIX = "ip-"  # the seeded existing nodes' names
@@ -101,6 +122,18 @@ provisioner: {watchMode: false}
 """
 
 
+def deployed_memory_mb() -> int:
+    """The provisioner's memory size as the stack deploys it by default (the cluster file's
+    ``provisioner.memoryMb``, infra/functions.py)."""
+    from autoscaler.config import ProvisionerConfig  # noqa: PLC0415
+
+    return int(ProvisionerConfig().memory_mb)
+
+
+def cpu_share() -> float:
+    return deployed_memory_mb() / LAMBDA_MB_PER_VCPU
+
+
 def _config_path() -> Path:
     path = Path(tempfile.gettempdir()) / "provisioner-pass-bench.yaml"
     path.write_text(CONFIG)
@@ -109,7 +142,16 @@ def _config_path() -> Path:
 
 # ----- the pods -------------------------------------------------------------------------------------
 def pending_pod(i: int, rng: random.Random) -> dict[str, Any]:
-    """Pod ``i`` of Karpenter's five-class benchmark mix, as Kubernetes JSON."""
+    """Pod ``i`` of Karpenter's five-class benchmark mix, as kube-apiserver returns it (``_realistic``)."""
+    core = _pending_core(i, rng)
+    spec = core["spec"]
+    return realistic_pod(i, rng, name=core["metadata"]["name"], labels=core["metadata"]["labels"],
+                         resources=spec["containers"][0]["resources"],
+                         scheduling={k: v for k, v in spec.items() if k in ("affinity", "topologySpreadConstraints")})
+
+
+def _pending_core(i: int, rng: random.Random) -> dict[str, Any]:
+    """Pod ``i``'s scheduling shape: its requests, labels, spread and affinity terms."""
     kind = KINDS[i % len(KINDS)]
     app = f"bench-{kind}"
     selector = {"matchLabels": {"app": app}}
@@ -137,9 +179,9 @@ def serve(conn: Any, pods: int, existing: int) -> None:
     logging.disable(logging.CRITICAL)
     warnings.simplefilter("ignore")
     from autoscaler.domain.allocatable import allocatable, capacity  # noqa: PLC0415
+    from autoscaler.domain.instance_types import instance_type_from_ec2  # noqa: PLC0415
     from autoscaler.domain.keys import INITIALIZED_LABEL, NODECLAIM_TAG  # noqa: PLC0415
     from autoscaler.domain.labels import node_labels  # noqa: PLC0415
-    from autoscaler.domain.objects import instance_type_from_ec2  # noqa: PLC0415
     from autoscaler.domain.ownership import launch_tags  # noqa: PLC0415
     from simulator.local import ZONES, LocalCluster, demo_config, moto_catalog  # noqa: PLC0415
     from simulator.moto_fast import (  # noqa: PLC0415
@@ -147,11 +189,15 @@ def serve(conn: Any, pods: int, existing: int) -> None:
         find_instances_directly,
         index_ec2_tags,
     )
+    from simulator.moto_strict import page_instances_by_instance, throttle_dynamodb_partitions  # noqa: PLC0415
 
-    # moto's slow paths at thousands of instances and claims, patched in moto's process (never the measured one).
+    # moto's slow paths at thousands of instances and claims, patched in moto's process (never the measured one),
+    # and moto made as strict as EC2's paging and DynamoDB's partition limits.
     index_ec2_tags()
     cheap_transaction_backups()
     find_instances_directly()
+    page_instances_by_instance()
+    throttle, _ = throttle_dynamodb_partitions()
     config = demo_config(_config_path())
     with LocalCluster.start(config) as env:
         # The instance profile the stack creates for the node role and passes to the functions
@@ -161,8 +207,12 @@ def serve(conn: Any, pods: int, existing: int) -> None:
         iam.add_role_to_instance_profile(InstanceProfileName=INSTANCE_PROFILE, RoleName=config.node_role_name)
         store = env.kube.store
         rng = random.Random(42)
-        for i in range(pods):
-            store.create("pods", pending_pod(i, rng))
+        # Bulk-seeded (no watch history, no copies): the passes list before they watch.
+        seeded = [pending_pod(i, rng) for i in range(pods)]
+        sample = seeded[:2000]
+        store.seed("pods", seeded)
+        seeded_nodes: list[dict[str, Any]] = []
+        seeded = []
         if existing:
             infos, _ = moto_catalog()
             it = instance_type_from_ec2(next(i for i in infos if i["InstanceType"] == EXISTING_TYPE))
@@ -188,25 +238,27 @@ def serve(conn: Any, pods: int, existing: int) -> None:
                         labels = {**node_labels(it, zone=zone, capacity_type="on-demand", node_pool="default"),
                                   "kubernetes.io/hostname": name, INITIALIZED_LABEL: "true",
                                   "karpenter.sh/registered": "true"}
-                        store.create("nodes", {
+                        seeded_nodes.append(realistic_node({
                             "metadata": {"name": name, "labels": labels},
                             "spec": {"providerID": f"aws:///{zone}/{inst['InstanceId']}"},
                             "status": {"allocatable": {"cpu": f"{alloc['cpu']}m", "memory": str(alloc["memory"]),
                                                        "pods": str(alloc["pods"])},
                                        "capacity": {"cpu": f"{cap['cpu']}m", "memory": str(cap["memory"]),
                                                     "pods": str(cap["pods"])},
-                                       "conditions": [{"type": "Ready", "status": "True"}]}})
+                                       "conditions": [{"type": "Ready", "status": "True"}]}}, rng))
                         for j in range(RUNNING_PER_NODE):
-                            store.create("pods", {
-                                "metadata": {"name": f"running-{made:05d}-{j:02d}", "namespace": "default",
-                                             "labels": {"app": "running"}},
-                                "spec": {"nodeName": name, "containers": [{"name": "app", "image": "pause",
-                                         "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}]},
-                                "status": {"phase": "Running"}})
+                            seeded.append(realistic_pod(
+                                made * RUNNING_PER_NODE + j, rng, name=f"running-{made:05d}-{j:02d}",
+                                labels={"app": f"running-{j}"}, node_name=name,
+                                resources={"requests": {"cpu": "500m", "memory": "512Mi"}}))
                         made += 1
                     want -= batch
-        conn.send({"endpoint": env.endpoint, "kube": env.kube.url, "catalogLoaded": True})
-        conn.recv()  # until the measuring process is done
+            store.seed("nodes", seeded_nodes)
+            store.seed("pods", seeded)
+        conn.send({"endpoint": env.endpoint, "kube": env.kube.url, "catalogLoaded": True,
+                   "podSizes": size_summary(sample)})
+        while conn.recv() == "stats":  # until the measuring process is done
+            conn.send(throttle.stats())
 
 
 # ----- the measuring process ------------------------------------------------------------------------
@@ -228,6 +280,11 @@ class _Latency:
         self._lock = threading.Lock()
         self._calls: list[tuple[float, int, bool, float]] = []  # (start, thread, tagging, seconds)
         self._threads = 0
+        self.received = 0  # bytes of every answer (Kubernetes and AWS): what TLS would have decrypted
+
+    def receive(self, size: int) -> None:
+        with self._lock:
+            self.received += size
 
     def _thread(self) -> int:
         current = threading.current_thread()
@@ -289,14 +346,27 @@ def _install_latency(session: Any, latency: _Latency, calls: Counter[str]) -> No
         if delay:
             latency.spend(delay, tagging=operation == "CreateTags")
 
+    def before_parse(response_dict: Any = None, event_name: str = "", **_: Any) -> None:
+        body = (response_dict or {}).get("body")
+        if isinstance(body, bytes | bytearray):
+            latency.receive(len(body))
+            if ".ec2." in f"{event_name}.":
+                latency.spend(len(body) / EC2_BYTES_PER_SECOND)
+
     session.events.register("before-send", before_send)
+    session.events.register("before-parse", before_parse)
     from autoscaler.adapters.kube.cluster import KubeCluster  # noqa: PLC0415
 
     send = KubeCluster._send
 
     def slow_send(self: Any, *args: Any, **kwargs: Any) -> Any:
-        latency.spend(KUBE_LATENCY)
-        return send(self, *args, **kwargs)
+        answer = send(self, *args, **kwargs)
+        read = getattr(answer, "read", None)  # a RESTResponse (the body is loaded; read() keeps it)
+        watch = any(k == "watch" for k, _ in kwargs.get("query") or ())  # a stream: never read it here
+        size = len(read() or b"") if read is not None and not watch else 0
+        latency.receive(size)
+        latency.spend(KUBE_LATENCY + size / KUBE_BYTES_PER_SECOND)  # the round trip, then the answer's transfer
+        return answer
 
     KubeCluster._send = slow_send  # type: ignore[method-assign]
     from autoscaler.adapters.kube.informer import CacheSettings  # noqa: PLC0415
@@ -365,13 +435,13 @@ def _bind(kube_url: str, placements: dict[str, str]) -> int:
 
 
 def _estimate(cpu: float, latency: float) -> float:
-    """Seconds on a 1,024 MB Lambda: its CPU share stretches the CPU time; the services' latency adds
-    (not overlapped with the CPU work: an upper bound)."""
-    return cpu / LAMBDA_CPU_SHARE + latency
+    """Seconds on the deployed Lambda: its CPU share stretches the CPU time (TLS included by the caller);
+    the services' latency adds (not overlapped with the CPU work: an upper bound)."""
+    return cpu / cpu_share() + latency
 
 
 def _pass_report(answer: dict[str, Any], rows: dict[str, dict[str, Any]], *, wall: float, cpu: float,
-                 latency: float, kube: Counter[str]) -> dict[str, Any]:
+                 latency: float, kube: Counter[str], received: int) -> dict[str, Any]:
     phases = {}
     for name in PHASES:
         row = rows.get(name)
@@ -384,8 +454,10 @@ def _pass_report(answer: dict[str, Any], rows: dict[str, dict[str, Any]], *, wal
                         "peakMiBAfter": round(row.get("peakMiB", 0.0), 1)}
     passes = answer.get("passes") or [{}]
     first = passes[0]
-    return {"wall": round(wall, 3), "cpu": round(cpu, 3), "latency": round(latency, 3),
-            "estimate": round(_estimate(cpu, latency), 2),
+    tls = received / 2**30 * TLS_CPU_SECONDS_PER_GIB
+    return {"wall": round(wall, 3), "cpu": round(cpu, 3), "tlsCpu": round(tls, 3), "latency": round(latency, 3),
+            "receivedMiB": round(received / 2**20, 1),
+            "estimate": round(_estimate(cpu + tls, latency), 2),
             "instancesLaunched": first.get("launchedCount", len(first.get("launched") or ())),
             "unschedulable": first.get("unschedulableCount", 0), "failures": len(first.get("failures") or ()),
             "failureSamples": list(first.get("failures") or ())[:3],
@@ -395,7 +467,7 @@ def _pass_report(answer: dict[str, Any], rows: dict[str, dict[str, Any]], *, wal
             "phases": phases}
 
 
-def run_case(pods: int, existing: int) -> dict[str, Any]:
+def run_case(pods: int, existing: int, *, bind: bool = False) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     server = ctx.Process(target=serve, args=(child, pods, existing), daemon=True)
@@ -407,7 +479,11 @@ def run_case(pods: int, existing: int) -> dict[str, Any]:
     info = parent.recv()
     seed_seconds = time.perf_counter() - seeded
     try:
-        return _measure(pods, existing, info) | {"seedSeconds": round(seed_seconds, 1)}
+        out = _measure(pods, existing, info, bind=bind) | {"seedSeconds": round(seed_seconds, 1),
+                                                "pendingPodSizes": info["podSizes"]}
+        parent.send("stats")
+        out["dynamodb"] = parent.recv()
+        return out
     finally:
         parent.send("stop")
         server.join(timeout=60)
@@ -449,7 +525,7 @@ def bench_environ(info: dict[str, Any]) -> dict[str, str]:
     return {ENV_KUBE_ENDPOINT: info["kube"], ENV_CLAIMS_TABLE: CLAIMS_TABLE, ENV_INSTANCE_PROFILE: INSTANCE_PROFILE}
 
 
-def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
+def _measure(pods: int, existing: int, info: dict[str, Any], *, bind: bool = False) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)
     warnings.simplefilter("ignore")
     os.environ.update({"AWS_ENDPOINT_URL": info["endpoint"], "AWS_ACCESS_KEY_ID": "testing",
@@ -460,7 +536,6 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     from autoscaler.app.provisioner import Provisioner  # noqa: PLC0415
     from autoscaler.handlers.provisioner import handler  # noqa: PLC0415
     from autoscaler.handlers.runtime import build_runtime, set_runtime  # noqa: PLC0415
-    from autoscaler.metrics_catalog import RecordingSink  # noqa: PLC0415
     from simulator.local import (  # noqa: PLC0415
         LambdaContext,
         demo_config,
@@ -487,19 +562,20 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
     for method, phase in (("_gather", "gather"), ("_plan", "plan"), ("_launch", "launch"),
                           ("_nominate", "events"), ("_lifecycle", "lifecycle")):
         phases.wrap(Provisioner, method, phase)
-    rt = build_runtime(config=config, environ=bench_environ(info),
-                       session=session, clock=SystemClock(), sink=RecordingSink())
+    # The production metrics sink (Powertools, EMF lines to stdout: here stderr), as the handler's runtime builds it.
+    rt = build_runtime(config=config, environ=bench_environ(info), session=session, clock=SystemClock())
     rt.cloud.catalog.load(*moto_catalog(config.region))
     set_runtime(rt)
     event = {"source": "schedule", "kind": "provisioner", "watch": False}
     out: dict[str, Any] = {"pendingPods": pods, "existingNodes": existing}
     for label in ("first", "second"):
-        if label == "second":
-            # kube-scheduler's part, between the passes: it binds the pods that fit existing nodes within a
-            # second (here no scheduler runs). What the second pass must not launch for is the pods waiting
+        if label == "second" and bind:
+            # kube-scheduler's part, between the passes (--bind): it binds the pods that fit existing nodes within
+            # a second (here no scheduler runs). Without it, the second pass runs as it would when kube-scheduler
+            # has not bound them yet: either way it must launch nothing, for those pods or for the ones waiting
             # for the first pass's new nodes, which no node has registered for yet.
             out["boundToExistingNodes"] = _bind(info["kube"], onto_existing)
-        k0 = _kube_requests(info["kube"])
+        k0, b0 = _kube_requests(info["kube"]), latency.received
         w0, c0 = time.perf_counter(), time.process_time()
         profiler = cProfile.Profile() if PROFILE and label == "first" else None
         if profiler is not None:
@@ -514,11 +590,40 @@ def _measure(pods: int, existing: int, info: dict[str, Any]) -> dict[str, Any]:
         # The whole pass: every wait of the main thread, plus each phase's longest pool chains.
         waited = latency.split(w0, w1)[0] + sum(row["pools"] for row in rows.values())
         out[f"{label}Pass"] = _pass_report(answer, rows, wall=w1 - w0, cpu=cpu, latency=waited,
-                                           kube=_kube_requests(info["kube"]) - k0)
+                                           kube=_kube_requests(info["kube"]) - k0, received=latency.received - b0)
         if label == "second" and planned:
             out["secondPass"]["launchedFor"] = list(planned)
     out["peakMiB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    out["peakShareOfMemory"] = round(out["peakMiB"] / deployed_memory_mb(), 3)
+    out["loadAverage"] = [round(x, 2) for x in os.getloadavg()]
     return out
+
+
+def assumptions() -> dict[str, Any]:
+    """Every assumption behind the estimate, as printed with it."""
+    from simulator.moto_strict import EC2_MAX_RESULTS, PARTITION_WCU_PER_SECOND  # noqa: PLC0415
+
+    share = cpu_share()
+    return {
+        "provisionerMemoryMb": deployed_memory_mb(), "lambdaMbPerVcpu": LAMBDA_MB_PER_VCPU,
+        "lambdaCpuShare": round(share, 3),
+        "architecture": "arm64 (Graviton) vCPU assumed as fast as one core of this machine for this pure-Python "
+                        "work; not measured on Lambda",
+        "estimate": f"(cpu + tlsCpu) / {share:.3f} + latency (critical path of the injected waits)",
+        "awsLatencySeconds": AWS_LATENCY, "ec2BytesPerSecond": EC2_BYTES_PER_SECOND,
+        "kubeLatencySeconds": KUBE_LATENCY,
+        "kubeBytesPerSecond": KUBE_BYTES_PER_SECOND, "tlsCpuSecondsPerGiB": TLS_CPU_SECONDS_PER_GIB,
+        "ec2DescribeInstancesPageSize": EC2_MAX_RESULTS[1],
+        "dynamodbWcuPerPartitionPerSecond": PARTITION_WCU_PER_SECOND,
+        "pods": "benchmarks/_realistic.py: Deployment/StatefulSet/Job pods as kube-apiserver returns them "
+                "(managedFields, env, probes, projected token volume, default tolerations, status); "
+                "each case reports its pending pods' sizes",
+        "metricsSink": "production PowertoolsSink (EMF)",
+        "notModelled": "periodic instance-catalogue and spot-price refreshes (cached across passes); the "
+                       "table-wide throughput of a new on-demand table",
+        "machine": "CPU seconds are this process's; load average is reported per case (a shared machine "
+                   "inflates wall time more than CPU time)",
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -527,19 +632,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", default="0,2000")
     parser.add_argument("--case", type=int, help="run one case in this process (pending pods)")
     parser.add_argument("--existing", type=int, default=0)
+    parser.add_argument("--bind", action="store_true",
+                        help="bind the pods the first pass placed on existing nodes before the second pass")
     args = parser.parse_args(argv)
     if args.case is not None:
         # The handler's log lines and EMF metrics go to stdout, as on Lambda: here stdout is the JSON only.
         with stdout_to_stderr():
-            result = run_case(args.case, args.existing)
+            result = run_case(args.case, args.existing, bind=args.bind)
         print(json.dumps(result))
         return 0
     cases = []
     for existing in (int(n) for n in args.nodes.split(",")):
         for pods in (int(s) for s in args.sizes.split(",")):
             done = subprocess.run([sys.executable, "-m", "benchmarks.provisioner_pass", "--case", str(pods),
-                                   "--existing", str(existing)], capture_output=True, text=True, check=False,
-                                  cwd=Path(__file__).resolve().parents[1])
+                                   "--existing", str(existing), *(["--bind"] if args.bind else [])],
+                                  capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[1])
             if done.returncode != 0:
                 cases.append({"pendingPods": pods, "existingNodes": existing, "error": done.stderr[-2000:]})
                 continue
@@ -550,7 +657,10 @@ def main(argv: list[str] | None = None) -> int:
         c = by[(50000, 2000)]
         checks["estimate50kWith2000Nodes"] = {"got": c["firstPass"]["estimate"],
                                               "target": TARGETS["estimate50kWith2000Nodes"]}
-        checks["peakMiB50k"] = {"got": c["peakMiB"], "target": TARGETS["peakMiB50k"]}
+        checks["peakShareOfMemory50k"] = {"got": c["peakShareOfMemory"], "target": TARGETS["peakShareOfMemory50k"]}
+        checks["secondPass50kWith2000Nodes"] = {"got": c["secondPass"]["estimate"],
+                                                "target": TARGETS["secondPass50kWith2000Nodes"]}
+        checks["dynamodbThrottledWrites50k"] = {"got": c["dynamodb"]["throttledWrites"], "target": 0}
         checks["kubeRequests50k"] = {"got": c["firstPass"]["kubeRequests"], "target": TARGETS["kubeRequests50k"]}
     if (1000, 0) in by:
         checks["estimate1k"] = {"got": by[(1000, 0)]["firstPass"]["estimate"], "target": TARGETS["estimate1k"]}
@@ -559,10 +669,7 @@ def main(argv: list[str] | None = None) -> int:
     for check in checks.values():
         got = check["got"]
         check["met"] = all(v == 0 for v in got.values()) if isinstance(got, dict) else got <= check["target"]
-    print(json.dumps({"assumptions": {"lambdaCpuShare": LAMBDA_CPU_SHARE, "awsLatencySeconds": AWS_LATENCY,
-                                      "kubeLatencySeconds": KUBE_LATENCY,
-                                      "estimate": "cpu / 0.58 + latency (critical path of the injected waits)"},
-                      "targets": checks, "cases": cases}))
+    print(json.dumps({"assumptions": assumptions(), "targets": checks, "cases": cases}))
     return 0
 
 

@@ -32,7 +32,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "functions"), str(Path
 
 from autoscaler.domain.keys import PODS_TAG_PREFIX  # noqa: E402
 from benchmarks._offline import stdout_to_stderr  # noqa: E402
-from simulator.local import LocalCluster, inflate_pod  # noqa: E402
+from simulator.local import LocalCluster  # noqa: E402
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -106,7 +106,13 @@ def run(*, pods: int = 50, spread: float = 30.0, seed: int = 7) -> dict[str, Any
 
 
 def _pod(i: int) -> dict[str, Any]:
-    return inflate_pod(f"big-{i:05d}", app="big", cpu="3")
+    """A 3-CPU Deployment pod as kube-apiserver returns it (``benchmarks/_realistic.py``)."""
+    from benchmarks._realistic import realistic_pod  # noqa: PLC0415
+
+    pod = realistic_pod(i, random.Random(i), name=f"big-{i:05d}", labels={"app": "big"},
+                        resources={"requests": {"cpu": "3"}}, controller="Deployment")
+    pod["status"] = {"phase": "Pending"}  # created now: kube-scheduler has not looked at it yet
+    return pod
 
 
 def main(argv: list[str] | None = None) -> int:

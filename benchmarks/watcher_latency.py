@@ -11,7 +11,7 @@ in a child process: 12 running pods per node, plus 1,000 more bound pods).
 
 Reported: the measured wall time per pod (pending -> CreateFleet call start) here, where moto and the
 emulator are much slower than EC2 and the API server; and the Lambda estimate. A pass's work is estimated
-as in ``benchmarks/provisioner_pass.py``: ``cpu / 0.58 + latency`` (a 1,024 MB Lambda's CPU share of this
+as in ``benchmarks/provisioner_pass.py``: ``cpu / share + latency`` (the deployed Lambda's CPU share of this
 machine; 15 ms per Kubernetes request and that benchmark's AWS latencies injected as sleeps; ``latency`` is
 the time at least one request was waiting, from each sleep's recorded start and length, so reads the code
 really runs at once on worker threads count once: ``_Latency.overlapped``), up to the
@@ -51,14 +51,16 @@ from benchmarks._offline import stdout_to_stderr  # noqa: E402
 from benchmarks.provisioner_pass import (  # noqa: E402
     AWS_LATENCY,
     KUBE_LATENCY,
-    LAMBDA_CPU_SHARE,
     PROFILE,
     _config_path,
     _kube_requests,
     bench_environ,
     bench_session,
+    cpu_share,
     serve,
 )
+
+LAMBDA_CPU_SHARE = cpu_share()  # the provisioner's deployed memory / 1,769 MB (provisioner_pass.py)
 
 # Lambda's async invoke: the Invoke call returns 202 in tens of ms; its internal queue hands the event to a
 # warm function in roughly 50-200 ms. An assumption, not a measurement.
@@ -87,9 +89,11 @@ def _post(url: str, obj: dict[str, Any]) -> None:
 
 
 def _arriving_pod(i: int) -> dict[str, Any]:
-    from simulator.local import inflate_pod  # noqa: PLC0415
+    """A 3-CPU Deployment pod as kube-apiserver returns it (``_realistic``), just found unschedulable."""
+    from benchmarks._realistic import realistic_pod  # noqa: PLC0415
 
-    pod = inflate_pod(f"arrive-{i:04d}", app="arrive", cpu="3")
+    pod = realistic_pod(i, random.Random(i), name=f"arrive-{i:04d}", labels={"app": "arrive"},
+                        resources={"requests": {"cpu": "3"}}, controller="Deployment")
     pod["status"]["conditions"] = [UNSCHEDULABLE]
     return pod
 
@@ -384,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"assumptions": {"lambdaCpuShare": LAMBDA_CPU_SHARE, "kubeLatencySeconds": KUBE_LATENCY,
                                       "awsLatencySeconds": AWS_LATENCY, "asyncInvokeSeconds": ASYNC_INVOKE_SECONDS,
                                       "estimate": f"replay: batching ({_default_window()}) + asyncInvoke + waiting "
-                                                  "for the previous pass + (cpu / 0.58 + latency) up to the "
+                                                  f"for the previous pass + (cpu / {LAMBDA_CPU_SHARE:.3f} + latency) "
+                                                  "up to the "
                                                   "CreateFleet call's start"},
                       "targets": TARGETS, "cases": cases}))
     return 0

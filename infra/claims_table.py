@@ -32,7 +32,9 @@ class ClaimsTable(Construct):
         )
 
     def grant(self, role: iam.IRole) -> None:
-        """Read and write this cluster's items only (``dynamodb:LeadingKeys`` = the cluster name)."""
+        """Read and write this cluster's items only (``dynamodb:LeadingKeys``: the cluster name, for the lease and
+        claims written before the shards, and ``<cluster>#<shard>`` for the claims)."""
         role.add_to_principal_policy(iam.PolicyStatement(
             sid="RecordNodeClaims", actions=list(CLAIM_ACTIONS), resources=[self.table.table_arn],
-            conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [self.cluster_name]}}))
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [self.cluster_name,
+                                                                            f"{self.cluster_name}#*"]}}))

@@ -92,7 +92,7 @@ def test_watcher_cluster_role_grants_exactly_what_the_watcher_uses(kube_api: Kub
     cluster = KubeCluster(client_for(kube_api.url))
     kube_api.store.create("pods", pod("waiting"))
     port: UnboundPodWatch = cluster
-    _, version = port.list_unbound_pods_raw()
+    _, version = port.list_unbound_pods(dict)
     list(port.watch_unbound_pods_raw(resource_version=version, timeout_seconds=1))
     nodes: UninitializedNodeWatch = KubeNodeWatch(cluster)
     _, version = nodes.list_uninitialized_nodes_raw()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from autoscaler.domain.instance_types import instance_type_from_ec2
 from autoscaler.domain.models import Taint, Toleration
 from autoscaler.domain.objects import (
     ObjectError,
-    instance_type_from_ec2,
     node_from_dict,
     pod_from_dict,
 )

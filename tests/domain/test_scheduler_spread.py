@@ -125,3 +125,28 @@ def test_parse_spread_policies_and_min_domains() -> None:
 def test_parse_spread_bad_fields_name_the_field(extra: dict[str, Any], field: str) -> None:
     with pytest.raises(ObjectError, match=field.replace("[", r"\[").replace("]", r"\]")):
         pod_from_dict(_pod_with_spread(**extra))
+
+
+def test_labels_no_selector_reads_do_not_split_pods_into_classes() -> None:
+    """A StatefulSet's pods differ in ``statefulset.kubernetes.io/pod-name``, a Job's in their index: labels no
+    selector looks at. Planning them as one class gives the plan it gives without those labels (one class per
+    pod made planning quadratic in pods); a label a selector does look at still tells pods apart."""
+    from dataclasses import replace
+
+    from autoscaler.domain.scheduling.pod_class import class_key as _class_key
+    from autoscaler.domain.scheduling.pod_class import selected_label_keys
+
+    tsc = TopologySpreadConstraint(max_skew=1, topology_key=ZONE, when_unsatisfiable="DoNotSchedule",
+                                   label_selector=APP)
+    plain = spread_pods(9, tsc)
+    unique = [replace(p, labels={**p.labels, "statefulset.kubernetes.io/pod-name": p.name}) for p in plain]
+    keys = selected_label_keys(unique)
+    assert keys == {"app"}
+    assert len({_class_key(p, keys) for p in unique}) == 1 < len({_class_key(p) for p in unique})
+    assert per_zone(solve(unique)) == per_zone(solve(plain)) == {"us-east-1a": 3, "us-east-1b": 3, "us-east-1c": 3}
+    tiered = [replace(p, labels={**p.labels, "tier": str(i % 2)}) for i, p in enumerate(plain)]
+    by_tier = TopologySpreadConstraint(max_skew=1, topology_key=ZONE, when_unsatisfiable="DoNotSchedule",
+                                       label_selector=LabelSelector(match_labels=(("tier", "0"),)))
+    tiered[0] = replace(tiered[0], topology_spread=(tsc, by_tier))
+    keys = selected_label_keys(tiered)
+    assert keys == {"app", "tier"} and len({_class_key(p, keys) for p in tiered}) == 3

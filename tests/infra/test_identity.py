@@ -57,7 +57,7 @@ EXPECTED: dict[str, list[dict[str, Any]]] = {
         # The node claims (written before every CreateFleet): this cluster's items of its own table only.
         {"Sid": "RecordNodeClaims", "Resource": ["${NodeClaimsTable.Arn}"],
          "Action": ["dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:Query"],
-         "Condition": {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["demo"]}}},
+         "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["demo", "demo#*"]}}},
         {"Sid": "DeleteOwnLaunchTemplates", "Action": ["ec2:DeleteLaunchTemplate"],
          "Resource": [f"{EC2}launch-template/*"], "Condition": OWNED},
         {"Sid": "PassNodeRole", "Action": ["iam:PassRole"], "Resource": ["${IdentityNodeRole.Arn}"],

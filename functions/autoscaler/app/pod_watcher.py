@@ -69,9 +69,9 @@ class WatchRun:
 
 # Items the reader threads hand the batching loop: (stream, "list" or event type, objects, resourceVersion).
 PODS, NODES = "pods", "nodes"
-_List = tuple[str, str, list[dict[str, Any]], str]
+_List = tuple[str, str, list[Any], str]  # pods: ListedPod; nodes: raw JSON
 _Event = tuple[str, str, dict[str, Any], str]
-_Lister = Callable[[], tuple[list[dict[str, Any]], str]]
+_Lister = Callable[[], tuple[list[Any], str]]
 _Watcher = Callable[..., Iterator[dict[str, Any]]]
 _WHAT = {PODS: "unbound pods", NODES: "uninitialised nodes"}
 
@@ -115,6 +115,23 @@ def _version_of(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+@dataclass(frozen=True, slots=True)
+class ListedPod:
+    """What the watcher keeps of a listed pod: each page of a 50,000-pod list is reduced to these as it is
+    read (the raw pods would not fit the 128 MB function)."""
+
+    key: str
+    version: str
+    provisionable: bool
+    since: float | None  # when it became unschedulable (``unschedulable_since``)
+
+
+def listed_pod(pod: dict[str, Any]) -> ListedPod:
+    provisionable = is_provisionable(pod)
+    return ListedPod(key=pod_key(pod), version=_version_of(pod), provisionable=provisionable,
+                     since=unschedulable_since(pod) if provisionable else None)
+
+
 def newest_version(a: str, b: str) -> str:
     """The later of two resourceVersions, compared as integers (the API server's are); one that is not an
     integer wins, so the provisioner lists instead of trusting an order it cannot check."""
@@ -146,7 +163,7 @@ class PendingPodWatcher:
         items: queue.Queue[_List | _Event | None] = queue.Queue()
         stop = threading.Event()
         streams: list[tuple[str, _Lister, _Watcher, str]] = [
-            (PODS, self.pods.list_unbound_pods_raw, self.pods.watch_unbound_pods_raw, self.resource_version)]
+            (PODS, self._list_pods, self.pods.watch_unbound_pods_raw, self.resource_version)]
         if self.nodes is not None:
             streams.append((NODES, self.nodes.list_uninitialized_nodes_raw, self.nodes.watch_uninitialized_nodes_raw,
                             self.node_resource_version))
@@ -193,13 +210,13 @@ class PendingPodWatcher:
         _, kind, payload, version = item
         if kind == "list":
             assert isinstance(payload, list)
-            listed = {pod_key(p): p for p in payload if is_provisionable(p)}
+            listed = {p.key: p for p in payload if p.provisionable}
             oldest = self.clock.now() - self.settings.list_recent_seconds
             new = sum(1 for key, pod in listed.items() if key not in self.provisionable
-                      and (unschedulable_since(pod) or oldest) >= oldest)
+                      and (pod.since or oldest) >= oldest)
             self.provisionable, self.resource_version = set(listed), version
             for pod in payload:
-                self.pod_version = newest_version(self.pod_version, _version_of(pod))
+                self.pod_version = newest_version(self.pod_version, pod.version)
             return _New(pods=new)
         assert isinstance(payload, dict)
         report.events += 1
@@ -267,6 +284,9 @@ class PendingPodWatcher:
         report.woken_pods += batch.pods
         report.woken_nodes += batch.registered + batch.ready
         log.info("woke the provisioner: %s", reason)
+
+    def _list_pods(self) -> tuple[list[ListedPod], str]:
+        return self.pods.list_unbound_pods(listed_pod)
 
     def _read(self, items: queue.Queue[_List | _Event | None], stop: threading.Event, until: float,
               report: WatchRun, *, stream: str, lister: _Lister, watcher: _Watcher, version: str) -> None:

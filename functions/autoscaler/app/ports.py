@@ -6,8 +6,8 @@ Each method's docstring states its contract.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from autoscaler.domain.models import (
     DaemonSet,
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from autoscaler.domain.models import InstanceType, Offering
     from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.reservations import CapacityReservation
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -404,8 +406,9 @@ class ReplacementRequester(Protocol):
 class UnboundPodWatch(Protocol):
     """The watcher's view of the cluster: unbound, unfinished pods as raw JSON (``KubeCluster``)."""
 
-    def list_unbound_pods_raw(self) -> tuple[list[dict[str, Any]], str]:
-        """Every such pod and the list's resourceVersion. Raises ClusterError."""
+    def list_unbound_pods(self, parse: Callable[[dict[str, Any]], T]) -> tuple[list[T], str]:
+        """Every such pod, each ``parse``d as its page is read (50,000 raw pods would not fit the watcher's
+        memory), and the list's resourceVersion. Raises ClusterError."""
         ...
 
     def watch_unbound_pods_raw(self, *, resource_version: str, timeout_seconds: float) -> Iterator[dict[str, Any]]:

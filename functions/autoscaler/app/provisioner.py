@@ -23,6 +23,7 @@ from autoscaler.app.cluster_state import ClusterRead, Listing, read_cluster
 from autoscaler.app.launcher import fleet_request_for, new_claim_id
 from autoscaler.app.lifecycle import REGISTRATION_TIMEOUT_SECONDS, LifecycleResult, reconcile, register_claimed
 from autoscaler.app.node_state import NodeStates
+from autoscaler.app.nominations import Nominations
 from autoscaler.app.pass_metrics import emit_pass_metrics
 from autoscaler.app.pass_report import GroupOutcome, LaunchFailure, LaunchFailureKind, PassResult, group_launches
 from autoscaler.app.plan_prep import PlanPrep
@@ -121,6 +122,7 @@ class Provisioner:
         self._passes = 0
         self.events = PodEvents(cluster, clock)  # rate-limited, de-duplicated pod Events
         self.prep = PlanPrep()  # planning inputs kept between passes: same plans, less CPU on a warm pass
+        self.nominations = Nominations()  # pods placed on existing nodes, until they bind (app/nominations.py)
 
     # ----- one pass ----------------------------------------------------------------------------
     def run_pass(self, *, reason: str = "scheduled", leaving_nodes: Collection[str] = (),
@@ -164,6 +166,9 @@ class Provisioner:
                  } if any(g.launched for g in result.groups) else {}
         for g in result.groups:
             g.prices = {i.instance_id: price.get((i.instance_type, i.zone, i.capacity_type), 0.0) for i in g.launched}
+        if not (self.settings.dry_run or current.blocked):
+            nodes = {n.name for n in snap.nodes if n.name not in current.leaving}
+            self.nominations.remember(plan.existing, pods, nodes, now=self._now())
         self._mark_provisioned(result, current.awaiting)
         self._nominate(result, pods)
         owned: list[CloudInstance] | None = []
@@ -212,7 +217,11 @@ class Provisioner:
         snap = read.plan_input(node_pools=self.node_pools, node_classes=self.node_classes,
                                region=self.settings.region, leaving=current.leaving, from_claims=flying,
                                launched_for=launched_for)
-        return capacity_view(snap, now=self._now(), registration_timeout=self.settings.registration_timeout)
+        snap = capacity_view(snap, now=self._now(), registration_timeout=self.settings.registration_timeout)
+        # Pods an earlier pass of this container placed on existing nodes, not bound yet: still there.
+        snap.pods = self.nominations.apply(snap.pods, {n.name for n in snap.nodes if n.name not in current.leaving},
+                                           now=self._now())
+        return snap
 
     def _reconcile(self, current: Pass, read: ClusterRead) -> tuple[Sequence[InFlightNode],
                                                                       Mapping[str, tuple[str, ...]]]:

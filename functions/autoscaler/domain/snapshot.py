@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from autoscaler.domain.errors import ConfigError, Problem, closest, describe_validation_error
 from autoscaler.domain.fleet import in_flight_node, instance_from_ec2
+from autoscaler.domain.instance_types import instance_type_from_ec2
 from autoscaler.domain.manifest_check import check_node_classes, check_node_pools, node_class_names
 from autoscaler.domain.models import InstanceType, Offering
 from autoscaler.domain.nodeclass import parse_node_classes
@@ -23,7 +24,6 @@ from autoscaler.domain.nodepool import parse_node_pools
 from autoscaler.domain.objects import (
     ObjectError,
     daemonset_from_dict,
-    instance_type_from_ec2,
     namespace_from_dict,
     node_from_dict,
     parse_timestamp,

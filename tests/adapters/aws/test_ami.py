@@ -10,7 +10,7 @@ import pytest
 from autoscaler.adapters.aws.ami import AmiResolver, alias_parameter, variant_of
 from autoscaler.adapters.clock import ManualClock
 from autoscaler.domain.errors import ConfigError
-from autoscaler.domain.objects import instance_type_from_ec2
+from autoscaler.domain.instance_types import instance_type_from_ec2
 from tests.adapters.aws.helpers import builtin_images, node_class, put_public_parameter
 
 

@@ -95,3 +95,29 @@ def test_the_fields_kept_of_a_listed_instance_are_all_the_product_reads() -> Non
     for attr in ("instance_id", "instance_type", "zone", "state", "capacity_type", "launch_time", "tags",
                  "image_id", "subnet_id", "security_groups", "reservation_id"):
         assert getattr(kept, attr) == getattr(whole, attr), attr
+
+
+def test_instances_are_read_in_pages_of_1000_instances_as_ec2_pages_them(ec2: Any, network: Network) -> None:
+    """GIVEN moto paging DescribeInstances by instance as EC2 does (at most 1,000 a page; moto itself pages by
+    reservation, so one launch of 1,100 instances would be one page)
+    WHEN the owned instances are listed
+    THEN every instance comes back over two pages, and a page size EC2 refuses is refused."""
+    from simulator.moto_strict import page_instances_by_instance
+
+    undo = page_instances_by_instance()
+    try:
+        tags = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in _ours().items()]}]
+        launched = ec2.run_instances(ImageId=builtin_images(ec2)["amd64"], InstanceType="m5.large", MinCount=1100,
+                                     MaxCount=1100, SubnetId=network.subnets["us-east-1a"], TagSpecifications=tags)
+        _run(ec2, network, _ours(claim="general-2"))  # a second reservation
+        instances = Instances(ec2, cluster_name="prod")
+        owned = instances.owned()
+        assert len(owned) == 1101 == len({i.instance_id for i in owned})
+        assert instances.calls["describe_instances"] == 2
+        assert {i["InstanceId"] for i in launched["Instances"]} <= {i.instance_id for i in owned}
+        with pytest.raises(ec2.exceptions.ClientError, match="MaxResults"):
+            ec2.describe_instances(MaxResults=1001)
+        page = ec2.describe_instances(MaxResults=5)
+        assert sum(len(r["Instances"]) for r in page["Reservations"]) == 5 and page["NextToken"]
+    finally:
+        undo()

@@ -80,7 +80,7 @@ def test_every_cluster_operation_is_allowed_to_the_functions(real: Server, ident
 
 def test_the_watchers_calls_are_allowed_to_the_watcher(real: Server) -> None:
     cluster = real.cluster("watcher")
-    _, version = cluster.list_unbound_pods_raw()
+    _, version = cluster.list_unbound_pods(lambda item: item)
     list(cluster.watch_unbound_pods_raw(resource_version=version, timeout_seconds=1))
     nodes = KubeNodeWatch(cluster)
     _, version = nodes.list_uninitialized_nodes_raw()

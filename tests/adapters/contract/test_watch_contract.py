@@ -31,7 +31,7 @@ def _names(events: list[dict[str, Any]], ns: str) -> list[tuple[str, str]]:
 def test_the_pending_pod_watch_from_a_list_version(server: Server, ns: str) -> None:
     watcher = server.cluster("watcher")
     server.create(f"/api/v1/namespaces/{ns}/pods", pod("before", namespace=ns))
-    items, version = watcher.list_unbound_pods_raw()
+    items, version = watcher.list_unbound_pods(lambda item: item)
     assert "before" in {i["metadata"]["name"] for i in items if i["metadata"]["namespace"] == ns}
     events: list[dict[str, Any]] = []
     thread = threading.Thread(target=_collect, args=(

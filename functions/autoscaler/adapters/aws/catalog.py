@@ -15,8 +15,8 @@ from typing import Any
 
 from autoscaler.adapters.aws._calls import Caller
 from autoscaler.app.ports import Clock
+from autoscaler.domain.instance_types import instance_type_from_ec2
 from autoscaler.domain.models import InstanceType
-from autoscaler.domain.objects import instance_type_from_ec2
 
 CATALOG_TTL_SECONDS = 3600.0
 

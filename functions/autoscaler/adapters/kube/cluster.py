@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote
 
@@ -20,6 +18,8 @@ import urllib3
 from kubernetes.client import ApiClient
 
 from autoscaler.adapters.clock import SystemClock
+from autoscaler.adapters.kube import lean
+from autoscaler.adapters.kube.events import event_body
 from autoscaler.adapters.kube.stream import gc_paused, open_stream, watch_events
 from autoscaler.app.ports import Clock, ClusterError, ConflictError, NotFoundError
 from autoscaler.domain.models import (
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Raw = dict[str, Any]
+Decode = Callable[[bytes], Raw]
 
 # Unbound pods that are not finished: the API server filters, the domain's Pod.is_pending decides.
 PENDING_FIELD_SELECTOR = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
@@ -116,16 +117,23 @@ class KubeCluster:
     def _backoff(self, attempt: int) -> float:
         return float(min(self._backoff_max, self._backoff_base * (2 ** attempt)))
 
-    def _call(self, method: str, path: str, *, retry: bool = False, **kwargs: Any) -> Raw:
-        """One request, parsed. ``retry``: retry 429 / 5xx / unreachable (for reads and
-        idempotent writes)."""
+    def _call(self, method: str, path: str, *, retry: bool = False, decode: Decode | None = None,
+              **kwargs: Any) -> Raw:
+        """One request, parsed (by ``decode``: a lean decoder of ``adapters/kube/lean.py``, or all of the
+        JSON). ``retry``: retry 429 / 5xx / unreachable (for reads and idempotent writes)."""
         attempts = self._read_attempts if retry else 1
         for attempt in range(attempts):
             try:
                 resp = self._send(method, path, **kwargs)
                 self._raise_for(method, path, resp)
                 data = resp.read()
-                return json.loads(data) if data else {}
+                if not data:
+                    return {}
+                try:
+                    return (decode or json.loads)(data)
+                except ValueError as exc:
+                    raise ClusterError(f"{method} {path}: the API server's answer does not parse: {exc}",
+                                       status=int(resp.status)) from exc
             except ClusterError as exc:
                 if attempt + 1 >= attempts or not exc.retryable:
                     raise
@@ -133,7 +141,7 @@ class KubeCluster:
         raise AssertionError("unreachable")
 
     def _list_all(self, path: str, *, field_selector: str | None = None, label_selector: str | None = None,
-                  parse: Callable[[Raw], Any] | None = None) -> tuple[list[Any], str]:
+                  parse: Callable[[Raw], Any] | None = None, decode: Decode | None = None) -> tuple[list[Any], str]:
         """Every item of a collection, page by page, and the list's resourceVersion (the first page's:
         every page of a paginated list is served from that one snapshot). An expired continue token
         (410 Gone) throws the pages read so far away and lists again from scratch, as client-go's
@@ -150,10 +158,12 @@ class KubeCluster:
             try:
                 while True:
                     query = [*base, ("continue", token)] if token else base
-                    page = self._call("GET", path, retry=True, query=query)
-                    # Parsed page by page: a 70k-pod list never holds all its raw JSON at once.
-                    raw = page.get("items") or ()
+                    page = self._call("GET", path, retry=True, query=query, decode=decode)
+                    # Parsed page by page, and each page's JSON let go once parsed: a 70k-pod list never
+                    # holds more than one page's raw objects at once.
+                    raw = page.pop("items", None) or ()
                     items.extend(map(parse, raw) if parse is not None else raw)
+                    del raw
                     meta = page.get("metadata") or {}
                     version = version or str(meta.get("resourceVersion") or "")
                     token = meta.get("continue") or None
@@ -168,17 +178,18 @@ class KubeCluster:
     def _parse_all(self, parse: Callable[[Raw], T], path: str, *, field_selector: str | None = None,
                    label_selector: str | None = None) -> list[T]:
         with gc_paused():
-            return self._list_all(path, field_selector=field_selector, label_selector=label_selector, parse=parse)[0]
+            return self._list_all(path, field_selector=field_selector, label_selector=label_selector, parse=parse,
+                                  decode=lean.decoder_for(path))[0]
 
     def list_parsed(self, path: str, parse: Callable[[Raw], T], *,
                     label_selector: str | None = None) -> tuple[list[T], str]:
         """Every object of a collection, parsed, and the list's resourceVersion (the cache's list)."""
         with gc_paused():
-            return self._list_all(path, parse=parse, label_selector=label_selector)
+            return self._list_all(path, parse=parse, label_selector=label_selector, decode=lean.decoder_for(path))
 
-    def _get(self, path: str) -> Raw | None:
+    def _get(self, path: str, *, decode: Decode | None = None) -> Raw | None:
         try:
-            return self._call("GET", path, retry=True)
+            return self._call("GET", path, retry=True, decode=decode)
         except NotFoundError:
             return None
 
@@ -201,7 +212,7 @@ class KubeCluster:
         return self._parse_all(pod_from_dict, path, field_selector=fs, label_selector=label_selector)
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
-        raw = self._get(f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}")
+        raw = self._get(f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}", decode=lean.pod)
         return pod_from_dict(raw) if raw is not None else None
 
     def nodes(self, *, label_selector: str | None = None) -> list[Node]:
@@ -379,26 +390,8 @@ class KubeCluster:
 
     def record_event(self, target: Pod | Node | ObjectRef, *, reason: str, message: str,
                      event_type: Literal["Normal", "Warning"] = "Normal", strict: bool = False) -> bool:
-        api_version = "v1"
-        if isinstance(target, Pod):
-            kind, namespace, name, uid = "Pod", target.namespace, target.name, target.uid
-        elif isinstance(target, ObjectRef):
-            api_version, kind, namespace, name, uid = (target.api_version or "v1", target.kind, target.namespace,
-                                                       target.name, target.uid)
-        else:
-            # Events about cluster-scoped objects live in "default", as kubectl describe expects.
-            kind, namespace, name, uid = "Node", "default", target.name, target.name
-        stamp = datetime.fromtimestamp(self._clock.now(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        involved: Raw = {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid}
-        if kind != "Node":
-            involved["namespace"] = namespace
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "involvedObject": involved, "reason": reason, "message": message[:1024], "type": event_type,
-            "source": {"component": self._component}, "reportingComponent": self._component,
-            "reportingInstance": self._component, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-        }
+        namespace, event = event_body(target, reason=reason, message=message, event_type=event_type,
+                                      component=self._component, now=self._clock.now())
         try:
             self._call("POST", f"/api/v1/namespaces/{_q(namespace)}/events", retry=True, body=event,
                        content_type="application/json")
@@ -410,7 +403,7 @@ class KubeCluster:
 
     # ----- watch -----------------------------------------------------------------------------
     def _relist_pending(self) -> tuple[list[Pod], str]:
-        items, version = self._list_all("/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR)
+        items, version = self._list_all("/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR, decode=lean.pod_page)
         pods = [pod_from_dict(item) for item in items]
         return [p for p in pods if p.is_pending], version
 
@@ -419,10 +412,13 @@ class KubeCluster:
                           query=[("limit", "1"), ("fieldSelector", PENDING_FIELD_SELECTOR)])
         return str((page.get("metadata") or {}).get("resourceVersion") or "")
 
-    def list_unbound_pods_raw(self) -> tuple[list[Raw], str]:
-        """Every unbound, unfinished pod as raw JSON, and the list's resourceVersion (the watcher's list)."""
+    def list_unbound_pods(self, parse: Callable[[Raw], T]) -> tuple[list[T], str]:
+        """Every unbound, unfinished pod, ``parse``d page by page from only the fields the provisionable test
+        reads (``lean.watched_pod_page``), and the list's resourceVersion (the watcher's list): 50,000 pending
+        pods fit the 128 MB watcher."""
         with gc_paused():
-            return self._list_all("/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR)
+            return self._list_all("/api/v1/pods", field_selector=PENDING_FIELD_SELECTOR, parse=parse,
+                                  decode=lean.watched_pod_page)
 
     def watch_unbound_pods_raw(self, *, resource_version: str, timeout_seconds: float) -> Iterator[Raw]:
         """One watch stream of unbound, unfinished pods (a pod that gets bound arrives as DELETED: it left

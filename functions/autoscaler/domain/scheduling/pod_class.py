@@ -5,7 +5,7 @@ pods a node may hold."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.domain.keys import HOSTNAME_LABEL
@@ -116,9 +116,31 @@ def selects(term: PodAffinityTerm | LabelSelector | None, *, owner_namespace: st
     return term is not None and term.matches(sample.labels)
 
 
-def class_key(pod: Pod) -> tuple[object, ...]:
+def selected_label_keys(pods: Iterable[Pod]) -> frozenset[str]:
+    """Every label key a label selector of these pods looks at (spread constraints, pod affinity and
+    anti-affinity, required and preferred): the only labels that can tell two pending pods apart here."""
+    keys: set[str] = set()
+    for p in pods:
+        if not (p.topology_spread or p.pod_affinity or p.pod_anti_affinity or p.preferred_pod_affinity
+                or p.preferred_pod_anti_affinity):
+            continue
+        selectors = [t.label_selector for t in p.topology_spread]
+        selectors += [t.label_selector for t in (*p.pod_affinity, *p.pod_anti_affinity)]
+        selectors += [t.label_selector for _, t in (*p.preferred_pod_affinity, *p.preferred_pod_anti_affinity)]
+        for s in selectors:
+            if s is not None:
+                keys.update(k for k, _ in s.match_labels)
+                keys.update(r.key for r in s.match_expressions)
+    return frozenset(keys)
+
+
+def class_key(pod: Pod, label_keys: frozenset[str] | None = None) -> tuple[object, ...]:
+    """Pods with equal keys schedule alike. Only the labels in ``label_keys`` (``selected_label_keys`` of
+    every pod, pending and bound) count: a StatefulSet's pods differ in ``statefulset.kubernetes.io/pod-name``
+    and a Job's in their completion index, and one class per pod made planning quadratic in pods."""
+    labels = pod.labels.items() if label_keys is None else ((k, v) for k, v in pod.labels.items() if k in label_keys)
     return (
-        pod.namespace, tuple(sorted(pod.labels.items())), tuple(sorted(pod.requests.items())),
+        pod.namespace, tuple(sorted(labels)), tuple(sorted(pod.requests.items())),
         tuple(sorted(pod.node_selector.items())), pod.required_node_affinity, pod.preferred_node_affinity,
         pod.tolerations, pod.topology_spread, pod.pod_affinity, pod.pod_anti_affinity, pod.host_ports,
         pod.volume_claims,
@@ -128,8 +150,9 @@ def class_key(pod: Pod) -> tuple[object, ...]:
 def build_classes(pending: list[Pod], snap: PlanInput, keys: Sequence[str]) -> list[PodClass]:
     """The classes of ``pending``, with their volumes' zones, conflicts and per-node caps."""
     groups: dict[tuple[object, ...], list[Pod]] = {}
+    label_keys = selected_label_keys(snap.pods)
     for pod in pending:
-        groups.setdefault(class_key(pod), []).append(pod)
+        groups.setdefault(class_key(pod, label_keys), []).append(pod)
     claims = {(claim.namespace, claim.name): claim for claim in snap.pvcs}
     volumes = {volume.name: volume for volume in snap.pvs}
     storage_classes = {storage.name: storage for storage in snap.storage_classes}
