@@ -122,6 +122,10 @@ EVICTIONS_BLOCKED_BY_PDB = MetricDef("EvictionsBlockedByPDB", "Count", ("interru
 EVICTIONS_THROTTLED = MetricDef("EvictionsThrottled", "Count", ("interruption", "disruption"),
                                 "Eviction attempts refused by API throttling (HTTP 429 without a PDB "
                                 "cause) or a 5xx, retried with backoff; never counted as PDB refusals.")
+NODES_DELETED_INSTANCE_GONE = MetricDef(
+    "NodesDeletedInstanceGone", "Count", ("interruption",),
+    "Nodes whose drain could not finish (a PDB) deleted because EC2 reports their instance terminated "
+    "or unknown: their pods died with it.")
 DRAIN_SECONDS = MetricDef("DrainSeconds", "Seconds", ("interruption", "disruption"),
                           "From cordon to the last pod gone.", statistic="p90")
 EVENT_TO_CORDON_SECONDS = MetricDef("EventToCordonSeconds", "Seconds", ("interruption",),
@@ -150,7 +154,7 @@ CATALOGUE: dict[str, MetricDef] = {m.name: m for m in (
     HOURLY_COST, NODES, SPOT_SHARE, NODES_DRAINING, LONGEST_DRAIN_SECONDS, INSTANCES_NEVER_REGISTERED,
     PASSES_SUCCEEDED, NODES_TERMINATED,
     INTERRUPTION_EVENTS, INTERRUPTION_OUTCOMES, PODS_EVICTED, EVICTIONS_BLOCKED_BY_PDB, EVICTIONS_THROTTLED,
-    DRAIN_SECONDS, EVENT_TO_CORDON_SECONDS,
+    NODES_DELETED_INSTANCE_GONE, DRAIN_SECONDS, EVENT_TO_CORDON_SECONDS,
     NODES_DISRUPTED, DISRUPTION_SAVINGS, DISRUPTION_BLOCKED, NODES_OF_REMOVED_NODE_POOL,
     KARPENTER_NODES_NOT_ADOPTED,
 )}

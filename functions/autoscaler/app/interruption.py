@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from autoscaler.app.drain import DrainOptions, NotEvicted, drain
 from autoscaler.app.node_state import NodeStates, NotOwnedError
-from autoscaler.app.ports import CloudError, NotFoundError
+from autoscaler.app.ports import CloudError, ConflictError, NotFoundError
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, LaunchHook, action_for, drain_deadline
 from autoscaler.domain.keys import (
@@ -49,6 +49,8 @@ _R = TypeVar("_R")
 # A replacement request is repeated when the last one is older than the provisioner's memory of
 # unavailable offerings (3 minutes): by then a retried message may need capacity the first pass missed.
 REREQUEST_SECONDS = 180.0
+# Conditional writes of the drain record retried after a conflict caused by an unrelated write.
+_TAKE_ATTEMPTS = 5
 
 # Kinds whose replacement must avoid the reclaimed spot pool. A scheduled change or a stopped instance
 # says nothing about the capacity pool, so its offering stays available.
@@ -97,6 +99,7 @@ class InstanceOutcome:
     evictions_blocked: int = 0  # eviction attempts a PodDisruptionBudget refused (HTTP 429, DisruptionBudget)
     evictions_throttled: int = 0  # eviction attempts refused by API throttling or a 5xx (retried)
     drain_seconds: float | None = None  # from drain start (the annotation) to the last pod gone
+    instance_gone: bool = False  # the drain could not finish, but EC2 had already taken the instance
 
     @property
     def retry(self) -> bool:
@@ -155,9 +158,11 @@ class InterruptionService:
         return action_for(event.kind, self.actions)
 
     # ----- the fast part -------------------------------------------------------------------------
-    def begin(self, event: InterruptionEvent, *, pool: Executor | None = None) -> tuple[InstanceOutcome, ...]:
+    def begin(self, event: InterruptionEvent, *, pool: Executor | None = None,
+              skip: frozenset[str] = frozenset()) -> tuple[InstanceOutcome, ...]:
         """Taint (and for ``drain``, cordon and annotate) every affected node and request replacement
-        capacity. Idempotent; returns ``CORDONED`` for the nodes ``handle`` still has to drain.
+        capacity. Idempotent; returns ``CORDONED`` for the nodes ``handle`` still has to drain and
+        ``ALREADY_DRAINING`` for those another invocation took (and for the instances in ``skip``).
 
         With a ``pool`` the nodes are tainted and cordoned on its bounded workers: a Health event naming
         40 nodes costs a few round trips per worker before the first drain, not a few per node."""
@@ -171,6 +176,8 @@ class InterruptionService:
             if node is not None and self.exclude_node_labels and all(
                     node.labels.get(k) == v for k, v in self.exclude_node_labels.items()):
                 return InstanceOutcome(iid, node.name, Outcome.EXCLUDED)
+            if node is not None and iid in skip:
+                return InstanceOutcome(iid, node.name, Outcome.ALREADY_DRAINING)
             if node is not None and self.dry_run:
                 log.info("dry run: would %s node %s for %s", action.value, node.name, event.event_id,
                          extra={"node": node.name, "instance_id": iid, "action": action.value})
@@ -194,13 +201,10 @@ class InterruptionService:
         iid = node.instance_id or ""
         try:
             now = self.clock.now()
-            state = self.states.read(node)
-            if state.drain_started is None or state.owner is not Owner.INTERRUPTION:
-                # The record before the taint: a function stopped in between leaves a record (the retry
-                # continues) and never a taint without one (which the disruption pass would give back).
-                # A node the disruption function was draining is taken over: EC2 reclaims it anyway.
-                self.states.write(node, state, start_drain(state, owner=Owner.INTERRUPTION,
-                                                           reason=event.kind.value, at=now), by=Owner.INTERRUPTION)
+            if not self._take(event, node, now=now):
+                log.info("node %s was taken by another invocation; left to it", node.name,
+                         extra={"node": node.name, "instance_id": iid, "event_id": event.event_id})
+                return InstanceOutcome(iid, node.name, Outcome.ALREADY_DRAINING)
             tainted = self.cluster.add_taint(node.name, DISRUPTED_TAINT)
             cordoned = self.cluster.cordon(node.name)
         except NotFoundError:
@@ -214,6 +218,34 @@ class InterruptionService:
                                               f"(event {event.event_id}): tainted, cordoned, draining")
         return InstanceOutcome(iid, node.name, Outcome.CORDONED,
                                event_to_cordon=max(0.0, now - event.time) if first and event.time is not None else None)
+
+    def _take(self, event: InterruptionEvent, node: Node, *, now: float) -> bool:
+        """Write the interruption's drain record unless it is there; False when another invocation wrote
+        it first. The record goes before the taint: a function stopped in between leaves a record (the
+        retry continues) and never a taint without one (which the disruption pass would give back). A node
+        the disruption function was draining is taken over: EC2 reclaims it anyway.
+
+        The write is conditional on the node's resourceVersion as read: of two invocations handling the
+        same interruption at once (SQS delivers at least once), exactly one takes the node. A conflict
+        from any other write (a kubelet status update) reads the node again and retries."""
+        for _ in range(_TAKE_ATTEMPTS):
+            state = self.states.read(node)
+            if state.drain_started is not None and state.owner is Owner.INTERRUPTION:
+                return True  # ours already: a retry of the message continues the drain
+            try:
+                self.states.write(node, state, start_drain(state, owner=Owner.INTERRUPTION,
+                                                           reason=event.kind.value, at=now),
+                                  by=Owner.INTERRUPTION, conditional=True)
+                return True
+            except ConflictError:
+                fresh = self.cluster.get_node(node.name)
+                if fresh is None:
+                    raise NotFoundError(f"node {node.name} was deleted", status=404) from None
+                again = self.states.read(fresh)
+                if again.drain_started is not None and again.owner is Owner.INTERRUPTION:
+                    return False  # another invocation took it between our read and our write
+                node = fresh
+        raise ConflictError(f"node {node.name}: kept changing while its drain record was written", status=409)
 
     def _taint(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
         iid = node.instance_id or ""
@@ -280,7 +312,8 @@ class InterruptionService:
 
     # ----- the whole job ---------------------------------------------------------------------------
     def handle(self, event: InterruptionEvent, *, drain_until: float, pool: Executor | None = None,
-               cordons: Executor | None = None, begun: tuple[InstanceOutcome, ...] | None = None) -> EventOutcome:
+               cordons: Executor | None = None, begun: tuple[InstanceOutcome, ...] | None = None,
+               taken_elsewhere: frozenset[str] = frozenset()) -> EventOutcome:
         """``begin``, then drain each cordoned node until its event's deadline or ``drain_until`` (a
         ``clock.monotonic()`` reading: the invocation's end less a safety margin), whichever is first;
         then terminate our instances and delete Nodes whose instance is gone. Nodes whose drain could not
@@ -291,8 +324,14 @@ class InterruptionService:
         turn comes after its deadline is not started at all. Every node is finished before the first
         failure, if any, is raised. ``cordons`` is ``begin``'s pool (never the drains' own: a cordon must not
         queue behind drains). ``begun``: what a ``begin`` of this very event returned moments ago, with nothing
-        since on its nodes (the batch's cordon pass); it is not repeated."""
-        started = self.begin(event, pool=cordons) if begun is None else begun
+        since on its nodes (the batch's cordon pass); it is not repeated.
+
+        ``taken_elsewhere``: instances whose node another invocation took during this invocation's cordon
+        pass (``begin`` returned ``ALREADY_DRAINING``); that invocation drains them, this one leaves them."""
+        started = self.begin(event, pool=cordons, skip=taken_elsewhere) if begun is None else begun
+        started = tuple(replace(o, outcome=Outcome.ALREADY_DRAINING, event_to_cordon=None)
+                        if o.instance_id in taken_elsewhere and o.outcome is Outcome.CORDONED else o
+                        for o in started)
 
         def finish(o: InstanceOutcome) -> InstanceOutcome:
             if o.outcome is not Outcome.CORDONED or self.cordon_only:
@@ -352,6 +391,14 @@ class InterruptionService:
         outcome = replace(started, evicted=result.evicted, not_evicted=result.not_evicted,
                           evictions_blocked=result.blocked, evictions_throttled=result.throttled)
         node = self.cluster.get_node(name)
+        if not result.complete and self._instance_gone(started.instance_id):
+            # As Karpenter's termination controller: once the instance is gone its pods are dead whatever
+            # a PodDisruptionBudget says; the Node and its pods are deleted, the message acknowledged. The pods
+            # are deleted here (no PDB check, no grace) rather than left to the pod garbage collector.
+            for pod in self.cluster.pods(node_name=name):
+                self.cluster.delete_pod(pod.namespace, pod.name, grace_seconds=0)
+            self.cluster.delete_node(name, release_finalizers=self._release_finalizers)
+            return replace(outcome, outcome=Outcome.NODE_DELETED, instance_gone=True)
         if not result.complete:
             if node is not None:
                 blocked = ", ".join(f"{p.pod} ({p.reason})" for p in result.not_evicted[:5])
@@ -376,6 +423,14 @@ class InterruptionService:
             self.cluster.record_event(node, reason="Drained", message="every pod that had to move was evicted; "
                                       "the instance is not managed by this autoscaler and is left running")
         return replace(outcome, outcome=Outcome.DRAINED)
+
+
+    def _instance_gone(self, instance_id: str) -> bool:
+        """EC2 reports the instance terminated (or shutting down), or no longer knows it."""
+        if not instance_id:
+            return False
+        found = self.cloud.describe_instances([instance_id])
+        return not found or all(i.state in _GONE_STATES for i in found)
 
 
 def _each(pool: Executor | None, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:

@@ -152,16 +152,22 @@ class InterruptionBatch:
             begun = self.begun.get(message.message_id)
             if before or begun is None or any(o.outcome in _BEGUN and not o.replacement_requested for o in begun):
                 begun = None
-            future = self.pools.messages.submit(self._handle_after, before, parsed, until, begun)
+            future = self.pools.messages.submit(self._handle_after, before, parsed, until, begun,
+                                                message.message_id)
             self.handled[message.message_id] = future
             for iid in parsed.instance_ids:
                 last_for[iid] = future
 
     def _handle_after(self, before: list[Future[EventOutcome]], event: InterruptionEvent,
-                      until: float, begun: tuple[InstanceOutcome, ...] | None) -> EventOutcome:
+                      until: float, begun: tuple[InstanceOutcome, ...] | None, message_id: str) -> EventOutcome:
         wait(before)
         return self.service.handle(event, drain_until=until, pool=self.pools.nodes, cordons=self.pools.cordons,
-                                   begun=begun)
+                                   begun=begun, taken_elsewhere=self._taken_elsewhere(message_id))
+
+    def _taken_elsewhere(self, message_id: str) -> frozenset[str]:
+        """Instances the cordon pass found taken by another invocation (a concurrent duplicate)."""
+        return frozenset(o.instance_id for o in self.begun.get(message_id, ())
+                         if o.outcome is Outcome.ALREADY_DRAINING)
 
     def process(self, message: QueuedMessage) -> None:
         """Report one message; raises when it must come back for retry."""
@@ -266,6 +272,8 @@ class InterruptionBatch:
                 self.sink.emit(mc.EVICTIONS_BLOCKED_BY_PDB, inst.evictions_blocked)
             if inst.evictions_throttled:
                 self.sink.emit(mc.EVICTIONS_THROTTLED, inst.evictions_throttled)
+            if inst.instance_gone:
+                self.sink.emit(mc.NODES_DELETED_INSTANCE_GONE, 1)
 
 
 def merge_begun(outcome: EventOutcome, begun: tuple[InstanceOutcome, ...]) -> EventOutcome:

@@ -4,6 +4,8 @@ A write patches only the annotations whose value changes, so a service never ove
 state it does not own (the provisioner's ``replacement-provisioned`` survives the interruption
 function's update of its own pieces, and the other way round). A write by a service that may not act
 on the node (``NodeState.may_be_acted_on_by``) is refused with ``NotOwnedError`` before any request.
+A write that takes a node (the interruption function's drain record) is conditional on the
+resourceVersion the record was read at, so two concurrent invocations cannot both take it.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ class NodeStates:
     def read(node: Node) -> NodeState:
         return read_state(node.annotations)
 
-    def write(self, node: Node | str, old: NodeState, new: NodeState, *, by: Owner) -> bool:
+    def write(self, node: Node | str, old: NodeState, new: NodeState, *, by: Owner,
+              conditional: bool = False) -> bool:
         """Store ``new`` over ``old`` on the node; True if anything changed. Raises ``NotOwnedError``
         when ``by`` may not act on the node, NotFoundError for a missing node and ClusterError when the
-        API refuses."""
+        API refuses. ``conditional`` (``node`` as read): the patch carries the node's resourceVersion, so of
+        two writers that read the same record exactly one succeeds and the other gets ConflictError."""
         name = node if isinstance(node, str) else node.name
         if _owners_part(new) != _owners_part(old) and not old.may_be_acted_on_by(by):
             raise NotOwnedError(f"node {name}: its disruption belongs to the {old.owner} function, not the {by}")
@@ -38,7 +42,8 @@ class NodeStates:
         patch = {k: v for k, v in after.items() if before.get(k) != v}
         if not patch:
             return False
-        self._cluster.annotate_node(name, patch)
+        version = node.resource_version if conditional and isinstance(node, Node) else ""
+        self._cluster.annotate_node(name, patch, resource_version=version)
         return True
 
 

@@ -75,6 +75,11 @@ class NotFoundError(ClusterError):
     """The object named in the request does not exist (HTTP 404)."""
 
 
+class ConflictError(ClusterError):
+    """A write's resourceVersion precondition no longer matched (HTTP 409): someone else wrote the object
+    since it was read."""
+
+
 # AWS error codes that mean "slow down": the call may succeed later.
 THROTTLING_CODES = frozenset({
     "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled", "RequestLimitExceeded",
@@ -210,8 +215,11 @@ class ClusterPort(Protocol):
         """Set labels; a None value removes that label. Raises NotFoundError for a missing node."""
         ...
 
-    def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
-        """Set annotations; a None value removes it. Raises NotFoundError for a missing node."""
+    def annotate_node(self, name: str, annotations: Mapping[str, str | None], *,
+                      resource_version: str = "") -> None:
+        """Set annotations; a None value removes it. Raises NotFoundError for a missing node. With a
+        ``resource_version`` the write is conditional (optimistic concurrency): ConflictError when the node
+        changed since that version was read."""
         ...
 
     def delete_node(self, name: str, *, release_finalizers: Collection[str] = ()) -> bool:

@@ -274,6 +274,9 @@ class Node:
     created_at: float = 0.0
     deleting: bool = False
     conditions: tuple[NodeCondition, ...] = ()
+    # metadata.resourceVersion as read: a conditional write of the node-state record (optimistic
+    # concurrency) is refused when the node changed since; "" when not read from an API server.
+    resource_version: str = ""
 
     def condition(self, kind: str) -> NodeCondition | None:
         return next((c for c in self.conditions if c.type == kind), None)

@@ -393,6 +393,7 @@ def node_from_dict(obj: Raw) -> Node:
         conditions=tuple(NodeCondition(type=str(c.get("type") or ""), status=str(c.get("status") or "Unknown"),
                                        since=parse_timestamp(c.get("lastTransitionTime")))
                          for c in status.get("conditions") or () if isinstance(c, Mapping)),
+        resource_version=str(meta.get("resourceVersion") or ""),
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.app.ports import ClusterError
+from autoscaler.app.ports import ClusterError, ConflictError
 from autoscaler.domain.models import ObjectRef, Taint
 from tests.adapters.contract.conftest import Server, wait_for
 from tests.kube_objects import node, pod
@@ -177,3 +177,18 @@ def test_events_as_sent(server: Server, ns: str, node_name: str) -> None:
            "type": "Normal"}
     status, body = server.request("POST", f"/api/v1/namespaces/{ns}/events", bad)
     assert status == 422 and body["reason"] == "Invalid", body
+
+
+def test_issue33_item_14_a_conditional_annotation_write_takes_the_node_exactly_once(
+        server: Server, node_name: str) -> None:
+    """Two writers that read the node at the same resourceVersion: the first conditional annotation patch
+    lands, the second is refused with 409 Conflict (the product's ConflictError) and changes nothing."""
+    server.create("/api/v1/nodes", node(node_name))
+    cluster = server.cluster()
+    read = cluster.get_node(node_name)
+    assert read is not None and read.resource_version
+    cluster.annotate_node(node_name, {"taken-by": "first"}, resource_version=read.resource_version)
+    with pytest.raises(ConflictError) as refused:
+        cluster.annotate_node(node_name, {"taken-by": "second"}, resource_version=read.resource_version)
+    assert refused.value.status == 409 and refused.value.reason == "Conflict"
+    assert _node(server, node_name)["metadata"]["annotations"] == {"taken-by": "first"}

@@ -21,7 +21,7 @@ from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube import lean
 from autoscaler.adapters.kube.events import event_body
 from autoscaler.adapters.kube.stream import gc_paused, open_stream, watch_events
-from autoscaler.app.ports import Clock, ClusterError, NotFoundError
+from autoscaler.app.ports import Clock, ClusterError, ConflictError, NotFoundError
 from autoscaler.domain.models import (
     DaemonSet,
     EvictionResult,
@@ -110,7 +110,7 @@ class KubeCluster:
                 message = f"{message} ({'; '.join(causes)})"
         except (ValueError, AttributeError):
             pass
-        cls = NotFoundError if status == 404 else ClusterError
+        cls = NotFoundError if status == 404 else ConflictError if status == 409 else ClusterError
         raise cls(f"{method} {path}: HTTP {status} {reason}: {message}", status=status, reason=reason,
                   causes=cause_reasons)
 
@@ -305,16 +305,19 @@ class KubeCluster:
         except NotFoundError:
             return False
 
-    def _patch_meta(self, name: str, field: str, values: Mapping[str, str | None]) -> None:
+    def _patch_meta(self, name: str, field: str, values: Mapping[str, str | None], *,
+                    resource_version: str = "") -> None:
+        # With a resource_version the API server refuses the patch with 409 unless the node is still at it.
+        meta: Raw = {field: dict(values), **({"resourceVersion": resource_version} if resource_version else {})}
         if values:
-            self._call("PATCH", self._node_path(name), retry=True, body={"metadata": {field: dict(values)}},
+            self._call("PATCH", self._node_path(name), retry=True, body={"metadata": meta},
                        content_type="application/merge-patch+json")
 
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
         self._patch_meta(name, "labels", labels)
 
-    def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
-        self._patch_meta(name, "annotations", annotations)
+    def annotate_node(self, name: str, annotations: Mapping[str, str | None], *, resource_version: str = "") -> None:
+        self._patch_meta(name, "annotations", annotations, resource_version=resource_version)
 
     def delete_node(self, name: str, *, release_finalizers: Collection[str] = ()) -> bool:
         try:
