@@ -418,8 +418,7 @@ class KubeCluster:
                                   decode=lean.watched_pod_page)
 
     def watch_unbound_pods_raw(self, *, resource_version: str, timeout_seconds: float) -> Iterator[Raw]:
-        """One watch stream of unbound, unfinished pods (a pod that gets bound arrives as DELETED: it left
-        the selection); see ``watch_raw``."""
+        """One watch stream of unbound, unfinished pods (a pod bound since arrives as DELETED); see watch_raw."""
         return self.watch_raw("/api/v1/pods", resource_version=resource_version, timeout_seconds=timeout_seconds,
                               field_selector=PENDING_FIELD_SELECTOR)
 
