@@ -73,8 +73,13 @@ def _queue(responses: list[Any]) -> tuple[EventLoop, CloudWorld, InterruptionQue
 
     queue = InterruptionQueue(loop, cloud, invoke, "us-east-1", batch_size=2, max_receive_count=3)
     for i in range(3):
-        cloud.instances[f"i-{i}"] = _record(f"i-{i}")
+        cloud.instances[_iid(i)] = _record(_iid(i))
     return loop, cloud, queue, seen
+
+
+def _iid(n: int) -> str:
+    """An instance id in EC2's format (the interruption parser refuses any other)."""
+    return f"i-{n:017x}"
 
 
 def test_interruption_warnings_reach_the_handler_in_batches() -> None:
@@ -182,22 +187,22 @@ def test_an_aws_health_scheduled_change_reaches_the_handler_as_aws_sends_it() ->
     loop.run_until(5)
     # Then one "AWS Health Event" names both; the handler's parser reads it as a scheduled change whose
     # deadline is the start time, and the stack's scheduledChange rule is the one that routed it
-    assert ids == ["i-0", "i-1"] and len(seen) == 1
+    assert ids == [_iid(0), _iid(1)] and len(seen) == 1
     body = json.loads(seen[0]["Records"][0]["body"])
     assert rule_for(body) == "scheduledChange"
     parsed = parse_event(body)
     assert isinstance(parsed, InterruptionEvent)
-    assert parsed.kind is EventKind.SCHEDULED_CHANGE and parsed.instance_ids == ("i-0", "i-1")
+    assert parsed.kind is EventKind.SCHEDULED_CHANGE and parsed.instance_ids == (_iid(0), _iid(1))
     assert parsed.deadline == loop.epoch + 600
     # And the event has the shape of AWS's own (the fixture the handler's tests use)
     fixture = load_event("health-scheduled-change")
     assert set(body) == set(fixture) and set(body["detail"]) == set(fixture["detail"])
     # When the change starts with one of them already gone, EC2 retires the other
-    cloud.instances["i-0"].terminated_at = 300.0
+    cloud.instances[_iid(0)].terminated_at = 300.0
     retired: list[list[str]] = []
     cloud.terminate = lambda ids, interrupted=False: retired.append(ids)  # type: ignore[method-assign]
     loop.run_until(700)
-    assert retired == [["i-1"]]
+    assert retired == [[_iid(1)]]
     assert queue.scheduled_outcomes() == {"named": 2, "movedBeforeStart": 1, "retiredByEc2": 1, "unroutedEvents": 0}
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.adapters.aws.catalog import InstanceCatalog
+from autoscaler.adapters.aws.catalog import CATALOG_TTL_SECONDS, InstanceCatalog
 from autoscaler.adapters.aws.network import NetworkResolver
 from autoscaler.adapters.clock import ManualClock
 from autoscaler.domain.errors import ConfigError
@@ -26,13 +26,13 @@ def test_catalog_converts_types_and_zones_and_a_warm_call_makes_no_requests(ec2:
     cold = catalog.calls
     assert cold["describe_instance_types"] >= 1 and cold["describe_instance_type_offerings"] >= 1
 
-    clock.advance(299)
+    clock.advance(CATALOG_TTL_SECONDS - 1)
     catalog.instance_types()
     catalog.offered()
     catalog.zones_of("c5.large")
     assert catalog.calls == cold  # warm: zero calls
 
-    clock.advance(2)  # past the 5-minute TTL
+    clock.advance(2)  # past the catalogue's TTL
     catalog.instance_types()
     assert sum(catalog.calls.values()) > sum(cold.values())
 

@@ -94,7 +94,7 @@ def _launch(node: NewNode, cache: dict[tuple[object, ...], LaunchChoice], index:
         # The first capacity type with a choice is the plan; the others are the launcher's fallbacks, each
         # chosen from everything the pool allows at that capacity type (not the first one's types).
         first = choices[0]
-        result = (*first, {ct: types for ct, _, types, _ in choices[1:]})
+        result = (*first, {capacity_type: types for capacity_type, _, types, _ in choices[1:]})
     cache[key] = result
     return result
 

@@ -120,17 +120,18 @@ def selected_label_keys(pods: Iterable[Pod]) -> frozenset[str]:
     """Every label key a label selector of these pods looks at (spread constraints, pod affinity and
     anti-affinity, required and preferred): the only labels that can tell two pending pods apart here."""
     keys: set[str] = set()
-    for p in pods:
-        if not (p.topology_spread or p.pod_affinity or p.pod_anti_affinity or p.preferred_pod_affinity
-                or p.preferred_pod_anti_affinity):
+    for pod in pods:
+        if not (pod.topology_spread or pod.pod_affinity or pod.pod_anti_affinity or pod.preferred_pod_affinity
+                or pod.preferred_pod_anti_affinity):
             continue
-        selectors = [t.label_selector for t in p.topology_spread]
-        selectors += [t.label_selector for t in (*p.pod_affinity, *p.pod_anti_affinity)]
-        selectors += [t.label_selector for _, t in (*p.preferred_pod_affinity, *p.preferred_pod_anti_affinity)]
-        for s in selectors:
-            if s is not None:
-                keys.update(k for k, _ in s.match_labels)
-                keys.update(r.key for r in s.match_expressions)
+        selectors = [term.label_selector for term in pod.topology_spread]
+        selectors += [term.label_selector for term in (*pod.pod_affinity, *pod.pod_anti_affinity)]
+        selectors += [term.label_selector for _, term in (*pod.preferred_pod_affinity,
+                                                          *pod.preferred_pod_anti_affinity)]
+        for selector in selectors:
+            if selector is not None:
+                keys.update(key for key, _ in selector.match_labels)
+                keys.update(expression.key for expression in selector.match_expressions)
     return frozenset(keys)
 
 
@@ -138,7 +139,8 @@ def class_key(pod: Pod, label_keys: frozenset[str] | None = None) -> tuple[objec
     """Pods with equal keys schedule alike. Only the labels in ``label_keys`` (``selected_label_keys`` of
     every pod, pending and bound) count: a StatefulSet's pods differ in ``statefulset.kubernetes.io/pod-name``
     and a Job's in their completion index, and one class per pod made planning quadratic in pods."""
-    labels = pod.labels.items() if label_keys is None else ((k, v) for k, v in pod.labels.items() if k in label_keys)
+    labels = pod.labels.items() if label_keys is None else (
+        (key, value) for key, value in pod.labels.items() if key in label_keys)
     return (
         pod.namespace, tuple(sorted(labels)), tuple(sorted(pod.requests.items())),
         tuple(sorted(pod.node_selector.items())), pod.required_node_affinity, pod.preferred_node_affinity,
