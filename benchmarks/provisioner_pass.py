@@ -1,21 +1,20 @@
 """A whole provisioner pass at scale, through the real handler, phase by phase, with an estimate for Lambda.
 
-Each case (pending pods x existing nodes) runs in a fresh process that measures only the autoscaler: moto
-(as a server) and the Kubernetes API emulator run in a child process, seeded there with the pending pods
-(Karpenter's five-class mix: plain, zone spread, hostname spread, zone self-affinity, hostname
-anti-affinity, each pod wrapped by ``benchmarks/_realistic.py`` in everything kube-apiserver returns for a
-Deployment's, StatefulSet's or Job's pod: 4-7 KB each, managedFields included), the existing nodes (owned,
-registered and initialised instances with their kubelet's status: images, addresses, node info; each with
-running pods, realistic too) and their EC2 instances. moto is made as strict as the services where scale
-depends on it (``simulator/moto_strict.py``): DescribeInstances pages by instance, at most 1,000 a page, and
-DynamoDB refuses writes past 1,000 write units a second per partition-key value (the run reports the
-units charged and any write refused). The measuring process builds the runtime as a Lambda container would, invokes
-the provisioner handler once (scheduled mode), then again at once (no node has registered yet: that pass
-must launch nothing; between the two, the pods the first pass placed on existing nodes are bound there,
-as kube-scheduler would have done within a second), and reports per phase (gather, plan, launch, events,
-lifecycle): wall seconds, CPU seconds of this process, AWS calls by operation and Kubernetes API requests.
-moto's slow paths at thousands of instances and claims are patched in its own process
-(``simulator/moto_fast.py``).
+Each case (pending pods x existing nodes) runs in a fresh process that measures only the autoscaler: moto (as a
+server) and the Kubernetes API emulator run in a child process, seeded there with the pending pods (Karpenter's
+five-class mix: plain, zone spread, hostname spread, zone self-affinity, hostname anti-affinity, each pod wrapped
+by ``benchmarks/_realistic.py`` in everything kube-apiserver returns for a Deployment's, StatefulSet's or Job's
+pod: 4.5-9 KB each, median ~6 KB, managedFields included), the existing nodes (owned, registered and initialised
+instances with their kubelet's status: images, addresses, node info; each with running pods, realistic too) and
+their EC2 instances. moto is made as strict as the services where scale depends on it
+(``simulator/moto_strict.py``): DescribeInstances pages by instance, at most 1,000 a page, and DynamoDB refuses
+writes past 1,000 write units a second per partition-key value (the run reports the units charged and any write
+refused). The measuring process builds the runtime as a Lambda container would, invokes the provisioner handler
+once (scheduled mode), then again at once (no node has registered yet: that pass must launch nothing; between the
+two, the pods the first pass placed on existing nodes are bound there, as kube-scheduler would have done within a
+second), and reports per phase (gather, plan, launch, events, lifecycle): wall seconds, CPU seconds of this
+process, AWS calls by operation and Kubernetes API requests. moto's slow paths at thousands of instances and claims
+are patched in its own process (``simulator/moto_fast.py``).
 
 Latency is injected where the real services would spend it, as sleeps on the calling thread: a botocore
 ``before-send`` hook per AWS operation (CreateFleet 1.5 s, as EC2 answers instant fleets; other EC2 calls
@@ -80,8 +79,9 @@ AWS_LATENCY = {"ec2.CreateFleet": 1.5, "ec2": 0.15, "dynamodb": 0.01, "iam": 0.1
 # EC2 answers a full DescribeInstances page (1,000 instances, ~5 MB of XML) in about a second: the round trip
 # above plus the answer's size at this rate, spent when the answer arrives.
 EC2_BYTES_PER_SECOND = 6e6
-# BENCH_PROFILE=1: the first pass's main-thread profile (by own time) goes to stderr; it slows the pass.
-PROFILE = os.environ.get("BENCH_PROFILE") == "1"
+# BENCH_PROFILE=1 (or =second): the first (second) pass's main-thread profile (by own time) goes to stderr; it
+# slows the pass.
+PROFILE = {"1": "first", "first": "first", "second": "second"}.get(os.environ.get("BENCH_PROFILE", ""), "")
 TARGETS = {"estimate50kWith2000Nodes": 30.0, "peakShareOfMemory50k": 0.6, "secondPass50kWith2000Nodes": 10.0,
            "estimate1k": 4.0, "kubeRequests50k": 500}
 PHASES = ("gather", "plan", "launch", "events", "lifecycle")
@@ -577,7 +577,7 @@ def _measure(pods: int, existing: int, info: dict[str, Any], *, bind: bool = Fal
             out["boundToExistingNodes"] = _bind(info["kube"], onto_existing)
         k0, b0 = _kube_requests(info["kube"]), latency.received
         w0, c0 = time.perf_counter(), time.process_time()
-        profiler = cProfile.Profile() if PROFILE and label == "first" else None
+        profiler = cProfile.Profile() if label == PROFILE else None
         if profiler is not None:
             profiler.enable()
         answer = handler(dict(event), LambdaContext(remaining_ms=900_000, function_name="provisioner"))
