@@ -659,7 +659,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--existing", type=int, default=0)
     parser.add_argument("--bind", action="store_true",
                         help="bind the pods the first pass placed on existing nodes before the second pass")
+    parser.add_argument("--combine", nargs="+", metavar="FILE",
+                        help="print the table of earlier runs' outputs together (cases run as separate processes)")
     args = parser.parse_args(argv)
+    if args.combine:
+        cases = [c for f in args.combine for c in json.loads(Path(f).read_text())["cases"]]
+        print(json.dumps(summary(cases)))
+        return 0
     if args.case is not None:
         # The handler's log lines and EMF metrics go to stdout, as on Lambda: here stdout is the JSON only.
         with stdout_to_stderr():
@@ -676,6 +682,12 @@ def main(argv: list[str] | None = None) -> int:
                 cases.append({"pendingPods": pods, "existingNodes": existing, "error": done.stderr[-2000:]})
                 continue
             cases.append(json.loads(done.stdout))
+    print(json.dumps(summary(cases)))
+    return 0
+
+
+def summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """The printed object: the assumptions, the targets checked against the cases, the cases."""
     by = {(c["pendingPods"], c["existingNodes"]): c for c in cases if "error" not in c}
     checks: dict[str, Any] = {}
     if (50000, 2000) in by:
@@ -694,8 +706,7 @@ def main(argv: list[str] | None = None) -> int:
     for check in checks.values():
         got = check["got"]
         check["met"] = all(v == 0 for v in got.values()) if isinstance(got, dict) else got <= check["target"]
-    print(json.dumps({"assumptions": assumptions(), "targets": checks, "cases": cases}))
-    return 0
+    return {"assumptions": assumptions(), "targets": checks, "cases": cases}
 
 
 if __name__ == "__main__":
