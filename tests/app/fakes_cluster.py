@@ -52,11 +52,14 @@ MERGE = "application/merge-patch+json"
 
 def cluster_error(err: ApiError, what: str) -> ClusterError:
     """The port's error for an API server Status, as ``KubeCluster`` raises it (404 → NotFoundError, 409 →
-    ConflictError, the causes' reasons kept: ``DisruptionBudget`` tells a PDB refusal from throttling)."""
-    causes = tuple(str(c.get("reason")) for c in (err.details.get("causes") or ()) if c.get("reason"))
+    ConflictError; the causes' reasons kept, ``DisruptionBudget`` telling a PDB refusal from throttling, and
+    their messages appended: which budget refused and what it needs)."""
+    raw_causes = [c for c in err.details.get("causes") or () if isinstance(c, dict)]
+    causes = tuple(str(c.get("reason")) for c in raw_causes if c.get("reason"))
+    said = [str(c.get("message")) for c in raw_causes if c.get("message")]
+    message = f"{err.message} ({'; '.join(said)})" if said else err.message
     cls = NotFoundError if err.code == 404 else ConflictError if err.code == 409 else ClusterError
-    return cls(f"{what}: HTTP {err.code} {err.reason}: {err.message}", status=err.code, reason=err.reason,
-               causes=causes)
+    return cls(f"{what}: HTTP {err.code} {err.reason}: {message}", status=err.code, reason=err.reason, causes=causes)
 
 
 class FakeCluster:

@@ -65,6 +65,7 @@ def test_eviction_under_a_budget_allows_then_refuses_with_429(server: Server, ns
     wait_for(refused, what="the eviction of b refused by its budget")
     result = cluster.evict(ns, "b", deadline=_deadline(), retry_blocked=False)
     assert result.outcome == "blocked", result
+    assert "disruption budget web needs 1 healthy pods" in result.message  # what the drain reports
     assert server.get(f"/api/v1/namespaces/{ns}/pods/b") is not None
 
 
