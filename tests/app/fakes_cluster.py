@@ -64,8 +64,10 @@ def cluster_error(err: ApiError, what: str) -> ClusterError:
 
 class FakeCluster:
     """``ClusterPort`` over an in-memory object store. ``store`` is the cluster's state (seed it with
-    ``store.create(plural, raw)``; ``store.finish_terminating()`` stands in for the kubelet); ``clock``'s
-    ``sleep`` is where eviction retries wait (a ``ManualClock`` advances, so tests take no wall time)."""
+    ``store.create(plural, raw)``). ``Store()`` removes a deleted pod at once (a kubelet that confirms at
+    once); ``Store(graceful_deletion=True)`` keeps it terminating as the API server does until its kubelet
+    confirms, which ``store.finish_terminating()`` stands in for. ``clock``'s ``sleep`` is where eviction
+    retries wait (a ``ManualClock`` advances, so tests take no wall time)."""
 
     def __init__(self, store: Store | None = None, *, clock: Clock | None = None,
                  sleep: Callable[[float], None] | None = None, component: str = "eks-serverless-autoscaler",
@@ -76,6 +78,7 @@ class FakeCluster:
         self._component = component
         self._backoff_base, self._backoff_max = backoff_base, backoff_max
         self.calls: Counter[str] = Counter()
+        self.eviction_requests: list[str] = []  # "namespace/name" of every pod asked to leave, first request each
         self._next_errors: dict[str, list[ClusterError]] = {}
 
     # ----- test hooks --------------------------------------------------------------------------
@@ -263,6 +266,8 @@ class FakeCluster:
               grace_seconds: int | None = None, retry_blocked: bool = True) -> EvictionResult:
         self.calls["evict"] += 1
         key = f"{namespace}/{name}"
+        if key not in self.eviction_requests:
+            self.eviction_requests.append(key)
         options: Raw = {**({"gracePeriodSeconds": grace_seconds} if grace_seconds is not None else {}),
                         **({"preconditions": {"uid": uid}} if uid else {})}
         body: Raw = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},

@@ -121,7 +121,11 @@ def test_drain_resumes_a_partly_drained_node(cluster: FakeCluster,
     st.finish_terminating()  # the kubelet finished "a" and "b" meanwhile
     st.create("pods", pod("c", node="n1"))
 
-    second = _run(cluster, clock, seconds=30, sleep=lambda s: (st.finish_terminating(), clock.advance(s)))
+    def kubelet(seconds: float) -> None:
+        st.finish_terminating()
+        clock.advance(seconds)
+
+    second = _run(cluster, clock, seconds=30, sleep=kubelet)
 
     assert second.complete and second.evicted == ("default/c",)
 
@@ -148,9 +152,11 @@ class _SlowApi(FakeCluster):
         super().__init__(store, clock=clock)
         self.manual = clock
 
-    def evict(self, namespace: str, name: str, **kwargs: object) -> EvictionResult:  # type: ignore[override]
+    def evict(self, namespace: str, name: str, *, deadline: float, uid: str | None = None,
+              grace_seconds: int | None = None, retry_blocked: bool = True) -> EvictionResult:
         self.manual.advance(0.3)
-        return super().evict(namespace, name, **kwargs)  # type: ignore[arg-type]
+        return super().evict(namespace, name, deadline=deadline, uid=uid, grace_seconds=grace_seconds,
+                             retry_blocked=retry_blocked)
 
 
 def test_an_eviction_sweep_stops_at_the_deadline_between_pods(clock: ManualClock) -> None:
