@@ -106,6 +106,7 @@ class FakeCloud:
     templates: dict[str, LaunchTemplateInfo] = field(default_factory=dict)
     _answers: dict[tuple[str, str, int], tuple[list[LaunchedInstance], list[FleetError]]] = field(default_factory=dict)
     _template_used: dict[str, float] = field(default_factory=dict)
+    _protected: set[str] = field(default_factory=set)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:
@@ -124,6 +125,23 @@ class FakeCloud:
                      capacity_type: CapacityType = "on-demand") -> CloudInstance:
         """An instance someone else launched (a managed node group's, Karpenter's, another cluster's)."""
         return self._start(instance_type, zone, capacity_type, dict(tags or {}), state=state)
+
+    def protect(self, instance_id: str) -> None:
+        """Turn on the instance's termination protection (``DisableApiTermination``)."""
+        self._protected.add(instance_id)
+
+    def reclaim(self, instance_id: str) -> None:
+        """EC2 takes the instance (a spot reclaim, a failed host): it is ``terminated``."""
+        self.instances[instance_id] = replace(self.instances[instance_id], state="terminated")
+
+    def add_template(self, name: str, *, created_at: float, used_at: float | None = None) -> str:
+        """A launch template this cluster's autoscaler created (``used_at``: when this container last launched
+        with it)."""
+        template_id = f"lt-0fake{len(self.templates):012d}"
+        self.templates[template_id] = LaunchTemplateInfo(name=name, template_id=template_id, created_at=created_at)
+        if used_at is not None:
+            self._template_used[name] = used_at
+        return template_id
 
     def reset(self) -> None:
         """Forget calls, launches and the pending error (the region keeps its instances)."""
@@ -297,9 +315,7 @@ class FakeCloud:
     def _used_template(self, node_class: str) -> None:
         name = f"eks-serverless-autoscaler/{self.cluster_name}/{node_class}"
         if name not in {t.name for t in self.templates.values()}:
-            template_id = f"lt-0fake{len(self.templates):012d}"
-            self.templates[template_id] = LaunchTemplateInfo(name=name, template_id=template_id,
-                                                             created_at=self.clock.now())
+            self.add_template(name, created_at=self.clock.now())
         self._template_used[name] = self.clock.now()
 
     # ----- instances ---------------------------------------------------------------------------
@@ -333,6 +349,11 @@ class FakeCloud:
             if problem is not None:
                 raise OwnershipError(instance.instance_id, problem)
         ids = [i.instance_id for i in found if i.state not in ("terminated", "shutting-down")]
+        if protected := [iid for iid in ids if iid in self._protected]:
+            # EC2 refuses the whole call: nothing is terminated.
+            raise CloudError(f"terminate_instances: OperationNotPermitted: The instance '{protected[0]}' may not be "
+                             "terminated. Modify its 'disableApiTermination' instance attribute and try again.",
+                             operation="terminate_instances", code="OperationNotPermitted", status=400)
         for iid in ids:
             self.instances[iid] = replace(self.instances[iid], state="shutting-down")
         return ids

@@ -18,7 +18,7 @@ import pytest
 from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.adapters.clock import ManualClock
 from autoscaler.app.launcher import new_claim_id
-from autoscaler.app.ports import CloudPort, UncertainOutcomeError
+from autoscaler.app.ports import CloudError, CloudPort, UncertainOutcomeError
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import FleetRequest
 from autoscaler.domain.keys import NODECLAIM_TAG, NODEPOOL_TAG
@@ -50,6 +50,7 @@ class Region:
     no_capacity: Callable[[str, str, str], None]  # (type, zone, capacity type): EC2 has none
     lose_next_answer: Callable[[], None]  # the next CreateFleet acts, and its answer is lost
     run_foreign: Callable[[dict[str, str]], str]  # an instance someone else launched, with these tags
+    protect: Callable[[str], None]  # turn on an instance's termination protection
 
 
 def fake_region(cls: type[FakeCloud] = FakeCloud) -> Iterator[Region]:
@@ -61,7 +62,8 @@ def fake_region(cls: type[FakeCloud] = FakeCloud) -> Iterator[Region]:
         fake.next_create_fleet_error = UncertainOutcomeError("create_fleet: ReadTimeoutError: answer lost",
                                                              operation="create_fleet", code="ReadTimeoutError")
     yield Region(port=fake, clock=clock, no_capacity=lambda t, z, ct: fake.insufficient.add((t, z, ct)),
-                 lose_next_answer=lose, run_foreign=lambda tags: fake.run_instance(tags=tags).instance_id)
+                 lose_next_answer=lose, run_foreign=lambda tags: fake.run_instance(tags=tags).instance_id,
+                 protect=fake.protect)
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +103,10 @@ def _moto(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> Iterator[Region]:
         return str(ec2.run_instances(ImageId=builtin_images(ec2)["amd64"], InstanceType="m5.large", MinCount=1,
                                      MaxCount=1, SubnetId=network.subnets[ZONE],
                                      TagSpecifications=spec)["Instances"][0]["InstanceId"])
+    def protect(instance_id: str) -> None:
+        ec2.modify_instance_attribute(InstanceId=instance_id, DisableApiTermination={"Value": True})
     yield Region(port=cloud, clock=clock, no_capacity=no_capacity,
-                 lose_next_answer=lambda: tokens.lose_responses(1), run_foreign=run_foreign)
+                 lose_next_answer=lambda: tokens.lose_responses(1), run_foreign=run_foreign, protect=protect)
 
 
 @pytest.fixture(params=["fake", "moto"])
@@ -199,3 +203,14 @@ def test_a_node_class_that_selects_no_subnet_is_a_config_error(region: Region) -
     with pytest.raises(ConfigError, match="subnetSelectorTerms"):
         region.port.launch(_request(nowhere))
     assert region.port.owned_instances() == []
+
+
+def test_termination_of_a_protected_instance_is_refused_and_terminates_nothing(region: Region) -> None:
+    launched = region.port.launch(_request(count=2)).launched
+    protected, plain = sorted(i.instance_id for i in launched)
+    region.protect(protected)
+    with pytest.raises(CloudError) as refused:
+        region.port.terminate([protected, plain])
+    assert refused.value.code == "OperationNotPermitted"
+    assert [i.instance_id for i in region.port.owned_instances()] == [protected, plain]
+    assert region.port.terminate([plain]) == [plain]
