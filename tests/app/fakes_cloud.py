@@ -98,6 +98,7 @@ class FakeCloud:
     images: frozenset[str] = frozenset({"ami-0fake00000000amd64", "ami-0fake00000000arm64"})
     reservations: list[CapacityReservation] = field(default_factory=list)
     stale_prices: bool = False
+    only_types: frozenset[str] | None = None  # the catalogue cut down to these types (a faster planner)
     insufficient: set[tuple[str, str, str]] = field(default_factory=set)
     next_create_fleet_error: CloudError | None = None
     instances: dict[str, CloudInstance] = field(default_factory=dict)
@@ -116,7 +117,10 @@ class FakeCloud:
         if not self.security_groups:
             self.security_groups = {"sg-0fake000000000001": {DISCOVERY: self.cluster_name}}
         self._unavailable = UnavailableOfferings(self.clock)
-        self._types, self._offered = _catalog()
+        types, offered = _catalog()
+        keep = self.only_types
+        self._types = {n: t for n, t in types.items() if keep is None or n in keep}
+        self._offered = {n: z for n, z in offered.items() if n in self._types}
         self._on_demand = on_demand_prices(REGION)
 
     # ----- test hooks --------------------------------------------------------------------------
