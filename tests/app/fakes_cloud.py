@@ -354,7 +354,12 @@ class FakeCloud:
                 raise OwnershipError(instance.instance_id, problem)
         ids = [i.instance_id for i in found if i.state not in ("terminated", "shutting-down")]
         if protected := [iid for iid in ids if iid in self._protected]:
-            # EC2 refuses the whole call: nothing is terminated.
+            # EC2 fails the call; of the others, those in a zone with a protected one stay, the rest go
+            # (TerminateInstances' documented rule).
+            held = {self.instances[iid].zone for iid in protected}
+            for iid in ids:
+                if self.instances[iid].zone not in held:
+                    self.instances[iid] = replace(self.instances[iid], state="shutting-down")
             raise CloudError(f"terminate_instances: OperationNotPermitted: The instance '{protected[0]}' may not be "
                              "terminated. Modify its 'disableApiTermination' instance attribute and try again.",
                              operation="terminate_instances", code="OperationNotPermitted", status=400)

@@ -205,12 +205,15 @@ def test_a_node_class_that_selects_no_subnet_is_a_config_error(region: Region) -
     assert region.port.owned_instances() == []
 
 
-def test_termination_of_a_protected_instance_is_refused_and_terminates_nothing(region: Region) -> None:
+def test_termination_of_a_protected_instance_is_refused(region: Region) -> None:
+    # One instance per call, as the product terminates: EC2 keeps the other instances of a refused call that
+    # share the protected one's zone, which moto does not (it terminates them).
     launched = region.port.launch(_request(count=2)).launched
     protected, plain = sorted(i.instance_id for i in launched)
     region.protect(protected)
     with pytest.raises(CloudError) as refused:
-        region.port.terminate([protected, plain])
+        region.port.terminate([protected])
     assert refused.value.code == "OperationNotPermitted"
     assert [i.instance_id for i in region.port.owned_instances()] == [protected, plain]
     assert region.port.terminate([plain]) == [plain]
+    assert [i.instance_id for i in region.port.owned_instances()] == [protected]
