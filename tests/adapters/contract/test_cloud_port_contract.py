@@ -217,3 +217,13 @@ def test_termination_of_a_protected_instance_is_refused(region: Region) -> None:
     assert [i.instance_id for i in region.port.owned_instances()] == [protected, plain]
     assert region.port.terminate([plain]) == [plain]
     assert [i.instance_id for i in region.port.owned_instances()] == [protected]
+
+
+def test_karpenter_instances_are_those_karpenter_launched_for_this_cluster(region: Region) -> None:
+    region.port.launch(_request())  # ours
+    cluster_tag = f"kubernetes.io/cluster/{CLUSTER.name}"
+    karpenter = region.run_foreign({"karpenter.sh/nodepool": "default", cluster_tag: "owned"})
+    v0 = region.run_foreign({"karpenter.sh/provisioner-name": "default", "eks:eks-cluster-name": CLUSTER.name})
+    region.run_foreign({"karpenter.sh/nodepool": "default", "kubernetes.io/cluster/staging": "owned"})
+    region.run_foreign({cluster_tag: "owned"})  # a managed node group's
+    assert [i.instance_id for i in region.port.karpenter_instances()] == sorted([karpenter, v0])
