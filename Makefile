@@ -9,6 +9,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 PY_STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
+PLOT_STAMP := $(VENV)/.installed-plot
 NODE_STAMP := node_modules/.installed
 # uv installs the locked packages (uv.lock: every package of every extra, with the hashes of every
 # platform's wheels). It is itself pinned with hashes in requirements/tools.txt and installed from PyPI into
@@ -48,13 +49,18 @@ $(PY):
 $(PY_STAMP): uv.lock | $(UV) $(PY)
 	@echo "Installing the locked packages into $(VENV)/ (uv.lock, every extra)"
 	@$(UV_SYNC) --all-extras
-	@touch $@ $(DEMO_STAMP)
+	@touch $@ $(DEMO_STAMP) $(PLOT_STAMP)
 
 # The demo's share of the lock only (runtime + the demo extra); --inexact keeps what make install added.
 $(DEMO_STAMP): uv.lock | $(UV) $(PY)
 	@echo "Installing the demo's locked packages into $(VENV)/ (uv.lock: run-time + demo extra)"
 	@$(UV_SYNC) --inexact --extra demo
 	@touch $@
+
+# make simulate also draws simulation.png: the demo's packages plus matplotlib (the plot extra).
+$(PLOT_STAMP): uv.lock | $(UV) $(PY)
+	@$(UV_SYNC) --inexact --extra demo --extra plot
+	@touch $@ $(DEMO_STAMP)
 
 # After editing pyproject.toml's dependencies: resolve them (keeping every pin that still fits; add
 # ARGS=--upgrade to take the newest of everything), then export the Lambda's share for infra/bundling.py.
@@ -103,14 +109,13 @@ browser:
 
 test: install browser lint typecheck layers unit
 
+# One process for the demo and its replay: one interpreter start and one set of imports (docs/development.md).
 demo: $(DEMO_STAMP)
-	@$(PY) -m simulator.demo
-	@echo
-	@$(PY) -m simulator.simulate simulator/scenarios/inflate.yaml --plot simulation.png --report simulation.html
-	@echo "HTML report: file://$(CURDIR)/simulation.html (open it in a browser); plot: $(CURDIR)/simulation.png"
+	@$(PY) -m simulator.demo --replay simulator/scenarios/inflate.yaml --report simulation.html
+	@echo "HTML report: file://$(CURDIR)/simulation.html (open it in a browser)"
 
 SCENARIO ?= inflate
-simulate: $(DEMO_STAMP)
+simulate: $(PLOT_STAMP)
 	$(PY) -m simulator.simulate simulator/scenarios/$(SCENARIO).yaml --plot simulation.png --report simulation.html $(ARGS)
 
 # synth skips the dependency bundling (fast, offline after install); package and deploy bundle for real.
