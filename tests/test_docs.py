@@ -38,6 +38,7 @@ HISTORY: dict[str, str] = {
     r"\b(?:found|fixed) (?:this|in this|during)\b|\bnow fixed\b": "a fix's story",
     r"\bbefore/after\b|\bthe old (?:tree|platform|passes|code|model|table)\b": "a comparison with the past",
     r"\bwave \d\b": "a working phase",
+    r"\bbefore this (?:version|release|default)\b|\bfrom a release whose\b": "an earlier release",
 }
 # Absolute paths of the machine that wrote a page, and notes kept beside the repository.
 OUTSIDE: dict[str, str] = {
@@ -96,6 +97,7 @@ def test_a_page_states_current_behaviour_only(page: Path) -> None:
     "History of the full-mix ratio: 1.364 before shaped nodes, 1.128 since.",
     "Solve time against the code before that work: 1.30 s vs 1.46 s.",
     "An earlier run found 19 lifecycle-hook events.",
+    "Instances launched before this version have no hash tags.",
     "See /work/shared/DESIGN.md for the layers.",
     "As ../shared/NOTES.md says.",
     "Logs are in ~/notes/run.txt.",
