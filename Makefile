@@ -37,18 +37,24 @@ help:
 	@echo "make deploy CLUSTER=name - cdk deploy the stack for clusters/<name>.yaml"
 	@echo "make bench  - run the benchmarks and print JSON"
 
+# With the machine's pip when it has one (--target: no venv, so no copy of pip to install first, which is
+# most of this step's CPU); else in a venv of its own.
 $(UV): requirements/tools.txt
-	@test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)
-	@$(TOOLS)/bin/pip install $(PIP_QUIET) --require-hashes -r requirements/tools.txt
+	@PIP_ROOT_USER_ACTION=ignore $(PYTHON) -m pip install $(PIP_QUIET) --require-hashes --upgrade --target $(TOOLS) \
+	  -r requirements/tools.txt 2>/dev/null || \
+	{ $(PYTHON) -m venv $(TOOLS) && $(TOOLS)/bin/pip install $(PIP_QUIET) --require-hashes -r requirements/tools.txt; }
 	@touch $@
 
+# Without pip: uv installs the packages, and only make package needs pip (added by make install, below).
 $(PY):
-	@$(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -m venv --without-pip $(VENV)
 
 # Exactly the lock's packages (plus the project, editable): what CI tested is what a clone installs.
+# infra/bundling.py runs this venv's pip to fetch the Lambda's arm64 wheels (make package).
 $(PY_STAMP): uv.lock | $(UV) $(PY)
 	@echo "Installing the locked packages into $(VENV)/ (uv.lock, every extra)"
 	@$(UV_SYNC) --all-extras
+	@$(PY) -m pip --version > /dev/null 2>&1 || $(PY) -m ensurepip --default-pip > /dev/null
 	@touch $@ $(DEMO_STAMP) $(PLOT_STAMP)
 
 # The demo's share of the lock only (runtime + the demo extra); --inexact keeps what make install added.
