@@ -47,6 +47,10 @@ OUTSIDE: dict[str, str] = {
     r"~/(?!\.cache}?/(?:eks-autoscaler|go-build)\b|\.kube/config\b|\.pyenv/versions\b)": "a home-directory path",
 }
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+# A file of the repository named in code (`tests/scenarios/test_describe.py`): from a top-level directory, with a
+# file extension, no placeholder or glob. Paths relative to a package (`sim/watch.py`) are not checked.
+TOP = "|".join(sorted(re.escape(p.name) for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")))
+REPO_FILE = re.compile(rf"`((?:{TOP})/[\w./-]+\.(?:py|md|yaml|yml|json|sh|txt|toml|go|mod))`")
 
 
 def _findings(lines: list[str], patterns: dict[str, str]) -> list[str]:
@@ -72,9 +76,16 @@ def _broken_links(page: Path, lines: list[str]) -> list[str]:
     return found
 
 
+def _missing_files(lines: list[str]) -> list[str]:
+    return [f"line {number}: a file that is not in the repository: {path!r}"
+            for number, line in enumerate(lines, 1) for path in REPO_FILE.findall(line)
+            if not (ROOT / path).exists()]
+
+
 def check(page: Path, text: str) -> list[str]:
     lines = text.splitlines()
-    return _findings(lines, HISTORY) + _findings(lines, OUTSIDE) + _broken_links(page, lines)
+    return (_findings(lines, HISTORY) + _findings(lines, OUTSIDE) + _broken_links(page, lines)
+            + _missing_files(lines))
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
@@ -102,6 +113,7 @@ def test_a_page_states_current_behaviour_only(page: Path) -> None:
     "As ../shared/NOTES.md says.",
     "Logs are in ~/notes/run.txt.",
     "See [the design](design-notes.md).",
+    "`tests/simulator/test_nothing_here.py` compares the answers.",
 ])
 def test_the_check_finds_a_planted_line(planted: str, tmp_path: Path) -> None:
     # Given a page of otherwise reference prose with one line of history or an outside path planted in it
@@ -119,6 +131,7 @@ def test_the_check_finds_a_planted_line(planted: str, tmp_path: Path) -> None:
     "Built into `${XDG_CACHE_HOME:-~/.cache}/eks-autoscaler/kube-1.33/`.",
     "Scale the old autoscaler to zero and remove the Node Termination Handler.",
     "The key used to sign the token is the role's.",
+    "`tests/scenarios/test_describe.py` compares answers; `sim/watch.py` batches; `clusters/<name>.yaml`.",
     "See [deploy.md](deploy.md#bytecode) and [Karpenter](https://karpenter.sh/).",
 ])
 def test_reference_prose_passes(reference: str) -> None:
