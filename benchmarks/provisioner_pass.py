@@ -10,11 +10,13 @@ their EC2 instances. moto is made as strict as the services where scale depends 
 (``simulator/moto_strict.py``): DescribeInstances pages by instance, at most 1,000 a page, and DynamoDB refuses
 writes past 1,000 write units a second per partition-key value (the run reports the units charged and any write
 refused). The measuring process builds the runtime as a Lambda container would, invokes the provisioner handler
-once (scheduled mode), then again at once (no node has registered yet: that pass must launch nothing; between the
-two, the pods the first pass placed on existing nodes are bound there, as kube-scheduler would have done within a
-second), and reports per phase (gather, plan, launch, events, lifecycle): wall seconds, CPU seconds of this
-process, AWS calls by operation and Kubernetes API requests. moto's slow paths at thousands of instances and claims
-are patched in its own process (``simulator/moto_fast.py``).
+once (scheduled mode: a new container's first pass, which sweeps, listing every owned instance), then again at once
+(no node has registered yet and kube-scheduler has bound nothing: that pass must launch nothing, its in-flight
+capacity coming from the node claims and the first pass's nominations; ``--bind`` binds the pods the first pass
+placed on existing nodes in between, as kube-scheduler would within a second), and reports per phase (gather, plan,
+launch, events, lifecycle): wall seconds, CPU seconds of this process, AWS calls by operation and Kubernetes API
+requests. moto's slow paths at thousands of instances and claims are patched in its own process
+(``simulator/moto_fast.py``).
 
 Latency is injected where the real services would spend it, as sleeps on the calling thread: a botocore
 ``before-send`` hook per AWS operation (CreateFleet 1.5 s, as EC2 answers instant fleets; other EC2 calls
@@ -34,11 +36,15 @@ local plain-HTTP run does not pay (1 CPU-second per GiB received, as AES-GCM plu
 Python's ssl module), and the latency not overlapped with CPU work (an upper bound). Periodic refreshes of
 the instance catalogue and spot prices are not in a pass here (they are cached across passes; the
 first pass of a cold container pays them). moto's and the emulator's own processing (another process here, the
-service's side on AWS) and other load on this machine are in the wall time only, never in the estimate.
-Prints ONE JSON object.
+service's side on AWS) and other load on this machine are in the wall time only, never in the estimate. The
+container's time windows between the passes (the warm cache's resync, nominations, the sweep cadence) are
+stretched by ``TIME_STRETCH``, since this machine stretches a pass's wall time far beyond its estimate (stated).
+``BENCH_PROFILE=1`` (or ``second``) prints the first (second) pass's profile to stderr.
+Prints ONE JSON object; ``--combine`` prints the table of cases run as separate processes.
 
     python -m benchmarks.provisioner_pass [--sizes 1000,5000,20000,50000] [--nodes 0,2000]
     python -m benchmarks.provisioner_pass --case 50000 --existing 2000     # one case, one process
+    python -m benchmarks.provisioner_pass --combine a.json b.json        # the table of separate runs
 """
 
 from __future__ import annotations
