@@ -25,8 +25,9 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, TypeVar
 
 from autoscaler.app.drain import DrainOptions, NotEvicted, drain
+from autoscaler.app.drain_lease import DEFAULT_LEASE_SECONDS, DrainLease, DrainLeases
 from autoscaler.app.node_state import NodeStates, NotOwnedError
-from autoscaler.app.ports import CloudError, ConflictError, NotFoundError
+from autoscaler.app.ports import CloudError, NotFoundError
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, LaunchHook, action_for, drain_deadline
 from autoscaler.domain.keys import (
@@ -36,7 +37,7 @@ from autoscaler.domain.keys import (
     ZONE_LABEL,
 )
 from autoscaler.domain.models import DISRUPTED_TAINT, REBALANCE_TAINT, Node
-from autoscaler.domain.node_state import Owner, hold, read_state, release, request_replacement, start_drain
+from autoscaler.domain.node_state import Owner, read_state, request_replacement
 from autoscaler.domain.ownership import is_owned
 
 if TYPE_CHECKING:
@@ -50,10 +51,6 @@ _R = TypeVar("_R")
 # A replacement request is repeated when the last one is older than the provisioner's memory of
 # unavailable offerings (3 minutes): by then a retried message may need capacity the first pass missed.
 REREQUEST_SECONDS = 180.0
-# Conditional writes of the drain record retried after a conflict caused by an unrelated write.
-_TAKE_ATTEMPTS = 5
-# A caller that names no lease holds a drain this long: Lambda's longest invocation.
-DEFAULT_LEASE_SECONDS = 900.0
 
 # Kinds whose replacement must avoid the reclaimed spot pool. A scheduled change or a stopped instance
 # says nothing about the capacity pool, so its offering stays available.
@@ -122,14 +119,6 @@ class EventOutcome:
         return any(i.retry for i in self.instances)
 
 
-@dataclass(frozen=True, slots=True)
-class DrainLease:
-    """Who carries a drain out and until when (epoch seconds): one interruption invocation, until its end."""
-
-    holder: str
-    until: float
-
-
 @dataclass
 class InterruptionService:
     """Handles parsed interruption events against a cluster and a cloud (ports injected)."""
@@ -157,11 +146,13 @@ class InterruptionService:
     # annotation (whole seconds, shared with the other functions) is all a retry has.
     _cordoned_at: dict[str, float] = field(default_factory=dict, init=False, repr=False)
     states: NodeStates = field(init=False, repr=False)
+    leases: DrainLeases = field(init=False, repr=False)
     # The holder of the drains a caller starts without naming a lease (one per service: tests, local runs).
     _holder: str = field(default_factory=lambda: f"service-{uuid.uuid4().hex[:12]}", init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.states = NodeStates(self.cluster)
+        self.leases = DrainLeases(self.cluster, self.states)
 
     @property
     def _release_finalizers(self) -> tuple[str, ...]:
@@ -221,7 +212,7 @@ class InterruptionService:
         iid = node.instance_id or ""
         try:
             now = self.clock.now()
-            if not self._take(event, node, lease, now=now):
+            if not self.leases.take(node, reason=event.kind.value, lease=lease, now=now):
                 log.info("node %s was taken by another invocation; left to it", node.name,
                          extra={"node": node.name, "instance_id": iid, "event_id": event.event_id})
                 return InstanceOutcome(iid, node.name, Outcome.ALREADY_DRAINING)
@@ -238,37 +229,6 @@ class InterruptionService:
                                               f"(event {event.event_id}): tainted, cordoned, draining")
         return InstanceOutcome(iid, node.name, Outcome.CORDONED,
                                event_to_cordon=max(0.0, now - event.time) if first and event.time is not None else None)
-
-    def _take(self, event: InterruptionEvent, node: Node, lease: DrainLease, *, now: float) -> bool:
-        """Hold the node's drain for ``lease``; False when another invocation holds it. The record goes before
-        the taint: a function stopped in between leaves a record (the retry continues) and never a taint
-        without one (which the disruption pass would give back). A node the disruption function was draining
-        is taken over: EC2 reclaims it anyway.
-
-        Of two invocations handling the same interruption at once (SQS delivers at least once) exactly one
-        holds the node: the write is conditional on the resourceVersion read (the early reader that loses
-        gets 409 and reads again), and a reader that comes after the winner wrote sees another holder. A
-        holder's record is taken over once its lease has ended (the holder died) or it released it (its
-        drain could not finish): a retried message continues the drain. A conflict from any other write (a
-        kubelet status update) reads the node again and retries."""
-        for _ in range(_TAKE_ATTEMPTS):
-            state = self.states.read(node)
-            if state.held_by_another(lease.holder, now=now):
-                return False
-            if (state.drain_started is not None and state.owner is Owner.INTERRUPTION
-                    and state.holder == lease.holder):
-                return True  # this invocation took it already (the cordon pass, then the drain)
-            taken = hold(start_drain(state, owner=Owner.INTERRUPTION, reason=event.kind.value, at=now),
-                         holder=lease.holder, until=lease.until)
-            try:
-                self.states.write(node, state, taken, by=Owner.INTERRUPTION, conditional=True)
-                return True
-            except ConflictError:
-                fresh = self.cluster.get_node(node.name)
-                if fresh is None:
-                    raise NotFoundError(f"node {node.name} was deleted", status=404) from None
-                node = fresh
-        raise ConflictError(f"node {node.name}: kept changing while its drain record was written", status=409)
 
     def _taint(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
         iid = node.instance_id or ""
@@ -363,7 +323,7 @@ class InterruptionService:
                 return o
             done = self._finish(event, o, drain_until=drain_until)
             if done.outcome in (Outcome.DRAIN_INCOMPLETE, Outcome.DRAINED):
-                self._release(done.node or "", held)
+                self.leases.release_node(done.node or "", held)
             return done
 
         if pool is None:
@@ -376,14 +336,9 @@ class InterruptionService:
         self._answer_lifecycle_hook(event, outcome)
         return outcome
 
-    def _release(self, name: str, lease: DrainLease) -> None:
-        """End ``lease`` on the node (the node stays cordoned): the next invocation need not wait for it."""
-        node = self.cluster.get_node(name)
-        state = self.states.read(node) if node is not None else None
-        if node is None or state is None or state.holder != lease.holder:
-            return
-        with contextlib.suppress(NotFoundError, NotOwnedError, ConflictError):
-            self.states.write(node, state, release(state), by=Owner.INTERRUPTION, conditional=True)
+    def release(self, lease: DrainLease) -> None:
+        """The invocation holding ``lease`` ends: its drains may be taken by the next one at once."""
+        self.leases.release(lease)
 
     def handle_launch(self, hook: LaunchHook) -> bool:
         """An Auto Scaling launch lifecycle hook: CONTINUE once the instance is a Ready node of the

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from autoscaler import metrics_catalog as mc
-from autoscaler.app.interruption import DrainLease, EventOutcome, InstanceOutcome, InterruptionService, Outcome
+from autoscaler.app.drain_lease import DrainLease
+from autoscaler.app.interruption import EventOutcome, InstanceOutcome, InterruptionService, Outcome
 from autoscaler.app.ports import Clock, CloudError, MessageVisibility
 from autoscaler.domain.interruption import (
     Ignored,
@@ -250,6 +251,12 @@ class InterruptionBatch:
         if outcome.retry:
             stuck = [i for i in outcome.instances if i.retry]
             raise DrainIncomplete(", ".join(f"{i.node}: {len(i.not_evicted)} pods left" for i in stuck))
+
+    def release(self) -> None:
+        """The invocation ends: the drains it holds are released for the next invocation (a retried message
+        continues at once instead of waiting for this invocation's lease to end)."""
+        if self._lease is not None:
+            self.service.release(self._lease)
 
     def retry_soon(self, messages: Sequence[QueuedMessage], failed: set[str]) -> None:
         """Shorten the visibility of every message returned for retry to ``RETRY_VISIBILITY_SECONDS``. Best

@@ -80,9 +80,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
                               visibility=rt.message_visibility(), log=logger,
                               invocation_id=str(getattr(context, "aws_request_id", "") or ""))
     batch.prepare(messages)
-    response: dict[str, Any] = dict(process_partial_response(
-        event=event, record_handler=lambda record: batch.process(_message(record)), processor=warm.processor,
-        context=context))
+    try:
+        response: dict[str, Any] = dict(process_partial_response(
+            event=event, record_handler=lambda record: batch.process(_message(record)), processor=warm.processor,
+            context=context))
+    finally:
+        batch.release()
     batch.retry_soon(messages, {str(f.get("itemIdentifier")) for f in response.get("batchItemFailures") or ()})
     return response
 

@@ -22,7 +22,8 @@ import pytest
 from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.cluster import KubeCluster
-from autoscaler.app.interruption import DrainLease, InterruptionService, Outcome
+from autoscaler.app.drain_lease import DrainLease
+from autoscaler.app.interruption import InterruptionService, Outcome
 from autoscaler.app.ports import ConflictError
 from autoscaler.domain.interruption import InterruptionEvent, parse_event
 from autoscaler.domain.keys import DRAIN_HOLDER_ANNOTATION
