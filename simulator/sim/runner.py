@@ -149,6 +149,7 @@ class Record:
     images_at_end: dict[str, int] = field(default_factory=dict)  # our live instances on the newest AMI or older
     # initial.karpenterNodes: seeded, left (Nodes still there), stuck (deleting, held by a finalizer), terminated
     karpenter_nodes: dict[str, int] = field(default_factory=dict)
+    volumes: dict[str, int] = field(default_factory=dict)  # attaches, detaches, forceDetaches (sim/volumes.py)
 
 
 class Simulation:
@@ -186,7 +187,8 @@ class Simulation:
             KubeletSettings(**{f: getattr(s, f) for f in KubeletSettings.__dataclass_fields__}))
         self.kubelets.log = self.log
         self.volumes = Volumes(self.loop, store, VolumeSettings(
-            s.volume_provision_seconds, s.volume_attach_seconds, s.volume_detach_seconds), log=self.log)
+            s.volume_provision_seconds, s.volume_attach_seconds, s.volume_detach_seconds,
+            s.volume_force_detach_seconds), log=self.log)
         self.kubelets.volumes = self.volumes
         self.controllers = Controllers(self.loop, store)
         icfg = env.config.interruption
@@ -678,6 +680,8 @@ class Simulation:
             ours = [r for r in self.cloud.live() if r.instance is not None and r.instance.node_pool]
             newest = sum(1 for r in ours if r.instance is not None and r.instance.image_id in self.newest_images)
             rec.images_at_end = {"newest": newest, "older": len(ours) - newest}
+        rec.volumes = {"attaches": self.volumes.attaches, "detaches": self.volumes.detaches,
+                       "forceDetaches": self.volumes.force_detaches}
         rec.kubelet_stops = {"stopped": len(self.kubelets.stopped), "repaired": len(ends),
                              "secondsToRepairMin": min(ends, default=0.0),
                              "secondsToRepairMax": max(ends, default=0.0)}
