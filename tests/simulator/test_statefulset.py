@@ -134,7 +134,7 @@ def test_a_node_gone_uncleanly_holds_its_volume_until_the_force_detach(how: str)
 def test_a_clean_pod_deletion_detaches_after_the_ordinary_delay() -> None:
     # Given db-0's volume attached to a Ready n-a, when db-0 is deleted (its kubelet unmounts)
     w = World()
-    pod, volume = _attached_db_0(w)
+    _, volume = _attached_db_0(w)
     w.store.delete("pods", "default", "db-0", grace_period_seconds=0)
     # Then the volume detaches 10 s later, no force-detach
     w.run_until(31)
