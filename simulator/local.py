@@ -254,10 +254,18 @@ class LambdaContext:
     memory_limit_in_mb: int = 1024
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:provisioner"
     remaining_ms: int = 60_000
-    _started: float = field(default_factory=time.monotonic)
+    # What the remaining time is measured on: the wall clock, or a simulation's virtual clock (a handler's
+    # deadline must not depend on how busy the machine running the simulation is).
+    monotonic: Callable[[], float] = time.monotonic
+    _started: float | None = None
+
+    def __post_init__(self) -> None:
+        if self._started is None:
+            self._started = self.monotonic()
 
     def get_remaining_time_in_millis(self) -> int:
-        return max(0, int(self.remaining_ms - (time.monotonic() - self._started) * 1000))
+        started = self.monotonic() if self._started is None else self._started
+        return max(0, int(self.remaining_ms - (self.monotonic() - started) * 1000))
 
 
 def _lazy_ec2(session: boto3.Session) -> Callable[[], Any]:
@@ -346,6 +354,8 @@ class LocalCluster:
     _runtime: Runtime | None = None
     # The warm cluster cache of each function's (simulated) container, by function name (see invoke).
     _caches: dict[str, ClusterCache | None] = field(default_factory=dict)
+    # The clock a handler's Lambda context measures its remaining time on (a simulation sets its virtual one).
+    context_clock: Callable[[], float] = time.monotonic
 
     @classmethod
     @contextmanager
@@ -392,7 +402,8 @@ class LocalCluster:
         # (adapters/kube/informer.py) lives in its container, and never serves another function's reads.
         rt.use_cluster_cache(self._caches.get(function_name))
         try:
-            return handler(dict(event), LambdaContext(remaining_ms=remaining_ms, function_name=function_name))
+            return handler(dict(event), LambdaContext(remaining_ms=remaining_ms, function_name=function_name,
+                                                      monotonic=self.context_clock))
         finally:
             self._caches[function_name] = rt.warm.cluster_cache
             rt.use_cluster_cache(None)
