@@ -2,7 +2,9 @@
 twice, the whole record (timeline, samples, summary) is the same byte for byte. inflate.yaml has its own
 test (test_inflate.py) with the registration race; the two large-steady scenarios (2 virtual hours of 500
 nodes) are compared at a reduced size: every replica count, HPA bound and load divided by 20, over their first
-40 virtual minutes (the scaling, load change and interruption steps of that span included)."""
+40 virtual minutes (the scaling, load change and interruption steps of that span included); at full size
+benchmarks/simulation_determinism.py (make bench) compares their two runs. A scenario asserting a ratio to the
+Cluster-Autoscaler baseline runs the baseline too, and its two runs are compared as well."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from tests.scenarios.conftest import SCENARIOS
 
 pytestmark = pytest.mark.e2e
 
-# Too long for `make test` (2 virtual hours of 500 nodes): measured by benchmarks/simulation.py instead.
+# Too long for `make test` at full size (2 virtual hours of 500 nodes, about a minute of CPU a run, mostly the
+# handlers and moto): benchmarks/simulation.py measures them, benchmarks/simulation_determinism.py compares runs.
 LONG = {"large-steady", "large-steady-as-deployed"}
 OTHERS = sorted(p.stem for p in SCENARIOS.glob("*.yaml") if p.stem != "inflate" and p.stem not in LONG)
 
