@@ -1,6 +1,7 @@
 """``make demo`` ends with a replay of inflate.yaml in virtual time that writes the HTML report and says
-where it is: the Makefile's demo recipe, and the command it runs (``python -m simulator.simulate ...
---report FILE``) writing a self-contained page and printing its absolute path."""
+where it is: the Makefile's demo recipe, and the replay (``simulator.simulate``, which ``demo --replay``
+hands its arguments to; tests/e2e/test_demo.py runs the whole demo) writing a self-contained page and
+printing its absolute path."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def _demo_recipe() -> str:
 
 def test_make_demo_writes_the_report_and_says_where() -> None:
     recipe = _demo_recipe()
-    assert "-m simulator.simulate simulator/scenarios/inflate.yaml" in recipe
+    assert "simulator/scenarios/inflate.yaml" in recipe
     assert "--report simulation.html" in recipe
     assert "HTML report: file://$(CURDIR)/simulation.html" in recipe
 
