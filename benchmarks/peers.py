@@ -18,6 +18,7 @@ table on stderr (``--out`` also writes the JSON after every entry). The peer bin
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import math
@@ -119,9 +120,14 @@ def _ours(parsed: Any) -> tuple[Plan, float, float]:
 
 
 def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: int, timeout: float,
-            skip_karpenter: str | None = None) -> dict[str, Any]:
+            skip_karpenter: str | None = None, deadline: float = math.inf) -> dict[str, Any]:
     """One workload at one size. The two planners run alternately, ours then Karpenter's, ``repeats`` times,
-    so that the machine's load falls on both alike; each solve time is the median of its runs."""
+    so that the machine's load falls on both alike; each solve time is the median of its runs. Past
+    ``deadline`` (time.monotonic()) the entry is not run; Karpenter's run stops there at the latest."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return not_run(name, n, existing, "the run's budget was spent before it started")
+    timeout = min(timeout, left)
     snap = snapshot(name, n, existing=existing)
     check = FitCheck(snap)
     entry: dict[str, Any] = {"name": name, "pods": n, "existingNodes": existing}
@@ -178,10 +184,10 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
     entry["fitsKarpenter"] = kk["fits"]
     target = KARPENTER_MIX_TARGET if name == "karpenter-mix" else TARGET
     entry["targets"] = {
-        "cost": entry["costRatio"] is not None and entry["costRatio"] <= target,
+        "cost": ours["costPerHour"] <= target * kk["costPerHour"] + 1e-9,  # holds when both launch nothing
         "costTarget": target,
         "unplaced": ours["unplaced"] <= kk["unplaced"],
-        "solve": entry["solveRatio"] is not None and entry["solveRatio"] <= 1.0,
+        "solve": ours["solveSeconds"] <= kk["solveSeconds"],
     }
     return entry
 
@@ -203,10 +209,13 @@ def table(entries: list[dict[str, Any]]) -> str:
             continue
         t = e["targets"]
         missed = ",".join(x for x in ("cost", "solve", "unplaced") if not t[x]) or "-"
-        cpu = f"{e['solveCpuRatio']:>7.2f}" if e.get("solveCpuRatio") is not None else f"{'-':>7}"
+        def ratio(value: float | None, width: int, digits: int) -> str:
+            return f"{value:>{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
         lines.append(
-            f"{where}{o['costPerHour']:>10.2f}{k['costPerHour']:>10.2f}{e['costRatio']:>8.3f}"
-            f"{o['solveSeconds']:>8.2f}{k['solveSeconds']:>8.2f}{e['solveRatio']:>8.3f}{cpu}"
+            f"{where}{o['costPerHour']:>10.2f}{k['costPerHour']:>10.2f}{ratio(e['costRatio'], 8, 3)}"
+            f"{o['solveSeconds']:>8.2f}{k['solveSeconds']:>8.2f}{ratio(e['solveRatio'], 8, 3)}"
+            f"{ratio(e.get('solveCpuRatio'), 7, 2)}"
             f"{str(e['unplacedOurs']) + '/' + str(e['unplacedKarpenter']):>10}"
             f"{('y' if e['fitsOurs'] else 'N') + '/' + ('y' if e['fitsKarpenter'] else 'N'):>9}  {missed}")
     return "\n".join(lines)
@@ -262,6 +271,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=0.0,
                         help="seconds for the whole run (0: none); entries not started by then are recorded "
                              "as not run")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="entries run at once (each still runs its two planners alternately)")
     parser.add_argument("--out", type=Path, help="also write the JSON document here, after every entry")
     args = parser.parse_args(argv)
     sizes = list(ALL_SIZES) if args.sizes == "all" else [int(s) for s in args.sizes.split(",") if s]
@@ -283,29 +294,32 @@ def main(argv: list[str] | None = None) -> None:
         if len(parts) >= 2 and parts[0] in ("sigs.k8s.io/karpenter", "github.com/aws/karpenter-provider-aws"):
             versions[parts[0]] = parts[1]
     settings = {"sizes": sizes, "repeats": args.repeats, "karpenterTimeoutSeconds": args.karpenter_timeout,
+                "jobs": args.jobs,
                 "budgetSeconds": args.budget or None}
+    deadline = started + args.budget if args.budget else math.inf
     entries: list[dict[str, Any]] = []
     unfinished: dict[tuple[str, bool], int] = {}  # (workload, with existing nodes) -> size Karpenter did not finish
     karpenter_seconds: dict[str, float] = {}  # workload -> Karpenter's solve seconds at the last size
-    for n in sorted(sizes):
-        # Within a size, the workloads Karpenter solved fastest at the previous size go first, so that a
-        # budget leaves out the slowest.
-        for name in sorted(names, key=lambda w: karpenter_seconds.get(w, 0.0)):
-            for existing in (0, max(3, n // 100)):
-                left = args.budget - (time.monotonic() - started) if args.budget else math.inf
-                if left <= 0:
-                    entry = not_run(name, n, existing, f"the run's budget of {args.budget:.0f} s was spent")
-                else:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for n in sorted(sizes):
+            # Within a size, the workloads Karpenter solved fastest at the previous size go first, so that a
+            # budget leaves out the slowest.
+            jobs = []
+            for name in sorted(names, key=lambda w: karpenter_seconds.get(w, 0.0)):
+                for existing in (0, max(3, n // 100)):
                     first = unfinished.get((name, existing > 0))
                     skip = None if first is None else (f"its run at {first:,} pods did not finish within "
                                                        f"{args.karpenter_timeout:.0f} s")
-                    entry = run_one(name, n, existing, binary, repeats=args.repeats if n <= 5000 else 1,
-                                    timeout=min(args.karpenter_timeout, left), skip_karpenter=skip)
-                    if entry.get("karpenterNotRun", "").startswith("did not finish"):
-                        unfinished[(name, existing > 0)] = n
-                    if entry.get("karpenter"):
-                        karpenter_seconds[name] = max(karpenter_seconds.get(name, 0.0) if existing else 0.0,
-                                                      entry["karpenter"]["solveSeconds"])
+                    jobs.append(pool.submit(run_one, name, n, existing, binary,
+                                            repeats=args.repeats if n <= 5000 else 1,
+                                            timeout=args.karpenter_timeout, skip_karpenter=skip, deadline=deadline))
+            for job in jobs:
+                entry = job.result()
+                if str(entry.get("karpenterNotRun", "")).startswith("did not finish"):
+                    unfinished[(entry["name"], entry["existingNodes"] > 0)] = n
+                if entry.get("karpenter"):
+                    karpenter_seconds[entry["name"]] = max(karpenter_seconds.get(entry["name"], 0.0),
+                                                           entry["karpenter"]["solveSeconds"])
                 entries.append(entry)
                 print(table(entries[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
                 if args.out:
