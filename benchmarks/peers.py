@@ -37,7 +37,7 @@ from autoscaler.domain.plan import Plan
 from autoscaler.domain.scheduling import plan
 from autoscaler.domain.snapshot import parse_snapshot
 from benchmarks._fit import FitCheck
-from benchmarks._peer_workloads import WORKLOADS, snapshot
+from benchmarks._peer_workloads import WORKLOADS, snapshot, zone_affinity_pair
 
 PEER = Path(__file__).parent / "peers" / "karpenter"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "eks-autoscaler"
@@ -166,6 +166,9 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
     k = runs[-1]
     kfit = check.check([c for c in k["nodeClaims"] if c["instanceType"]], k["existingNodePods"])
     unpriced = sum(1 for c in k["nodeClaims"] if not c["instanceType"])
+    # The launch model must keep to the zones the scheduler left each NodeClaim.
+    outside = [c for c in k["nodeClaims"] if c["instanceType"] and c["zone"] not in c["allowedZones"]]
+    assert not outside, f"launch model put a NodeClaim outside its allowed zones: {outside[0]}"
     kk = {"costPerHour": round(k["totalPerHour"], 4), "nodes": len(k["nodeClaims"]),
           "unplaced": len(k["unschedulable"]),
           "solveSeconds": round(statistics.median(r["solveSeconds"] for r in runs), 4),
@@ -260,6 +263,27 @@ def document(entries: list[dict[str, Any]], versions: dict[str, str], blocked: s
     }
 
 
+def repro_zone_affinity(binary: Path, runs: int) -> dict[str, Any]:
+    """Karpenter's scheduler on ``zone_affinity_pair`` ``runs`` times: the zones each NodeClaim allows, and how
+    often the two allow no common zone (then no launch can put the pair in one zone)."""
+    doc = zone_affinity_pair()
+    check = FitCheck(doc)
+    seen = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "snapshot.json"
+        path.write_text(json.dumps(doc))
+        for _ in range(runs):
+            out = run_karpenter(binary, path, 600)
+            assert out is not None
+            zones = [c["allowedZones"] for c in out["nodeClaims"]]
+            fit = check.check([c for c in out["nodeClaims"] if c["instanceType"]], out["existingNodePods"])
+            seen.append({"allowedZones": zones, "disjoint": len(zones) == 2 and not set(zones[0]) & set(zones[1]),
+                         "fits": fit.ok, "violations": fit.violations})
+    return {"input": "two pods, zone self-affinity and hostname self-anti-affinity (zone_affinity_pair)",
+            "runs": runs, "disjoint": sum(1 for r in seen if r["disjoint"]),
+            "fitFailures": sum(1 for r in seen if not r["fits"]), "results": seen}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
@@ -274,7 +298,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=1,
                         help="entries run at once (each still runs its two planners alternately)")
     parser.add_argument("--out", type=Path, help="also write the JSON document here, after every entry")
+    parser.add_argument("--repro-zone-affinity", type=int, metavar="RUNS", default=0,
+                        help="only run Karpenter RUNS times on the two-pod input that splits a zone affinity group")
     args = parser.parse_args(argv)
+    if args.repro_zone_affinity:
+        print(json.dumps(repro_zone_affinity(peer_binary(), args.repro_zone_affinity)))
+        return
     sizes = list(ALL_SIZES) if args.sizes == "all" else [int(s) for s in args.sizes.split(",") if s]
     names = [w for w in args.workloads.split(",") if w]
     unknown = [w for w in names if w not in WORKLOADS]

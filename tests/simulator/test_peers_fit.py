@@ -173,3 +173,19 @@ def test_a_side_by_side_entry_without_the_peer_still_judges_our_plan(tmp_path: A
     slow.write_text("#!/bin/sh\nexec sleep 30\n")
     slow.chmod(0o755)
     assert run_karpenter(slow, tmp_path / "snapshot.json", timeout=0.2) is None
+
+
+def test_our_plan_keeps_a_zone_affinity_pair_in_one_zone() -> None:
+    # The input on which Karpenter's scheduler may leave the two replicas NodeClaims with no common zone
+    # (docs/scheduling.md); ours puts them on two nodes of one zone, and the fit check agrees.
+    from autoscaler.domain.scheduling import plan
+    from benchmarks._peer_workloads import zone_affinity_pair
+    from benchmarks.peers import existing_assignments, our_nodes
+
+    doc = zone_affinity_pair()
+    result = plan(parse_snapshot(doc))
+    nodes = our_nodes(result, doc)
+    assert len(nodes) == 2 and len({n["zone"] for n in nodes}) == 1
+    assert FitCheck(doc).check(nodes, existing_assignments(result.existing)).ok
+    split = [{**nodes[0]}, {**nodes[1], "zone": "us-east-1f" if nodes[0]["zone"] != "us-east-1f" else "us-east-1a"}]
+    assert "spans zones" in FitCheck(doc).check(split, {}).violations[0]
