@@ -57,6 +57,24 @@ def _one_botocore_loader_per_process() -> None:
 _one_botocore_loader_per_process()
 
 
+# What a test is parametrised with, or asks for, when it runs against tests/real_kube.py's control plane.
+_REAL_PARAMS = {"server": "real", "real": "real"}
+_REAL_FIXTURES = {"real_server", "real_cluster"}
+REAL_CONTROL_PLANE_GROUP = "real-control-plane"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the real control plane share one xdist worker (``make unit`` runs ``--dist loadgroup``): each
+    worker that runs one starts its own etcd, kube-apiserver, scheduler and controller manager (seconds of
+    CPU to start, and a steady background load until the session ends) on a 2-core machine. The group is
+    the largest unit of work, so it is handed out first."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        real = any(params.get(name) == value for name, value in _REAL_PARAMS.items())
+        if real or _REAL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group(REAL_CONTROL_PLANE_GROUP))
+
+
 @pytest.fixture
 def kube_api() -> Iterator[KubeApiServer]:
     """A fresh emulator on 127.0.0.1: ``.url``, ``.store`` (seed / inspect directly) and
