@@ -5,14 +5,17 @@ from __future__ import annotations
 import atexit
 import gzip
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import botocore.loaders
 import botocore.session
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from simulator.kube_api import KubeApiServer
 
@@ -60,19 +63,45 @@ _one_botocore_loader_per_process()
 # What a test is parametrised with, or asks for, when it runs against tests/real_kube.py's control plane.
 _REAL_PARAMS = {"server": "real", "real": "real"}
 _REAL_FIXTURES = {"real_server", "real_cluster"}
+_REAL_ID = re.compile(r"\[(?:[^\]]*-)?real(?:-[^\]]*)?\]")
 REAL_CONTROL_PLANE_GROUP = "real-control-plane"
 
 
+def on_real_control_plane(nodeid: str) -> bool:
+    """Whether a test runs on the real control plane, from its id alone (all xdist's scheduler sees):
+    the tests of tests/e2e/real_kube/ and those parametrised ``real``."""
+    return "tests/e2e/real_kube/" in nodeid or _REAL_ID.search(nodeid) is not None
+
+
+class _RealControlPlaneOnOneWorker(LoadScopeScheduling):
+    """``--dist loadgroup`` (``make unit``): the tests on the real control plane are one unit of work, every
+    other test a unit of its own. Each worker that runs such a test starts its own etcd, kube-apiserver,
+    scheduler and controller manager (seconds of CPU to start, a steady background load until the session
+    ends) on a 2-core machine; as the largest unit, the group is handed out first. (xdist's own
+    ``xdist_group`` marker no longer reaches its scheduler under pytest 9.2, which ignores the node id xdist
+    rewrites.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return REAL_CONTROL_PLANE_GROUP if on_real_control_plane(nodeid) else nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    if config.getvalue("dist") == "loadgroup":
+        return _RealControlPlaneOnOneWorker(config, log)
+    return None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests on the real control plane share one xdist worker (``make unit`` runs ``--dist loadgroup``): each
-    worker that runs one starts its own etcd, kube-apiserver, scheduler and controller manager (seconds of
-    CPU to start, and a steady background load until the session ends) on a 2-core machine. The group is
-    the largest unit of work, so it is handed out first."""
+    """A test on the real control plane whose id does not say so would start a second control plane on the
+    other worker: refused, naming the test."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        real = any(params.get(name) == value for name, value in _REAL_PARAMS.items())
-        if real or _REAL_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group(REAL_CONTROL_PLANE_GROUP))
+        real = any(params.get(name) == value for name, value in _REAL_PARAMS.items()) \
+            or bool(_REAL_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if real != on_real_control_plane(item.nodeid):
+            raise pytest.UsageError(
+                f"{item.nodeid}: {'runs' if real else 'does not run'} on the real control plane but its id says "
+                f"otherwise; tests/conftest.py's on_real_control_plane() must agree (name the parameter 'real')")
 
 
 @pytest.fixture
