@@ -39,4 +39,4 @@ class SerialMotoServer(ThreadedMotoServer):
         app = _Serial(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
         self._server_ready_event.set()
-        self._server.serve_forever()
+        self._server.serve_forever(poll_interval=0.02)  # stop() waits for a poll: 0.5 s by default

@@ -2,15 +2,106 @@
 
 from __future__ import annotations
 
+import atexit
+import gzip
 import os
+import re
+import tempfile
 from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
 
+import botocore.loaders
+import botocore.session
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from simulator.kube_api import KubeApiServer
 
 # jsii prints a banner about the Node.js version when aws_cdk is first imported; noise in test output.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
+
+
+def _moto_base_images() -> str:
+    """moto's own base image catalogue (its amis.json: 44 images, both architectures), as a file for
+    MOTO_AMIS_PATH. Without it every EC2 backend moto builds (at first use and at each reset, several per
+    test) also creates the region's ~1,250 ECS-optimised and "latest" images, each with a snapshot and a
+    volume: a third of a second of CPU per backend, for images no test looks at. The images the tests and the
+    simulator pick (the first available one per architecture) come from this base list either way."""
+    path = Path(tempfile.gettempdir()) / f"moto-amis-{os.getpid()}.json"
+    path.write_bytes(gzip.decompress((resources.files("moto") / "ec2/resources/amis.json.gz").read_bytes()))
+    atexit.register(path.unlink, missing_ok=True)
+    return str(path)
+
+
+# Read when moto's EC2 models are first imported, which no test module does before this conftest runs.
+if "MOTO_AMIS_PATH" not in os.environ:
+    os.environ["MOTO_AMIS_PATH"] = _moto_base_images()
+
+
+def _one_botocore_loader_per_process() -> None:
+    """Every botocore session of the test process reads the service models through one loader. Tests build a
+    fresh ``boto3.Session`` per runtime (hundreds per worker), and each session's own loader parses the JSON
+    models again for every client it makes (EC2's alone is megabytes): most of a moto test's CPU. A Lambda
+    container builds its session once, so sharing the loader (whose cache holds parsed, never modified
+    models) is what a function sees; what is sent and answered is unchanged."""
+    loaders: dict[str | None, botocore.loaders.Loader] = {}
+    create = botocore.loaders.create_loader
+
+    def shared(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        if search_path_string not in loaders:
+            loaders[search_path_string] = create(search_path_string)
+        return loaders[search_path_string]
+
+    botocore.session.create_loader = shared
+
+
+_one_botocore_loader_per_process()
+
+
+# What a test is parametrised with, or asks for, when it runs against tests/real_kube.py's control plane.
+_REAL_PARAMS = {"server": "real", "real": "real"}
+_REAL_FIXTURES = {"real_server", "real_cluster"}
+_REAL_ID = re.compile(r"\[(?:[^\]]*-)?real(?:-[^\]]*)?\]")
+REAL_CONTROL_PLANE_GROUP = "real-control-plane"
+
+
+def on_real_control_plane(nodeid: str) -> bool:
+    """Whether a test runs on the real control plane, from its id alone (all xdist's scheduler sees):
+    the tests of tests/e2e/real_kube/ and those parametrised ``real``."""
+    return "tests/e2e/real_kube/" in nodeid or _REAL_ID.search(nodeid) is not None
+
+
+class _RealControlPlaneOnOneWorker(LoadScopeScheduling):
+    """``--dist loadgroup`` (``make unit``): the tests on the real control plane are one unit of work, every
+    other test a unit of its own. Each worker that runs such a test starts its own etcd, kube-apiserver,
+    scheduler and controller manager (seconds of CPU to start, a steady background load until the session
+    ends) on a 2-core machine; as the largest unit, the group is handed out first. (xdist's own
+    ``xdist_group`` marker no longer reaches its scheduler under pytest 9.2, which ignores the node id xdist
+    rewrites.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return REAL_CONTROL_PLANE_GROUP if on_real_control_plane(nodeid) else nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    if config.getvalue("dist") == "loadgroup":
+        return _RealControlPlaneOnOneWorker(config, log)
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on the real control plane whose id does not say so would start a second control plane on the
+    other worker: refused, naming the test."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        real = any(params.get(name) == value for name, value in _REAL_PARAMS.items()) \
+            or bool(_REAL_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if real != on_real_control_plane(item.nodeid):
+            raise pytest.UsageError(
+                f"{item.nodeid}: {'runs' if real else 'does not run'} on the real control plane but its id says "
+                f"otherwise; tests/conftest.py's on_real_control_plane() must agree (name the parameter 'real')")
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from moto.server import ThreadedMotoServer
 
+from autoscaler.adapters.clock import SystemClock
 from autoscaler.domain.keys import MANAGED_BY_TAG, NODECLAIM_TAG, NODEPOOL_TAG
 from autoscaler.domain.models import UNREGISTERED_TAINT
 from autoscaler.handlers.runtime import get_runtime
@@ -392,6 +393,25 @@ class _JournalRecords(logging.Handler):
         self.journal.log(record.getMessage())
 
 
+WINDOW_S = 90.0
+
+
+class _SkippableClock(SystemClock):
+    """The real clock, which a test can move forward: the end of a watch window without waiting for it."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def skip(self, seconds: float) -> None:
+        self.skipped += seconds
+
+    def now(self) -> float:
+        return super().now() + self.skipped
+
+    def monotonic(self) -> float:
+        return super().monotonic() + self.skipped
+
+
 def _wait_for(condition: Any, what: str, *, timeout: float = 120.0) -> None:
     """Return once ``condition()`` holds; a generous bound (a loaded machine is slow, never wrong)."""
     end = time.monotonic() + timeout
@@ -406,7 +426,8 @@ def test_watch_mode_writes_each_pass_metrics_and_decision_log_as_the_pass_ends(
     from autoscaler.handlers.observability import PowertoolsSink, logger
 
     # GIVEN the handler's real Powertools metrics (EMF on stdout) and decision log, and one pending pod
-    local.runtime(sink=PowertoolsSink())
+    clock = _SkippableClock()
+    local.runtime(sink=PowertoolsSink(), clock=clock)
     local.scale("inflate", 1)
     journal = _Journal()
     monkeypatch.setattr(sys, "stdout", journal)
@@ -416,7 +437,8 @@ def test_watch_mode_writes_each_pass_metrics_and_decision_log_as_the_pass_ends(
 
     def second_pod_then_end_the_watch() -> None:
         # once pass 1's metrics are out, a second pod starts pass 2 in the same watch; once pass 2's are
-        # out, the API server ends the watch stream (as a real one does after its timeout)
+        # out, the watch window is over (the runtime's clock is moved past it) and the API server ends the
+        # watch stream, so the watch does not resume and the invocation ends
         try:
             _wait_for(lambda: len(journal.heartbeats()) >= 1, "pass 1's metrics while the watch is open")
             local.scale("inflate", 2)
@@ -424,15 +446,15 @@ def test_watch_mode_writes_each_pass_metrics_and_decision_log_as_the_pass_ends(
         except BaseException as exc:
             failures.append(exc)
         finally:
+            clock.skip(WINDOW_S)
             local.kube.http_server.stopping.set()
 
     driver = threading.Thread(target=second_pod_then_end_the_watch, name="test-driver", daemon=True)
     try:
         # WHEN a watch-mode invocation runs, with a watch window long enough for two slow passes on a
-        # loaded machine (the driver ends the server's streams once pass 2 is out; the pod watch resumes on
-        # its own, as client-go's does, so the invocation itself ends with its window)
+        # loaded machine (the driver ends the window once pass 2 is out: the invocation waits for no more)
         driver.start()
-        passes = local.invoke_provisioner(watch=True, remaining_ms=90_000)["passes"]
+        passes = local.invoke_provisioner(watch=True, remaining_ms=int(WINDOW_S * 1000))["passes"]
     finally:
         logger.removeHandler(records)
         local.kube.http_server.stopping.set()
