@@ -9,6 +9,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 PY_STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
+PLOT_STAMP := $(VENV)/.installed-plot
 NODE_STAMP := node_modules/.installed
 # uv installs the locked packages (uv.lock: every package of every extra, with the hashes of every
 # platform's wheels). It is itself pinned with hashes in requirements/tools.txt and installed from PyPI into
@@ -36,25 +37,36 @@ help:
 	@echo "make deploy CLUSTER=name - cdk deploy the stack for clusters/<name>.yaml"
 	@echo "make bench  - run the benchmarks and print JSON"
 
+# With the machine's pip when it has one (--target: no venv, so no copy of pip to install first, which is
+# most of this step's CPU); else in a venv of its own.
 $(UV): requirements/tools.txt
-	@test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)
-	@$(TOOLS)/bin/pip install $(PIP_QUIET) --require-hashes -r requirements/tools.txt
+	@PIP_ROOT_USER_ACTION=ignore $(PYTHON) -m pip install $(PIP_QUIET) --require-hashes --upgrade --target $(TOOLS) \
+	  -r requirements/tools.txt 2>/dev/null || \
+	{ $(PYTHON) -m venv $(TOOLS) && $(TOOLS)/bin/pip install $(PIP_QUIET) --require-hashes -r requirements/tools.txt; }
 	@touch $@
 
+# Without pip: uv installs the packages, and only make package needs pip (added by make install, below).
 $(PY):
-	@$(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -m venv --without-pip $(VENV)
 
 # Exactly the lock's packages (plus the project, editable): what CI tested is what a clone installs.
+# infra/bundling.py runs this venv's pip to fetch the Lambda's arm64 wheels (make package).
 $(PY_STAMP): uv.lock | $(UV) $(PY)
 	@echo "Installing the locked packages into $(VENV)/ (uv.lock, every extra)"
 	@$(UV_SYNC) --all-extras
-	@touch $@ $(DEMO_STAMP)
+	@$(PY) -m pip --version > /dev/null 2>&1 || $(PY) -m ensurepip --default-pip > /dev/null
+	@touch $@ $(DEMO_STAMP) $(PLOT_STAMP)
 
 # The demo's share of the lock only (runtime + the demo extra); --inexact keeps what make install added.
 $(DEMO_STAMP): uv.lock | $(UV) $(PY)
 	@echo "Installing the demo's locked packages into $(VENV)/ (uv.lock: run-time + demo extra)"
 	@$(UV_SYNC) --inexact --extra demo
 	@touch $@
+
+# make simulate also draws simulation.png: the demo's packages plus matplotlib (the plot extra).
+$(PLOT_STAMP): uv.lock | $(UV) $(PY)
+	@$(UV_SYNC) --inexact --extra demo --extra plot
+	@touch $@ $(DEMO_STAMP)
 
 # After editing pyproject.toml's dependencies: resolve them (keeping every pin that still fits; add
 # ARGS=--upgrade to take the newest of everything), then export the Lambda's share for infra/bundling.py.
@@ -103,14 +115,13 @@ browser:
 
 test: install browser lint typecheck layers unit
 
+# One process for the demo and its replay: one interpreter start and one set of imports (docs/development.md).
 demo: $(DEMO_STAMP)
-	@$(PY) -m simulator.demo
-	@echo
-	@$(PY) -m simulator.simulate simulator/scenarios/inflate.yaml --plot simulation.png --report simulation.html
-	@echo "HTML report: file://$(CURDIR)/simulation.html (open it in a browser); plot: $(CURDIR)/simulation.png"
+	@$(PY) -m simulator.demo --replay simulator/scenarios/inflate.yaml --report simulation.html
+	@echo "HTML report: file://$(CURDIR)/simulation.html (open it in a browser)"
 
 SCENARIO ?= inflate
-simulate: $(DEMO_STAMP)
+simulate: $(PLOT_STAMP)
 	$(PY) -m simulator.simulate simulator/scenarios/$(SCENARIO).yaml --plot simulation.png --report simulation.html $(ARGS)
 
 # synth skips the dependency bundling (fast, offline after install); package and deploy bundle for real.

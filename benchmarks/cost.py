@@ -60,7 +60,7 @@ WATCHER_LOG_BYTES = 300
 
 # Metrics an idle pass writes (app/pass_metrics.py writes zero-valued gauges not at all), and those a busy
 # month adds for every hour (counted all month: an upper bound).
-IDLE_GAUGES = (mc.PASSES_SUCCEEDED, mc.MANAGED_HOURLY_COST, mc.SPOT_SHARE)
+IDLE_GAUGES = (mc.PASSES_SUCCEEDED, mc.MANAGED_HOURLY_COST)
 BUSY_GAUGES = (mc.PENDING_PODS, mc.UNSCHEDULABLE_PODS, mc.PODS_NOMINATED, mc.PLAN_SECONDS, mc.NODES_DRAINING,
                mc.LONGEST_DRAIN_SECONDS)
 

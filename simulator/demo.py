@@ -10,18 +10,21 @@ which has nothing to do. No AWS account or cluster is needed.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import logging
 import os
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 from autoscaler.domain.keys import NODECLAIM_TAG
 from autoscaler.domain.ownership import pods_from_tags
 from autoscaler.handlers.observability import logger as handler_logger
 from autoscaler.metrics_catalog import RecordingSink
+from simulator import simulate
 from simulator.local import LocalCluster, demo_config
 
 WIDTH = 78
@@ -48,15 +51,25 @@ def _join_flags(env: LocalCluster) -> list[str]:
     return flags
 
 
-def main() -> int:
+def main(argv: Sequence[str] = ()) -> int:
+    """The demo; with ``--replay SCENARIO [simulate's options]``, then that scenario in virtual time in the
+    same process (``make demo``: one interpreter start and one set of imports serve both)."""
+    parser = argparse.ArgumentParser(prog="python -m simulator.demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--replay", nargs=argparse.REMAINDER, metavar="SCENARIO ...",
+                        help="then run `python -m simulator.simulate SCENARIO ...` with these arguments")
+    args = parser.parse_args(argv)
     # The handlers' structured JSON log is for CloudWatch; the demo tells the same story in words.
     # Restore the level afterwards: the logger is shared with every handler in this process.
     level = handler_logger.log_level
     handler_logger.setLevel("WARNING")
     try:
-        return _demo()
+        status = _demo()
     finally:
         handler_logger.setLevel(level)
+    if status or not args.replay:
+        return status
+    say()
+    return simulate.main(args.replay)
 
 
 def _demo() -> int:
@@ -145,4 +158,4 @@ def _demo() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -71,8 +71,9 @@ def strategic_merge_patch(target: Any, patch: Any, *, field: str = "") -> Any:
 
 def _merge_list(target: list[Any], patch: list[Any], *, field: str) -> list[Any]:
     if field in SET_LISTS:
-        out = list(target)
-        out.extend(v for v in patch if v not in out)
+        # The patch's values first, then the stored ones it does not name (kube-apiserver's order).
+        out: list[Any] = []
+        out.extend(v for v in [*patch, *target] if v not in out)
         return out
     key = MERGE_KEYS.get(field)
     if key is None or not all(isinstance(p, dict) for p in patch):

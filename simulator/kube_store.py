@@ -12,8 +12,9 @@ case they keep a ``deletionTimestamp`` until ``finish_terminating()`` (standing 
 
 Finalizers are honoured as the API server does: deleting an object whose ``metadata.finalizers`` is not
 empty only sets its ``deletionTimestamp`` (the object stays, readable and patchable); the write that
-empties the list removes it; no new finalizer may be added to an object being deleted, and a
-``deletionTimestamp`` once set cannot be changed or removed.
+empties the list removes it; no new finalizer may be added to an object being deleted; an update that sets
+a ``deletionTimestamp`` on an object not being deleted is refused (422, as the API server's), and one of an
+object being deleted cannot change or remove it.
 """
 
 from __future__ import annotations
@@ -455,7 +456,16 @@ class Store:
         for immutable in ("name", "namespace", "uid", "creationTimestamp"):
             if immutable in old["metadata"]:
                 meta[immutable] = old["metadata"][immutable]
-        # Only a delete sets these; an update can neither set, change nor clear them.
+        # Only a delete sets these; an update can neither set, change nor clear them. As the API server: an
+        # update that names a deletionTimestamp for an object not being deleted is refused (422), one of an
+        # object being deleted keeps the stored one whatever it names.
+        sent = meta.get("deletionTimestamp")
+        if sent and not old["metadata"].get("deletionTimestamp"):
+            raise ApiError(422, "Invalid", f'{res.kind} "{key[1]}" is invalid: metadata.deletionTimestamp: Invalid '
+                           f'value: "{sent}": field is immutable',
+                           details={"name": key[1], "kind": res.kind, "causes": [{
+                               "reason": "FieldValueInvalid", "message": f'Invalid value: "{sent}": field is immutable',
+                               "field": "metadata.deletionTimestamp"}]})
         for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds"):
             if server_set in old["metadata"]:
                 meta[server_set] = old["metadata"][server_set]

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "default: the scenario's own 'until'")
     parser.add_argument("--output", choices=("text", "json"), default="text")
     parser.add_argument("--plot", metavar="FILE.png", help="write nodes by pool and capacity type, pods, $/hour "
-                        "and $ spent over time (needs matplotlib: pip install -e '.[dev]')")
+                        "and $ spent over time (needs matplotlib: pip install -e '.[plot]', or make simulate)")
     parser.add_argument("--baseline", action="store_true", help="also run the scenario under a Cluster-Autoscaler-"
                         "like policy (one instance type, 10 s scan, 10 min scale-down) and print the ratios")
     parser.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report (timeline "
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         if plot(record, args.plot, baseline=base):
             print(f"plot written to {args.plot}", file=sys.stderr)
         else:
-            print("autoscaler simulate: --plot needs matplotlib (pip install -e '.[dev]'); no plot written",
+            print("autoscaler simulate: --plot needs matplotlib (pip install -e '.[plot]', or make simulate); "
+                  "no plot written",
                   file=sys.stderr)
     if args.report:
         write_report(record, args.report, results=results, baseline=base)

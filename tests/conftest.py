@@ -33,7 +33,8 @@ def _generous_aws_read_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The contract suite's count per server (tests/adapters/contract): both halves must be there."""
+    """The contract suite's count per server (tests/adapters/contract): both halves must be there, and the
+    in-memory fakes held to the same tests."""
     counts: dict[str, dict[str, int]] = {}
     for outcome in ("passed", "failed", "skipped", "error"):
         for report in terminalreporter.stats.get(outcome, ()):
@@ -43,7 +44,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             if outcome == "passed" and report.when != "call":
                 continue
             server = "real" if ("[real]" in nodeid or "[real-" in nodeid) else \
-                "emulator" if "[emulator]" in nodeid else "other"
+                "emulator" if "[emulator]" in nodeid else "fake" if ("[fake]" in nodeid or "[memory]" in nodeid) else \
+                "aws" if any(f"[{aws}]" in nodeid for aws in ("moto", "sqs", "dynamodb")) else "other"
             counts.setdefault(server, {}).setdefault(outcome, 0)
             counts[server][outcome] += 1
     if counts:

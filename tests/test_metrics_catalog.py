@@ -42,6 +42,6 @@ def test_fleet_metrics_are_bounded_by_node_pool_and_capacity_type() -> None:
     # the two capacity types, never per-instance values.
     for metric in (mc.NODES, mc.HOURLY_COST):
         assert metric.dimensions == ("NodePool", "CapacityType")
-    for metric in (mc.SPOT_SHARE, mc.NODES_DRAINING, mc.LONGEST_DRAIN_SECONDS, mc.PASSES_SUCCEEDED,
+    for metric in (mc.NODES_DRAINING, mc.LONGEST_DRAIN_SECONDS, mc.PASSES_SUCCEEDED,
                    mc.INSTANCES_NEVER_REGISTERED):
         assert metric.dimensions == () and metric.emitters == ("provisioner",)

@@ -26,7 +26,8 @@ README = ROOT / "README.md"
 NOT_RUN = {"make test": "the test suite itself"}
 LIVE = "needs a live cluster"
 # The make stamps of the install steps: the venv is shared and already installed.
-MAKE_INSTALLED = ("-o", ".venv/.installed", "-o", ".venv/.installed-demo", "-o", "node_modules/.installed")
+MAKE_INSTALLED = ("-o", ".venv/.installed", "-o", ".venv/.installed-demo", "-o", ".venv/.installed-plot",
+                  "-o", "node_modules/.installed")
 
 
 def _blocks(text: str) -> list[list[str]]:

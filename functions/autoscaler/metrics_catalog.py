@@ -87,8 +87,6 @@ HOURLY_COST = MetricDef("HourlyCost", "None", ("provisioner",),
 NODES = MetricDef("Nodes", "Count", ("provisioner",),
                   "Nodes of the autoscaler's NodePools in the cluster, by NodePool and capacity type (gauge).",
                   dimensions=(NODE_POOL, CAPACITY_TYPE), statistic="Maximum")
-SPOT_SHARE = MetricDef("SpotShare", "Percent", ("provisioner",),
-                       "Share of the autoscaler's nodes that are spot (gauge).", statistic="Maximum")
 NODES_DRAINING = MetricDef("NodesDraining", "Count", ("provisioner",),
                            "The autoscaler's nodes cordoned or draining (gauge).", statistic="Maximum")
 LONGEST_DRAIN_SECONDS = MetricDef("LongestDrainSeconds", "Seconds", ("provisioner",),
@@ -151,7 +149,7 @@ KARPENTER_NODES_NOT_ADOPTED = MetricDef("KarpenterNodesNotAdopted", "Count", ("d
 CATALOGUE: dict[str, MetricDef] = {m.name: m for m in (
     PENDING_PODS, UNSCHEDULABLE_PODS, PODS_NOMINATED, NODES_LAUNCHED, LAUNCH_FAILURES, PLAN_SECONDS,
     POD_TO_LAUNCH_SECONDS, NODE_POOL_USAGE, MANAGED_HOURLY_COST, PRICES_STALE, PASS_ERRORS,
-    HOURLY_COST, NODES, SPOT_SHARE, NODES_DRAINING, LONGEST_DRAIN_SECONDS, INSTANCES_NEVER_REGISTERED,
+    HOURLY_COST, NODES, NODES_DRAINING, LONGEST_DRAIN_SECONDS, INSTANCES_NEVER_REGISTERED,
     PASSES_SUCCEEDED, NODES_TERMINATED,
     INTERRUPTION_EVENTS, INTERRUPTION_OUTCOMES, PODS_EVICTED, EVICTIONS_BLOCKED_BY_PDB, EVICTIONS_THROTTLED,
     NODES_DELETED_INSTANCE_GONE, DRAIN_SECONDS, EVENT_TO_CORDON_SECONDS,

@@ -1,6 +1,8 @@
-"""In-memory fakes of the ports, for service tests (as Karpenter's ``fake/cloudprovider.go``). Each is held
-to the real adapter's contract by the tests in ``tests/adapters/contract/``, which run the same test
-functions against the fake and against the adapter on moto or the emulator."""
+"""In-memory fakes of the ports, for service tests (as Karpenter's ``fake/cloudprovider.go``): ``MemoryQueue``
+here, ``FakeCluster`` in ``fakes_cluster.py``, ``FakeCloud`` in ``fakes_cloud.py`` (the claim store's is the
+product's own ``app/claims.MemoryClaimStore``). Each is held to the real adapter's contract by the tests in
+``tests/adapters/contract/``, which run the same test functions against the fake and against the adapter on
+moto, the emulator or the real kube-apiserver."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Drain ordering, PDBs, grace periods, deadlines and resumption, on the emulator-backed adapter."""
+"""Drain ordering, PDBs, grace periods, deadlines and resumption, on the in-memory cluster fake
+(``tests/app/fakes_cluster.FakeCluster``, held to the adapter's contract in ``tests/adapters/contract/``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from collections.abc import Callable
 import pytest
 
 from autoscaler.adapters.clock import ManualClock
-from autoscaler.adapters.kube.cluster import KubeCluster
 from autoscaler.app.drain import DrainResult, NotEvicted, drain
-from simulator.kube_api import KubeApiServer, client_for
+from autoscaler.app.ports import ClusterError
+from autoscaler.domain.models import EvictionResult
+from simulator.kube_store import Store
+from tests.app.fakes_cluster import FakeCluster
 from tests.kube_objects import node, pdb, pod
 
 
@@ -19,20 +22,23 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def cluster(kube_api: KubeApiServer, clock: ManualClock) -> KubeCluster:
-    kube_api.store.create("nodes", node("n1"))
-    return KubeCluster(client_for(kube_api.url), clock=clock, sleep=clock.advance)
+def cluster(clock: ManualClock) -> FakeCluster:
+    # Deletions complete at once unless a test turns graceful deletion on (then its kubelet stand-in,
+    # store.finish_terminating(), confirms them).
+    fake = FakeCluster(Store(clock=clock.now), clock=clock)
+    fake.store.create("nodes", node("n1"))
+    return fake
 
 
-def _run(cluster: KubeCluster, clock: ManualClock, *, seconds: float,
+def _run(cluster: FakeCluster, clock: ManualClock, *, seconds: float,
          sleep: Callable[[float], None] | None = None) -> DrainResult:
     return drain("n1", cluster=cluster, clock=clock, deadline=clock.monotonic() + seconds,
                  sleep=sleep or clock.advance, poll_interval=1.0, retry_interval=5.0)
 
 
-def test_drain_skips_mirror_daemonset_and_finished_pods(kube_api: KubeApiServer, cluster: KubeCluster,
+def test_drain_skips_mirror_daemonset_and_finished_pods(cluster: FakeCluster,
                                                         clock: ManualClock) -> None:
-    st = kube_api.store
+    st = cluster.store
     st.create("pods", pod("web", node="n1", ready=True))
     st.create("pods", pod("static", node="n1", annotations={"kubernetes.io/config.mirror": "x"}))
     st.create("pods", pod("agent", node="n1", owner_kind="DaemonSet"))
@@ -47,9 +53,9 @@ def test_drain_skips_mirror_daemonset_and_finished_pods(kube_api: KubeApiServer,
     assert sorted(p["metadata"]["name"] for p in st.objects("pods")) == ["agent", "elsewhere", "job", "static"]
 
 
-def test_critical_pods_go_only_after_the_others_are_gone(kube_api: KubeApiServer, cluster: KubeCluster,
+def test_critical_pods_go_only_after_the_others_are_gone(cluster: FakeCluster,
                                                          clock: ManualClock) -> None:
-    st = kube_api.store
+    st = cluster.store
     st.graceful_deletion = True
     st.create("pods", pod("dns", node="n1", priority_class="system-cluster-critical"))
     st.create("pods", pod("cni", node="n1", priority_class="system-node-critical"))
@@ -72,9 +78,8 @@ def test_critical_pods_go_only_after_the_others_are_gone(kube_api: KubeApiServer
     assert result.evicted == ("default/api", "default/web", "default/cni", "default/dns")
 
 
-def test_pdb_blocked_pod_is_reported_and_critical_wave_not_reached(kube_api: KubeApiServer,
-                                                                   cluster: KubeCluster, clock: ManualClock) -> None:
-    st = kube_api.store
+def test_pdb_blocked_pod_is_reported_and_critical_wave_not_reached(cluster: FakeCluster, clock: ManualClock) -> None:
+    st = cluster.store
     st.create("poddisruptionbudgets", pdb("db", match={"app": "db"}, max_unavailable=0))
     st.create("pods", pod("db-0", node="n1", labels={"app": "db"}, ready=True))
     st.create("pods", pod("web", node="n1", ready=True))
@@ -91,10 +96,10 @@ def test_pdb_blocked_pod_is_reported_and_critical_wave_not_reached(kube_api: Kub
     assert clock.mono == pytest.approx(30.0)
 
 
-def test_terminating_pods_past_the_deadline_are_timeouts(kube_api: KubeApiServer, cluster: KubeCluster,
+def test_terminating_pods_past_the_deadline_are_timeouts(cluster: FakeCluster,
                                                          clock: ManualClock) -> None:
-    kube_api.store.graceful_deletion = True
-    kube_api.store.create("pods", pod("slow", node="n1", grace=600))
+    cluster.store.graceful_deletion = True
+    cluster.store.create("pods", pod("slow", node="n1", grace=600))
 
     result = _run(cluster, clock, seconds=10)
 
@@ -102,12 +107,12 @@ def test_terminating_pods_past_the_deadline_are_timeouts(kube_api: KubeApiServer
     assert result.not_evicted == (NotEvicted("default/slow", "timeout",
                                              "still terminating at the deadline (grace period 600s)"),)
     # The pod kept its own grace period: the drain did not shorten it.
-    assert kube_api.store.get("pods", "default", "slow")["metadata"]["deletionGracePeriodSeconds"] == 600
+    assert cluster.store.get("pods", "default", "slow")["metadata"]["deletionGracePeriodSeconds"] == 600
 
 
-def test_drain_resumes_a_partly_drained_node(kube_api: KubeApiServer, cluster: KubeCluster,
+def test_drain_resumes_a_partly_drained_node(cluster: FakeCluster,
                                              clock: ManualClock) -> None:
-    st = kube_api.store
+    st = cluster.store
     st.graceful_deletion = True
     st.create("pods", pod("a", node="n1"))
     st.create("pods", pod("b", node="n1"))
@@ -116,45 +121,52 @@ def test_drain_resumes_a_partly_drained_node(kube_api: KubeApiServer, cluster: K
     st.finish_terminating()  # the kubelet finished "a" and "b" meanwhile
     st.create("pods", pod("c", node="n1"))
 
-    second = _run(cluster, clock, seconds=30, sleep=lambda s: (st.finish_terminating(), clock.advance(s)))
+    def kubelet(seconds: float) -> None:
+        st.finish_terminating()
+        clock.advance(seconds)
+
+    second = _run(cluster, clock, seconds=30, sleep=kubelet)
 
     assert second.complete and second.evicted == ("default/c",)
 
 
-def test_drain_of_an_empty_node_is_complete_at_once(cluster: KubeCluster, clock: ManualClock) -> None:
+def test_drain_of_an_empty_node_is_complete_at_once(cluster: FakeCluster, clock: ManualClock) -> None:
     result = _run(cluster, clock, seconds=30)
     assert result.complete and result.evicted == () and clock.mono == 0.0
 
 
-def test_eviction_errors_are_reported_as_errors(kube_api: KubeApiServer, cluster: KubeCluster,
+def test_eviction_errors_are_reported_as_errors(cluster: FakeCluster,
                                                 clock: ManualClock) -> None:
-    kube_api.store.create("pods", pod("web", node="n1", ready=True))
-    kube_api.inject_error("/pods/web/eviction", 403, 100)
+    cluster.store.create("pods", pod("web", node="n1", ready=True))
+    cluster.fail_next("evict", ClusterError("POST eviction: HTTP 403 Forbidden: not allowed", status=403,
+                                            reason="Forbidden"), times=100)
     result = _run(cluster, clock, seconds=12)
     assert [(n.pod, n.reason) for n in result.not_evicted] == [("default/web", "error")]
     assert "403" in result.not_evicted[0].message
 
 
-class _SlowApi(KubeCluster):
-    """The adapter against an API server that takes 0.3 s per eviction (virtual time)."""
+class _SlowApi(FakeCluster):
+    """A cluster whose API server takes 0.3 s per eviction (virtual time)."""
 
-    def __init__(self, *args: object, clock: ManualClock, **kwargs: object) -> None:
-        super().__init__(*args, clock=clock, sleep=clock.advance, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, store: Store, *, clock: ManualClock) -> None:
+        super().__init__(store, clock=clock)
         self.manual = clock
 
-    def evict(self, namespace: str, name: str, **kwargs: object) -> object:  # type: ignore[override]
+    def evict(self, namespace: str, name: str, *, deadline: float, uid: str | None = None,
+              grace_seconds: int | None = None, retry_blocked: bool = True) -> EvictionResult:
         self.manual.advance(0.3)
-        return super().evict(namespace, name, **kwargs)  # type: ignore[arg-type]
+        return super().evict(namespace, name, deadline=deadline, uid=uid, grace_seconds=grace_seconds,
+                             retry_blocked=retry_blocked)
 
 
-def test_an_eviction_sweep_stops_at_the_deadline_between_pods(kube_api: KubeApiServer, clock: ManualClock) -> None:
+def test_an_eviction_sweep_stops_at_the_deadline_between_pods(clock: ManualClock) -> None:
     # Issue 18 item 2: 110 pods at 0.3 s each is 33 s of sweeping; a 10 s deadline must hold.
-    st = kube_api.store
+    st = Store(clock=clock.now)
     st.create("nodes", node("n1"))
     st.graceful_deletion = True  # the pods stay terminating: the drain waits until its deadline
     for i in range(110):
         st.create("pods", pod(f"p{i:03d}", node="n1"))
-    slow = _SlowApi(client_for(kube_api.url), clock=clock)
+    slow = _SlowApi(st, clock=clock)
     deadline = clock.monotonic() + 10
     result = drain("n1", cluster=slow, clock=clock, deadline=deadline, sleep=clock.advance,
                    poll_interval=1.0, retry_interval=5.0)
@@ -164,10 +176,10 @@ def test_an_eviction_sweep_stops_at_the_deadline_between_pods(kube_api: KubeApiS
 
 
 def test_a_pod_stuck_terminating_on_a_dead_kubelet_is_waited_for_a_minute_past_its_deletion_time(
-        kube_api: KubeApiServer, cluster: KubeCluster, clock: ManualClock) -> None:
+        cluster: FakeCluster, clock: ManualClock) -> None:
     # Given a node whose kubelet is gone: the evicted pod keeps its deletionTimestamp (the API server sets
     # it to the eviction's time plus the 30 s grace period) because nothing confirms the deletion
-    st = kube_api.store
+    st = cluster.store
     st.clock = clock.now
     st.graceful_deletion = True
     st.create("pods", pod("web", node="n1", grace=30))

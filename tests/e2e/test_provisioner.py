@@ -124,8 +124,7 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     idle = {n for n, _, _ in sink.points[before:]}
     nodes = [v for n, v, d in sink.points if n == "Nodes" and d == {"NodePool": "default", "CapacityType": "spot"}]
     assert nodes[-1] == 2
-    assert [v for n, v, _ in sink.points if n == "SpotShare"][-1] == 100
-    assert {"PassesSucceeded", "ManagedHourlyCost", "SpotShare", "Nodes", "HourlyCost", "NodePoolUsage"} <= idle
+    assert {"PassesSucceeded", "ManagedHourlyCost", "Nodes", "HourlyCost", "NodePoolUsage"} <= idle
     assert not idle & {"PendingPods", "UnschedulablePods", "PodsNominated", "PlanSeconds", "NodesDraining",
                        "LongestDrainSeconds", "PricesStale"}
     node = local.kube.store.get("nodes", None, names[0])

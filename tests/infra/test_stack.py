@@ -271,13 +271,26 @@ def test_fleet_widgets_group_by_node_pool(demo: Synth, title: str, metric: str, 
 
 
 @pytest.mark.parametrize(("title", "metrics"), [
-    ("Spot share of nodes (%)", {"SpotShare"}),
     ("Nodes cordoned or draining, and the oldest drain (s)", {"NodesDraining", "LongestDrainSeconds"}),
     ("Never-registered instances and provisioner passes", {"InstancesNeverRegistered", "PassesSucceeded"}),
 ])
 def test_fleet_gauges_are_on_the_dashboard(demo: Synth, title: str, metrics: set[str]) -> None:
     widget = _widget(_dashboard(demo), title)
     assert set(_custom_metrics({"widgets": [{"properties": widget}]})) == metrics
+
+
+def test_spot_share_is_computed_from_the_nodes_gauge(demo: Synth) -> None:
+    # Given the demo stack's dashboard, When the spot share widget is read
+    expression = _widget(_dashboard(demo), "Spot share of nodes (%)")["metrics"][0][0]["expression"]
+    # Then it divides this cluster's spot Nodes by all its Nodes, summed over the NodePools' series:
+    # no metric of its own (CloudWatch bills each metric by the hour)
+    spot, fleet = expression.removeprefix("100 * ").split(" / ")
+    for search in (spot, fleet):
+        assert search.startswith("SUM(SEARCH('{EKSServerlessAutoscaler,NodePool,CapacityType,service} "
+                                 'MetricName="Nodes" service="eks-autoscaler-demo"')
+        assert search.endswith("', 'Maximum', 60))")
+    assert 'CapacityType="spot"' in spot and "CapacityType" not in fleet.split("}")[1]
+    assert "SpotShare" not in mc.CATALOGUE
 
 
 def test_lambda_and_queue_health_widgets(demo: Synth) -> None:

@@ -1,12 +1,13 @@
 """The metrics of one provisioner pass: what it saw, decided and launched, the fleet it manages (nodes and
-cost by NodePool and capacity type, spot share, nodes draining and for how long, instances that never
+cost by NodePool and capacity type, nodes draining and for how long, instances that never
 registered) and its heartbeat. Every name and dimension comes from ``metrics_catalog``; dimensions are
 bounded by the NodePools of the cluster file, the two capacity types and the EC2 offerings launched.
 
 CloudWatch bills a custom metric for each hour it receives data, so on an idle cluster only what has
-something to say is written: the heartbeat, the fleet (nodes, cost, spot share, NodePool usage) and
+something to say is written: the heartbeat, the fleet (nodes, cost, NodePool usage) and
 nothing for zero pending, unschedulable, nominated or draining pods and nodes (docs/cost.md). The
-alarms on those treat missing data as not breaching, so a zero and no data read the same."""
+alarms on those treat missing data as not breaching, so a zero and no data read the same. Nothing the
+dashboard can derive is a metric of its own: the spot share is ``Nodes`` by capacity type (infra/monitoring.py)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,6 @@ from autoscaler.domain.node_state import read_state
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import PlanInput
 from autoscaler.metrics_catalog import MetricsSink
-
-SPOT = "spot"
 
 
 def emit_pass_metrics(sink: MetricsSink, *, result: PassResult, snap: PlanInput, plan_seconds: float,
@@ -81,8 +80,8 @@ def _emit_failures(sink: MetricsSink, result: PassResult) -> None:
 
 
 def _emit_fleet(sink: MetricsSink, snap: PlanInput, *, now: float) -> None:
-    """Our nodes (those with a NodePool label) by pool and capacity type, the spot share, and the nodes
-    cordoned or draining with the age of the oldest drain."""
+    """Our nodes (those with a NodePool label) by pool and capacity type, and the nodes cordoned or
+    draining with the age of the oldest drain."""
     by_pool: Counter[tuple[str, str]] = Counter()
     draining, oldest = 0, 0.0
     for n in snap.nodes:
@@ -97,10 +96,6 @@ def _emit_fleet(sink: MetricsSink, snap: PlanInput, *, now: float) -> None:
                 oldest = max(oldest, now - started)
     for (pool, ct), count in sorted(by_pool.items()):
         sink.emit(mc.NODES, count, NodePool=pool, CapacityType=ct)
-    total = sum(by_pool.values())
-    if total:
-        spot = sum(c for (_, ct), c in by_pool.items() if ct == SPOT)
-        sink.emit(mc.SPOT_SHARE, round(100.0 * spot / total, 2))
     if draining:
         sink.emit(mc.NODES_DRAINING, draining)
         sink.emit(mc.LONGEST_DRAIN_SECONDS, round(oldest, 1))

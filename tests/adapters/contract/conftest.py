@@ -1,5 +1,9 @@
 """The contract suite's servers: every test here runs against the real kube-apiserver (``[real]``, with the
-shipped RBAC applied and the product's own identities) and against the emulator (``[emulator]``).
+shipped RBAC applied and the product's own identities) and against the emulator (``[emulator]``). A test of
+the ``ClusterPort``'s behaviour alone (seeding through the admin channel's ``create`` / ``get`` /
+``status_patch``, then calling the port) runs against the service tests' in-memory fake too (``[fake]``,
+``tests/app/fakes_cluster.FakeCluster``, marked ``@port_level``): the fake may never be more forgiving than
+the adapter on a real server.
 
 A ``Server`` gives the test an admin channel for seeding and inspecting (plain HTTP requests, the same
 for both), the product's ``KubeCluster`` as a function identity, and the few things that differ in how
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import ssl
 import time
 import urllib.error
@@ -27,10 +32,15 @@ from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.auth import api_client_for_endpoint
 from autoscaler.adapters.kube.cluster import KubeCluster
 from simulator.kube_api import KubeApiServer
-from simulator.kube_store import Store
+from simulator.kube_store import ApiError, Store
 from tests import real_kube
+from tests.app.fakes_cluster import FakeCluster
 
 SERVERS = ("real", "emulator")
+# A test of the port alone: it also holds the service tests' fake (tests/app/fakes_cluster.py) to the contract.
+port_level = pytest.mark.parametrize("server", [*SERVERS, "fake"], indirect=True)
+# /api/v1/nodes/n, /api/v1/namespaces/ns/pods/p, /apis/policy/v1/namespaces/ns/poddisruptionbudgets, ...
+_PATH = re.compile(r"^/apis?/(?:[^/]+/)?v1(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")
 RBAC_DIR = Path(__file__).resolve().parents[3] / "infra" / "rbac"
 _counter = itertools.count()
 
@@ -43,14 +53,18 @@ class ApiStatus(Exception):
 
 @dataclass
 class Server:
-    kind: str  # "real" or "emulator"
+    kind: str  # "real", "emulator" or "fake"
     url: str
     plane: real_kube.ControlPlane | None = None
     emulator: KubeApiServer | None = None
+    store: Store | None = None  # the fake's objects (kind "fake": no HTTP server)
+    fake: type[FakeCluster] = FakeCluster  # tests/adapters/contract/test_fakes_are_strict.py plants forgiving ones
 
     # ----- the admin channel -------------------------------------------------------------------
     def request(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
                 identity: real_kube.Identity = real_kube.ADMIN) -> tuple[int, Any]:
+        if self.store is not None:
+            return self._fake_request(method, path, body, content_type=content_type)
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Accept": "application/json", "Authorization": f"Bearer {identity.token}"}
         if data is not None:
@@ -94,9 +108,44 @@ class Server:
                                         content_type="application/merge-patch+json")
         return out
 
+    def _fake_request(self, method: str, path: str, body: Any, *, content_type: str) -> tuple[int, Any]:
+        """The admin channel of the fake: the object store's own create / get / patch / delete (no query
+        strings: a test that sends raw HTTP tests the server, not the port, and does not run on the fake)."""
+        assert self.store is not None
+        sub = ""
+        for suffix in ("/status", "/eviction"):
+            if path.endswith(suffix):
+                path, sub = path[: -len(suffix)], suffix
+        match = _PATH.match(path)
+        if match is None or "?" in path:
+            raise AssertionError(f"the fake's admin channel does not serve {method} {path}: mark the test "
+                                 "for the servers only")
+        plural, ns, name = match["plural"], match["ns"], match["name"]
+        try:
+            if sub == "/eviction" and method == "POST" and name is not None:
+                return 201, self.store.evict(ns or "default", name, body)
+            if method == "GET" and name is None:
+                return 200, {"items": self.store.list(plural, namespace=ns)}
+            if method == "POST" and name is None:
+                return 201, self.store.create(plural, body, namespace=ns, request=True)
+            if method == "GET" and name is not None:
+                return 200, self.store.get(plural, ns, name)
+            if method == "PATCH" and name is not None:
+                return 200, self.store.patch(plural, ns, name, body, content_type=content_type)
+            if method == "DELETE" and name is not None:
+                options = body or {}
+                return 200, self.store.delete(plural, ns, name, grace_period_seconds=options.get("gracePeriodSeconds"),
+                                              precondition_uid=(options.get("preconditions") or {}).get("uid"))
+        except ApiError as err:
+            return err.code, err.status()
+        raise AssertionError(f"the fake's admin channel does not serve {method} {path}")
+
     # ----- the product ---------------------------------------------------------------------------
-    def cluster(self, identity: str = "provisioner", **kwargs: Any) -> KubeCluster:
-        """The product's adapter as a function identity (on the real server: under the shipped RBAC)."""
+    def cluster(self, identity: str = "provisioner", **kwargs: Any) -> KubeCluster | FakeCluster:
+        """The product's adapter as a function identity (on the real server: under the shipped RBAC); on
+        ``fake``, the in-memory fake over the same objects the admin channel wrote."""
+        if self.store is not None:
+            return self.fake(self.store, clock=SystemClock())
         token = real_kube.IDENTITIES[identity].token
         api = api_client_for_endpoint(self.url, token=token, verify_tls=False)
         return KubeCluster(api, clock=SystemClock(), **kwargs)
@@ -139,9 +188,15 @@ def emulator_server() -> Iterator[Server]:
         yield Server("emulator", emu.url, emulator=emu)
 
 
+@pytest.fixture
+def fake_server() -> Server:
+    # Graceful deletion as the real API server (see emulator_server); one store per test.
+    return Server("fake", "", store=Store(graceful_deletion=True))
+
+
 @pytest.fixture(params=SERVERS)
 def server(request: pytest.FixtureRequest) -> Server:
-    fixture = "real_server" if request.param == "real" else "emulator_server"
+    fixture = {"real": "real_server", "emulator": "emulator_server", "fake": "fake_server"}[request.param]
     return request.getfixturevalue(fixture)  # type: ignore[no-any-return]
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.adapters.contract.conftest import Server, wait_for
+from tests.adapters.contract.conftest import Server, port_level, wait_for
 from tests.kube_objects import pdb, pod
 
 pytestmark = pytest.mark.contract
@@ -38,6 +38,7 @@ def _deadline() -> float:
     return time.monotonic() + 5
 
 
+@port_level
 def test_eviction_without_a_budget_deletes_the_pod_gracefully(server: Server, ns: str) -> None:
     _running(server, ns, "p", {"app": "a"})
     result = server.cluster().evict(ns, "p", deadline=_deadline())
@@ -47,6 +48,7 @@ def test_eviction_without_a_budget_deletes_the_pod_gracefully(server: Server, ns
     assert held["metadata"]["deletionGracePeriodSeconds"] == 30
 
 
+@port_level
 def test_eviction_under_a_budget_allows_then_refuses_with_429(server: Server, ns: str) -> None:
     for name in ("a", "b"):
         _running(server, ns, name, {"app": "web"})
@@ -63,9 +65,11 @@ def test_eviction_under_a_budget_allows_then_refuses_with_429(server: Server, ns
     wait_for(refused, what="the eviction of b refused by its budget")
     result = cluster.evict(ns, "b", deadline=_deadline(), retry_blocked=False)
     assert result.outcome == "blocked", result
+    assert "disruption budget web needs 1 healthy pods" in result.message  # what the drain reports
     assert server.get(f"/api/v1/namespaces/{ns}/pods/b") is not None
 
 
+@port_level
 def test_a_pod_under_two_budgets_cannot_be_evicted_500(server: Server, ns: str) -> None:
     _running(server, ns, "p", {"app": "web", "tier": "front"})
     _running(server, ns, "q", {"app": "web", "tier": "front"})
@@ -78,6 +82,7 @@ def test_a_pod_under_two_budgets_cannot_be_evicted_500(server: Server, ns: str) 
     assert result.outcome in ("error", "throttled"), result
 
 
+@port_level
 def test_a_pending_pod_is_evicted_whatever_its_budget(server: Server, ns: str) -> None:
     server.create(f"/api/v1/namespaces/{ns}/pods", pod("waiting", namespace=ns, labels={"app": "web"}))
     _budget(server, ns, "web", min_available=5, match={"app": "web"}, expected=1)
@@ -85,6 +90,7 @@ def test_a_pending_pod_is_evicted_whatever_its_budget(server: Server, ns: str) -
     assert server.get(f"/api/v1/namespaces/{ns}/pods/waiting") is None  # unbound: deleted at once
 
 
+@port_level
 def test_eviction_with_a_uid_of_another_pod_is_gone(server: Server, ns: str) -> None:
     _running(server, ns, "p", {"app": "a"})
     result = server.cluster().evict(ns, "p", deadline=_deadline(), uid="00000000-0000-0000-0000-000000000000")
@@ -93,6 +99,7 @@ def test_eviction_with_a_uid_of_another_pod_is_gone(server: Server, ns: str) -> 
     assert server.cluster().evict(ns, "missing", deadline=_deadline()).outcome == "gone"
 
 
+@port_level
 def test_eviction_with_a_grace_period(server: Server, ns: str) -> None:
     _running(server, ns, "p", {"app": "a"})
     uid = server.must("GET", f"/api/v1/namespaces/{ns}/pods/p")["metadata"]["uid"]

@@ -8,7 +8,7 @@ import pytest
 from autoscaler.adapters.kube.cluster import PENDING_FIELD_SELECTOR
 from autoscaler.app.ports import ClusterError
 from autoscaler.domain.node_wake import NODE_WAKE_SELECTOR
-from tests.adapters.contract.conftest import Server
+from tests.adapters.contract.conftest import Server, port_level
 from tests.kube_objects import node, pod
 
 pytestmark = pytest.mark.contract
@@ -52,21 +52,30 @@ def test_a_continue_token_from_before_a_compaction_is_410_expired(server: Server
 
 
 def test_the_pending_field_selector_selects_unbound_unfinished_pods(server: Server, ns: str) -> None:
-    server.create(_pods(ns), pod("waiting", namespace=ns))
-    server.create(_pods(ns), pod("bound", namespace=ns, node="n1"))
-    done = server.create(_pods(ns), pod("done", namespace=ns))
-    server.status_patch(f"{_pods(ns)}/done", {"phase": "Succeeded"})
-    failed = server.create(_pods(ns), pod("failed", namespace=ns))
-    server.status_patch(f"{_pods(ns)}/failed", {"phase": "Failed"})
-    assert done and failed
+    _finished_and_waiting(server, ns)
     from urllib.parse import quote
     listed = server.must("GET", f"{_pods(ns)}?fieldSelector={quote(PENDING_FIELD_SELECTOR)}")
     assert [p["metadata"]["name"] for p in listed["items"]] == ["waiting"]
+
+
+def _finished_and_waiting(server: Server, ns: str) -> None:
+    server.create(_pods(ns), pod("waiting", namespace=ns))
+    server.create(_pods(ns), pod("bound", namespace=ns, node="n1"))
+    server.create(_pods(ns), pod("done", namespace=ns))
+    server.status_patch(f"{_pods(ns)}/done", {"phase": "Succeeded"})
+    server.create(_pods(ns), pod("failed", namespace=ns))
+    server.status_patch(f"{_pods(ns)}/failed", {"phase": "Failed"})
+
+
+@port_level
+def test_pending_pods_are_the_unbound_unfinished_ones(server: Server, ns: str) -> None:
+    _finished_and_waiting(server, ns)
     mine = [p.name for p in server.cluster().pending_pods() if p.namespace == ns]
     assert mine == ["waiting"]
     assert [p.name for p in server.cluster().pods(node_name="n1") if p.namespace == ns] == ["bound"]
 
 
+@port_level
 def test_label_selectors_as_sent(server: Server, ns: str, node_name: str) -> None:
     server.create(_pods(ns), pod("web", namespace=ns, labels={"app": "web"}))
     server.create(_pods(ns), pod("db", namespace=ns, labels={"app": "db"}))
@@ -89,11 +98,16 @@ def test_label_selectors_as_sent(server: Server, ns: str, node_name: str) -> Non
 def test_a_malformed_selector_is_400(server: Server, ns: str) -> None:
     status, body = server.request("GET", f"{_pods(ns)}?labelSelector=app%20in%20(web")
     assert status == 400 and body["reason"] == "BadRequest"
+
+
+@port_level
+def test_a_malformed_selector_is_a_cluster_error_400(server: Server, ns: str) -> None:
     with pytest.raises(ClusterError) as err:
         server.cluster().pods(namespace=ns, label_selector="app in (web")
     assert err.value.status == 400
 
 
+@port_level
 def test_gets_and_node_status_as_read(server: Server, ns: str, node_name: str) -> None:
     raw = node(node_name, labels={"topology.kubernetes.io/zone": "us-east-1a"}, cpu="3920m", memory="15Gi",
                taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])
@@ -126,6 +140,7 @@ def test_a_missing_namespace_is_404(server: Server, ns: str) -> None:
     assert status == 404 and body["reason"] == "NotFound"
 
 
+@port_level
 def test_namespaces_with_their_labels(server: Server, ns: str) -> None:
     server.must("PATCH", f"/api/v1/namespaces/{ns}", {"metadata": {"labels": {"team": "a"}}},
                 content_type="application/merge-patch+json")

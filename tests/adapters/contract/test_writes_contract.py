@@ -8,7 +8,7 @@ import pytest
 
 from autoscaler.app.ports import ClusterError, ConflictError
 from autoscaler.domain.models import ObjectRef, Taint
-from tests.adapters.contract.conftest import Server, wait_for
+from tests.adapters.contract.conftest import Server, port_level, wait_for
 from tests.kube_objects import node, pod
 
 pytestmark = pytest.mark.contract
@@ -28,6 +28,7 @@ def _taints(server: Server, name: str) -> list[tuple[str, str | None, str]]:
             if not t["key"].startswith("node.kubernetes.io/")]
 
 
+@port_level
 def test_cordon_and_uncordon(server: Server, node_name: str) -> None:
     server.create("/api/v1/nodes", node(node_name))
     cluster = server.cluster()
@@ -38,6 +39,7 @@ def test_cordon_and_uncordon(server: Server, node_name: str) -> None:
     assert "unschedulable" not in _node(server, node_name)["spec"]
 
 
+@port_level
 def test_taints_added_replaced_and_removed(server: Server, node_name: str) -> None:
     server.create("/api/v1/nodes", node(node_name, taints=[{"key": "keep", "effect": "NoSchedule"}]))
     cluster = server.cluster()
@@ -55,6 +57,7 @@ def test_taints_added_replaced_and_removed(server: Server, node_name: str) -> No
     assert cluster.remove_taint(f"{node_name}-missing", key="keep") is False
 
 
+@port_level
 def test_labels_and_annotations_set_and_removed(server: Server, node_name: str) -> None:
     server.create("/api/v1/nodes", node(node_name, labels={"old": "1"}))
     cluster = server.cluster()
@@ -66,6 +69,7 @@ def test_labels_and_annotations_set_and_removed(server: Server, node_name: str) 
     assert meta["annotations"] == {"b": "y"}
 
 
+@port_level
 def test_a_patch_with_a_stale_resource_version_is_409_conflict(server: Server, node_name: str) -> None:
     created = server.create("/api/v1/nodes", node(node_name))
     stale = created["metadata"]["resourceVersion"]
@@ -79,6 +83,7 @@ def test_a_patch_with_a_stale_resource_version_is_409_conflict(server: Server, n
     assert server.cluster().cordon(node_name) is True
 
 
+@port_level
 def test_an_update_of_a_missing_node_is_404(server: Server, node_name: str) -> None:
     with pytest.raises(ClusterError) as err:
         server.cluster().cordon(node_name)
@@ -88,6 +93,7 @@ def test_an_update_of_a_missing_node_is_404(server: Server, node_name: str) -> N
     assert status == 404 and body["reason"] == "NotFound" and body["details"]["kind"] == "nodes"
 
 
+@port_level
 def test_node_delete_waits_for_finalizers_and_releases_ours(server: Server, node_name: str) -> None:
     raw = node(node_name)
     raw["metadata"]["finalizers"] = ["karpenter.sh/termination", "example.com/other"]
@@ -110,6 +116,7 @@ def test_node_delete_waits_for_finalizers_and_releases_ours(server: Server, node
     assert cluster.delete_node(node_name) is False
 
 
+@port_level
 def test_a_bound_pod_is_deleted_gracefully(server: Server, ns: str) -> None:
     server.create(f"/api/v1/namespaces/{ns}/pods", {**pod("p", namespace=ns, node="n1", grace=45)})
     cluster = server.cluster()
@@ -128,6 +135,7 @@ def test_a_bound_pod_is_deleted_gracefully(server: Server, ns: str) -> None:
     assert cluster.delete_pod(ns, "p") is False
 
 
+@port_level
 def test_unbound_and_finished_pods_are_deleted_at_once(server: Server, ns: str) -> None:
     server.create(f"/api/v1/namespaces/{ns}/pods", pod("pending", namespace=ns))
     server.create(f"/api/v1/namespaces/{ns}/pods", pod("done", namespace=ns, node="n1"))
@@ -149,6 +157,7 @@ def test_a_delete_with_a_wrong_uid_precondition_is_409(server: Server, ns: str) 
     assert server.get(f"/api/v1/namespaces/{ns}/pods/p") is None
 
 
+@port_level
 def test_events_as_sent(server: Server, ns: str, node_name: str) -> None:
     server.create("/api/v1/nodes", node(node_name))
     server.create(f"/api/v1/namespaces/{ns}/pods", pod("p", namespace=ns))
@@ -179,6 +188,7 @@ def test_events_as_sent(server: Server, ns: str, node_name: str) -> None:
     assert status == 422 and body["reason"] == "Invalid", body
 
 
+@port_level
 def test_issue33_item_14_a_conditional_annotation_write_takes_the_node_exactly_once(
         server: Server, node_name: str) -> None:
     """Two writers that read the node at the same resourceVersion: the first conditional annotation patch

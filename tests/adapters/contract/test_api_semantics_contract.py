@@ -1,0 +1,149 @@
+"""API server semantics the simulator and ``kubectl`` against the emulator rely on beyond the product's own
+requests (which the other files of this suite cover): field and label selector operators, object lifecycle
+with resourceVersions, deletion that an update can neither fake nor undo, strategic merge and JSON patches as
+kubectl sends them, the binding subresource and discovery. Each holds on the real kube-apiserver and on the
+emulator alike; these were emulator-only tests (``tests/simulator/test_kube_api_emulator.py``) before."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from tests.adapters.contract.conftest import Server
+from tests.kube_objects import node, pod
+
+pytestmark = pytest.mark.contract
+MERGE, SMP, JSON_PATCH = ("application/merge-patch+json", "application/strategic-merge-patch+json",
+                          "application/json-patch+json")
+
+
+def _pods(ns: str) -> str:
+    return f"/api/v1/namespaces/{ns}/pods"
+
+
+def _listed(server: Server, path: str, **query: str) -> list[str]:
+    qs = "&".join(f"{k}={quote(v)}" for k, v in query.items())
+    return sorted(i["metadata"]["name"] for i in server.must("GET", f"{path}?{qs}")["items"])
+
+
+def test_pod_field_selectors(server: Server, ns: str) -> None:
+    host = f"n-{ns}"
+    server.create(_pods(ns), pod("pending", namespace=ns))
+    for name, where in (("on-n1", host), ("on-n2", f"{host}-2"), ("done", host)):
+        server.create(_pods(ns), pod(name, namespace=ns, node=where))
+        server.status_patch(f"{_pods(ns)}/{name}", {"phase": "Succeeded" if name == "done" else "Running"})
+    for selector, expected in (
+            ("spec.nodeName=", ["pending"]),
+            (f"spec.nodeName={host}", ["done", "on-n1"]),
+            (f"spec.nodeName!={host}", ["on-n2", "pending"]),
+            ("status.phase=Running", ["on-n1", "on-n2"]),
+            ("status.phase!=Succeeded,status.phase!=Failed", ["on-n1", "on-n2", "pending"]),
+            ("metadata.name=done", ["done"])):
+        assert _listed(server, _pods(ns), fieldSelector=selector) == expected, selector
+
+
+def test_label_selector_operators(server: Server, ns: str) -> None:
+    for name, labels in {"a": {"app": "web", "tier": "1"}, "b": {"app": "web"}, "c": {"app": "db", "tier": "2"},
+                         "d": {}}.items():
+        server.create(_pods(ns), pod(name, namespace=ns, labels=labels))
+    for selector, expected in (
+            ("app=web", ["a", "b"]), ("app==web", ["a", "b"]), ("app!=web", ["c", "d"]),
+            ("app in (web,db)", ["a", "b", "c"]), ("app notin (web)", ["c", "d"]),
+            ("tier", ["a", "c"]), ("!tier", ["b", "d"]), ("app=web,tier", ["a"])):
+        assert _listed(server, _pods(ns), labelSelector=selector) == expected, selector
+
+
+def test_a_field_selector_the_server_does_not_support_is_400(server: Server) -> None:
+    status, body = server.request("GET", "/api/v1/nodes?fieldSelector=status.phase%3DReady")
+    assert status == 400 and body["reason"] == "BadRequest", body
+
+
+def test_create_conflict_update_and_delete_with_resource_versions(server: Server, ns: str) -> None:
+    created = server.create(_pods(ns), pod("p", namespace=ns))
+    status, body = server.request("POST", _pods(ns), pod("p", namespace=ns))
+    assert status == 409 and body["reason"] == "AlreadyExists", body
+    got = server.get(f"{_pods(ns)}/p")
+    assert got is not None and got["metadata"]["uid"] == created["metadata"]["uid"]
+    patched = server.must("PATCH", f"{_pods(ns)}/p", {"metadata": {"labels": {"x": "y"}}}, content_type=MERGE)
+    assert int(patched["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    server.must("DELETE", f"{_pods(ns)}/p", {"gracePeriodSeconds": 0})
+    status, body = server.request("GET", f"{_pods(ns)}/p")
+    assert status == 404 and body["reason"] == "NotFound"
+
+
+def test_an_update_can_neither_fake_nor_undo_a_deletion(server: Server, node_name: str) -> None:
+    server.create("/api/v1/nodes", node(node_name))
+    path = f"/api/v1/nodes/{node_name}"
+    status, body = server.request("PATCH", path, {"metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"}},
+                                  content_type=MERGE)
+    assert status == 422 and "field is immutable" in body["message"], body
+    current = server.get(path)
+    assert current is not None and "deletionTimestamp" not in current["metadata"]
+    server.must("PATCH", path, {"metadata": {"finalizers": ["example.com/hold"]}}, content_type=MERGE)
+    server.must("DELETE", path)
+    held = server.get(path)
+    assert held is not None and held["metadata"]["deletionTimestamp"]
+    # Of an object being deleted, an update keeps the deletion's time whatever it names.
+    for change in ("2024-01-01T00:00:00Z", None):
+        server.must("PATCH", path, {"metadata": {"deletionTimestamp": change}}, content_type=MERGE)
+        still = server.get(path)
+        assert still is not None and still["metadata"]["deletionTimestamp"] == held["metadata"]["deletionTimestamp"]
+
+
+def test_a_strategic_merge_patch_as_kubectl_sends_it(server: Server, ns: str, node_name: str) -> None:
+    server.create("/api/v1/nodes", node(node_name, taints=[{"key": "a", "effect": "NoSchedule"}]))
+    path = f"/api/v1/nodes/{node_name}"
+    server.must("PATCH", path, {"spec": {"unschedulable": True}}, content_type=SMP)
+    server.must("PATCH", path, {"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]},
+                                "metadata": {"labels": {"l": "1"}, "annotations": {"n": "1"}}}, content_type=SMP)
+    got = server.get(path)
+    assert got is not None and got["spec"]["unschedulable"] is True
+    # A node's taints are atomic: replaced (the real server stamps a NoExecute taint's timeAdded).
+    assert [(t["key"], t["effect"]) for t in got["spec"]["taints"]
+            if not t["key"].startswith("node.kubernetes.io/")] == [("b", "NoExecute")]
+    assert got["metadata"]["labels"]["l"] == "1" and got["metadata"]["annotations"]["n"] == "1"
+    # Finalizers merge (a union), where a merge patch replaces the list.
+    held = {**pod("p", namespace=ns), "metadata": {**pod("p", namespace=ns)["metadata"], "finalizers": ["x.io/a"]}}
+    server.create(_pods(ns), held)
+    server.must("PATCH", f"{_pods(ns)}/p", {"metadata": {"finalizers": ["x.io/b"]}}, content_type=SMP)
+    merged = server.get(f"{_pods(ns)}/p")
+    assert merged is not None and merged["metadata"]["finalizers"] == ["x.io/b", "x.io/a"]
+    server.must("PATCH", f"{_pods(ns)}/p", {"metadata": {"finalizers": None}}, content_type=MERGE)
+
+
+def test_a_json_patch(server: Server, node_name: str) -> None:
+    server.create("/api/v1/nodes", node(node_name))
+    server.must("PATCH", f"/api/v1/nodes/{node_name}", [
+        {"op": "add", "path": "/metadata/labels/x~1y", "value": "1"},
+        {"op": "replace", "path": "/spec/taints", "value": [{"key": "k", "effect": "NoSchedule"}]},
+        {"op": "test", "path": "/metadata/name", "value": node_name},
+    ], content_type=JSON_PATCH)
+    got = server.get(f"/api/v1/nodes/{node_name}")
+    assert got is not None and got["metadata"]["labels"]["x/y"] == "1"
+    assert [(t["key"], t["effect"]) for t in got["spec"]["taints"]
+            if not t["key"].startswith("node.kubernetes.io/")] == [("k", "NoSchedule")]
+
+
+def test_the_binding_subresource_binds_and_marks_the_pod_scheduled(server: Server, ns: str) -> None:
+    server.create(_pods(ns), pod("p", namespace=ns))
+    server.must("POST", f"{_pods(ns)}/p/binding", {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "namespace": ns},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": f"n-{ns}"}})
+    got = server.get(f"{_pods(ns)}/p")
+    assert got is not None and got["spec"]["nodeName"] == f"n-{ns}"
+    scheduled = [c for c in got["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert [c["status"] for c in scheduled] == ["True"]
+    status, body = server.request("POST", f"{_pods(ns)}/p/binding", {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "namespace": ns},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "elsewhere"}})
+    assert status == 409, body  # bound once
+
+
+def test_discovery_names_what_kubectl_needs(server: Server) -> None:
+    assert server.must("GET", "/version")["gitVersion"]
+    groups = {g["name"] for g in server.must("GET", "/apis")["groups"]}
+    assert {"apps", "policy", "storage.k8s.io"} <= groups
+    names = {r["name"] for r in server.must("GET", "/api/v1")["resources"]}
+    assert {"pods", "pods/eviction", "pods/binding", "nodes", "events", "persistentvolumeclaims",
+            "persistentvolumes", "namespaces"} <= names
