@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from autoscaler.app.ports import ClaimStore, CloudError, CloudPort, ClusterPort
+from autoscaler.domain.catalogue_needs import catalogue_needs
 from autoscaler.domain.claims import Claim
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, in_flight_node
@@ -42,7 +43,10 @@ class Listing(StrEnum):
 
     IN_FLIGHT = "inFlight"  # the pending/running instances not yet registered (disruption)
     OWNED = "owned"  # every live instance of ours, shared by the in-flight view and the lifecycle sweep
-    CLAIMED = "claimed"  # only those the stored node claims name (a woken pass: its sweep waits)
+    # In-flight capacity from the stored node claims alone (Karpenter's NodeClaims): EC2 is asked only about
+    # the claims whose outcome is uncertain (still ``launching``: their CreateFleet answer was lost), by their
+    # claim tags. Every provisioner pass but the sweep's (app/provisioner.py, ``SWEEP_SECONDS``).
+    CLAIMED = "claimed"
 
 
 @dataclass
@@ -63,8 +67,8 @@ class ClusterRead:
     # Our live instances EC2 lists that are not registered nodes (in-flight capacity by EC2's view).
     unregistered: list[CloudInstance]
     owned: list[CloudInstance] | None = None  # ``Listing.OWNED``: every live instance of ours
-    claimed: list[CloudInstance] | None = None  # ``Listing.CLAIMED``: the instances the claims name
-    stored: list[Claim] | None = None  # ``Listing.CLAIMED``: the claims read with them
+    claimed: list[CloudInstance] | None = None  # ``Listing.CLAIMED``: the instances found for uncertain claims
+    stored: list[Claim] | None = None  # ``Listing.CLAIMED``: the claims read
     # Namespace name -> its labels, read only when a pod's (anti-)affinity has a namespaceSelector.
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -150,23 +154,32 @@ def read_cluster(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[Nod
                                  *(weighted for _, weighted in pod.preferred_pod_anti_affinity)))
     return ClusterRead(
         pods=pods, nodes=nodes, daemonsets=daemonsets, pvcs=pvcs, pvs=pvs, storage_classes=storage_classes,
-        instance_types=list(cloud.instance_types().values()), offerings=cloud.offerings(),
+        instance_types=_instance_types(cloud, node_pools), offerings=cloud.offerings(),
         node_class_zones=node_class_zones,
         reservations=_reservations(cloud, node_pools, node_classes),
         unregistered=unregistered, owned=owned, claimed=claimed, stored=stored,
         namespaces=cluster.namespaces() if selecting else {})
 
 
+def _instance_types(cloud: CloudPort, node_pools: list[NodePool]) -> list[InstanceType]:
+    """The catalogue, read again first if the NodePools need what the warm one was not read for."""
+    cloud.expect_catalogue(catalogue_needs(node_pools))
+    return list(cloud.instance_types().values())
+
+
 _Instances = tuple[list[CloudInstance] | None, list[CloudInstance] | None, list[Claim] | None]
 
 
 def _instances(cloud: CloudPort, listing: Listing, claims: ClaimStore | None) -> _Instances:
-    """(every owned instance, or None), (the claimed instances, or None), (the claims read, or None)."""
+    """(every owned instance, or None), (the instances found for uncertain claims, or None), (the claims read,
+    or None)."""
     if listing is Listing.CLAIMED and claims is not None:
         try:
             stored = claims.claims()
-            ids = {c.instance_id for c in stored if c.instance_id}
-            return None, (cloud.describe_instances(ids) if ids else []), stored
+            # A launched claim knows its instance, type, zone and capacity type: nothing to ask EC2. A launching
+            # one may have got instances nobody recorded: those carry its claim (or group) tag.
+            uncertain = {cid for c in stored if c.state == "launching" for cid in (c.claim_id, c.group)}
+            return None, cloud.claimed_instances(uncertain) if uncertain else [], stored
         except CloudError as exc:
             log.warning("claimed instances not described (listing every owned instance): %s", exc)
     return cloud.owned_instances(), None, None
