@@ -27,6 +27,7 @@ from scipy.optimize import linprog  # dev-only dependency: the LP bounds
 from scipy.sparse import coo_matrix
 
 from autoscaler.domain import allocatable as alloc
+from autoscaler.domain.instance_types import instance_type_from_ec2
 from autoscaler.domain.labels import instance_type_labels
 from autoscaler.domain.models import (
     LabelSelector,
@@ -37,7 +38,6 @@ from autoscaler.domain.models import (
 )
 from autoscaler.domain.nodeclass import parse_node_class
 from autoscaler.domain.nodepool import parse_node_pool, requirement_allows
-from autoscaler.domain.objects import instance_type_from_ec2
 from autoscaler.domain.plan import Plan, PlanInput
 from autoscaler.domain.scheduling import plan
 from autoscaler.domain.snapshot import _Prices, offerings_from

@@ -125,13 +125,14 @@ def read_cluster(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[Nod
                  node_classes: Mapping[str, NodeClass], listing: Listing = Listing.IN_FLIGHT,
                  claims: ClaimStore | None = None) -> ClusterRead:
     """Pods, nodes, DaemonSets, volumes, our instances (as ``listing`` says), instance types, priced
-    offerings, subnet zones and reservations. The instance listing and the DaemonSet and volume lists are
-    read on worker threads while the pods and nodes are read here: their waits overlap (the ports' clients
+    offerings, subnet zones and reservations. The instance listing, the DaemonSet and volume lists and the
+    subnets are read on worker threads while the pods and nodes are read here: their waits overlap (the ports' clients
     are thread-safe). ``Listing.CLAIMED`` reads the claims from ``claims``; when they cannot be read, every
     owned instance is listed instead."""
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="gather") as workers:
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="gather") as workers:
         instances = workers.submit(_instances, cloud, listing, claims) if listing is not Listing.IN_FLIGHT else None
         extras = workers.submit(_cluster_extras, cluster)
+        zones = workers.submit(_subnet_zones, cloud, node_pools, node_classes)
         pods = cluster.pods()
         nodes = cluster.nodes()
         registered = {n.instance_id for n in nodes if n.instance_id}
@@ -145,6 +146,7 @@ def read_cluster(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[Nod
             listed = owned if owned is not None else claimed or []
             unregistered = [i for i in listed if i.instance_id not in registered]
         daemonsets, pvcs, pvs, storage_classes = extras.result()
+        node_class_zones = zones.result()
     # Namespaces are read only for a namespaceSelector (a pending or bound pod's pod affinity).
     selecting = any(term.namespace_selector is not None for pod in pods
                     for term in (*pod.pod_affinity, *pod.pod_anti_affinity,
@@ -153,7 +155,7 @@ def read_cluster(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[Nod
     return ClusterRead(
         pods=pods, nodes=nodes, daemonsets=daemonsets, pvcs=pvcs, pvs=pvs, storage_classes=storage_classes,
         instance_types=_instance_types(cloud, node_pools), offerings=cloud.offerings(),
-        node_class_zones=_subnet_zones(cloud, node_pools, node_classes),
+        node_class_zones=node_class_zones,
         reservations=_reservations(cloud, node_pools, node_classes),
         unregistered=unregistered, owned=owned, claimed=claimed, stored=stored,
         namespaces=cluster.namespaces() if selecting else {})

@@ -307,6 +307,13 @@ class CloudPort(Protocol):
         """The named reservations as EC2 describes them now (ended ones too). Raises CloudError."""
         ...
 
+    def warm_launch(self, node_class: NodeClass) -> None:
+        """Resolve what a launch with ``node_class`` needs before a plan names its nodes (security groups,
+        instance profile, the standard AMIs, the launch templates this cluster already has), into the
+        caches the launch reads: a pass runs this beside its reads, so those calls are off the launch's
+        critical path. Raises ConfigError / CloudError; a caller may ignore them (the launch reports them)."""
+        ...
+
     def resolve_node_class(self, node_class: NodeClass) -> ResolvedNodeClass:
         """Every AMI (all architectures and accelerated variants), subnet and security group the node
         class's selector terms select now. Raises ConfigError when a term set selects nothing."""

@@ -47,10 +47,11 @@ from autoscaler.metrics_catalog import MetricsSink
 LEASE_SECONDS = 90.0
 log = logging.getLogger(__name__)
 
-# CreateFleet calls in flight at once: a 50k-pod burst has dozens of node groups at ~1.5 s each on EC2, and
-# a pass must launch them all in one or two waves. Bursts this size fit EC2's per-API request buckets;
-# a throttle beyond them is absorbed by the clients' adaptive retries (``client_config``).
-LAUNCH_THREADS = 32
+# CreateFleet calls in flight at once: a 50k-pod burst has ~50 node groups at ~1.5 s each on EC2 (a 1k-pod
+# burst ~40), and each wave of calls is another 1.5 s on the pass's critical path: one wave it is. Bursts
+# this size fit EC2's per-API request buckets; a throttle beyond them is absorbed by the clients' adaptive
+# retries (``client_config``) and the launcher's resend with the same token (``adapters/aws/fleet.py``).
+LAUNCH_THREADS = 64
 # A CreateFleet not started this close to the invocation's end is left to the next pass.
 LAUNCH_RESERVE_SECONDS = 8.0
 # The sweep (Karpenter's garbage collection): every owned instance listed, instances that never registered
@@ -167,6 +168,25 @@ class Provisioner:
             return f"the node claim store is unavailable ({exc.code or exc})"
 
     def _run(self, current: Pass) -> PassResult:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="warm-launch") as warming:
+            if not (self.settings.dry_run or current.blocked):
+                warming.submit(self._warm_launches)
+            return self._run_warmed(current)
+
+    def _warm_launches(self) -> None:
+        """What every launch of the pass needs before the plan names its nodes (``CloudPort.warm_launch``),
+        resolved while the pass reads and plans: at a cold start those calls would otherwise stand in front
+        of the first CreateFleet. A failure here is only logged: the launch meets it again and reports it."""
+        for name in sorted({pool.node_class_ref for pool in self.node_pools}):
+            node_class = self.node_classes.get(name)
+            if node_class is None:
+                continue
+            try:
+                self.cloud.warm_launch(node_class)
+            except (CloudError, ConfigError) as exc:
+                log.info("EC2NodeClass %s not warmed for launches: %s", name, exc)
+
+    def _run_warmed(self, current: Pass) -> PassResult:
         snap = self._gather(current)
         plan, plan_seconds = self._plan(snap)
         result = PassResult(reason=current.reason, dry_run=self.settings.dry_run, plan=plan,

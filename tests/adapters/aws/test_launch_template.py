@@ -144,6 +144,36 @@ def test_launch_templates_are_reused_by_content_hash(ec2: Any) -> None:
     assert stored[0]["LaunchTemplateData"]["ImageId"] == AMI.image_id
 
 
+def test_a_listing_of_the_clusters_templates_spares_each_launch_its_describe(ec2: Any) -> None:
+    # GIVEN a template another container created, and a cold container that has listed the cluster's templates
+    nc = node_class()
+    existing = LaunchTemplates(ec2, cluster=CLUSTER).ensure(_data(), node_class=nc, architecture="amd64")
+    templates = LaunchTemplates(ec2, cluster=CLUSTER)
+    templates.list_known()
+    templates.list_known()  # within the listing's TTL: no second call
+    assert templates.calls == {"describe_launch_templates": 1}
+    # WHEN launches need that template and a new one
+    found = templates.ensure(_data(), node_class=nc, architecture="amd64")
+    new = templates.ensure(_data(join=NodeJoin(labels=JOIN.labels, taints=(UNREGISTERED_TAINT,))),
+                           node_class=nc, architecture="amd64")
+    # THEN the listed one is used as listed and the new one is created without a describe first
+    assert found.template_id == existing.template_id and not found.created and new.created
+    assert templates.calls == {"describe_launch_templates": 1, "create_launch_template": 1}
+
+
+def test_a_template_created_after_the_listing_is_used_not_duplicated(ec2: Any) -> None:
+    # GIVEN a container that listed the cluster's templates before another container created one
+    nc = node_class()
+    templates = LaunchTemplates(ec2, cluster=CLUSTER)
+    templates.list_known()
+    theirs = LaunchTemplates(ec2, cluster=CLUSTER).ensure(_data(), node_class=nc, architecture="amd64")
+    # WHEN this container needs the same content: its create meets AlreadyExists
+    mine = templates.ensure(_data(), node_class=nc, architecture="amd64")
+    # THEN it uses theirs, and EC2 holds one template
+    assert mine.template_id == theirs.template_id and not mine.created
+    assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == 1
+
+
 @pytest.mark.parametrize("given", ["KarpenterNodeRole", "arn:aws:iam::123456789012:role/KarpenterNodeRole"])
 def test_instance_profile_created_for_a_role_once(iam: Any, given: str) -> None:
     iam.create_role(RoleName="KarpenterNodeRole", AssumeRolePolicyDocument="{}")

@@ -10,6 +10,7 @@ import pytest
 from botocore.utils import parse_timestamp
 
 from autoscaler.adapters.aws._calls import Caller, client_config, fast_timestamp
+from autoscaler.adapters.aws.claims import create_table
 from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.app.ports import CloudError
 from tests.adapters.aws.helpers import CLUSTER, REGION
@@ -18,6 +19,20 @@ from tests.adapters.aws.helpers import CLUSTER, REGION
 def test_retries_are_adaptive_and_bounded() -> None:
     cfg = client_config(max_attempts=4)
     assert cfg.retries == {"mode": "adaptive", "max_attempts": 4}
+
+
+def test_requests_are_checked_by_the_service_not_by_botocore_and_a_burst_keeps_its_connections(aws: None) -> None:
+    # botocore's own check of every request was ~30% of a 50k-pod burst's launch CPU (issue 34): the service
+    # checks a request anyway, and a bad one still comes back as the port's typed error, naming what was wrong
+    from autoscaler.app.provisioner import LAUNCH_THREADS
+
+    cfg = client_config()
+    assert cfg.parameter_validation is False and cfg.max_pool_connections >= LAUNCH_THREADS
+    dynamodb = boto3.client("dynamodb", region_name=REGION, config=cfg)
+    create_table(dynamodb, "claims")
+    with pytest.raises(CloudError) as raised:  # an item without its sort key
+        Caller(dynamodb)("put_item", TableName="claims", Item={"cluster": {"S": "prod"}})
+    assert raised.value.operation == "put_item" and raised.value.code == "ValidationException"
 
 
 def test_failures_are_logged_with_request_id(ec2: Any, caplog: pytest.LogCaptureFixture) -> None:

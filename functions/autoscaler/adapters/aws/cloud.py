@@ -147,6 +147,15 @@ class AwsCloud:
         return ResolvedNodeClass(amis=frozenset(a.image_id for a in amis.values()),
                                  subnets=frozenset(s.subnet_id for s in subnets), security_groups=frozenset(groups))
 
+    def warm_launch(self, node_class: NodeClass) -> None:
+        # Everything ``FleetLauncher.prepare`` reads that does not depend on the plan; the AMIs of the
+        # standard variant (the key a pool of ordinary types resolves), accelerated ones at launch.
+        self.network.subnets_by_zone(node_class.subnet_selector_terms, node_class=node_class.name)
+        self.network.security_groups(node_class.security_group_selector_terms, node_class=node_class.name)
+        self.profiles.for_node_class(node_class)
+        self.amis.resolve(node_class, ("standard",))
+        self.templates.list_known()
+
     def unavailable(self) -> frozenset[tuple[str, str, str]]:
         return self.unavailable_offerings.snapshot()
 

@@ -25,6 +25,8 @@ from autoscaler.domain.ownership import ownership_tags
 from autoscaler.domain.quantity import parse_quantity
 
 LT_NAME_PREFIX = "eks-autoscaler"
+# How often ``LaunchTemplates.list_known`` lists the cluster's templates again (a pass asks every time).
+LISTING_TTL_SECONDS = 300.0
 _GIB = 1024**3
 
 
@@ -122,6 +124,7 @@ class LaunchTemplates:
         # Parallel launches with the same content: one finds or creates the template, the others wait.
         self._guard = threading.Lock()
         self._creating: dict[str, threading.Lock] = {}
+        self._listed_at: float | None = None  # monotonic time of the last full listing (``list_known``)
 
     @property
     def calls(self) -> dict[str, int]:
@@ -142,9 +145,23 @@ class LaunchTemplates:
                 return LaunchTemplateRef(name=name, template_id=self._known[name], architecture=architecture)
             return self._find_or_create(name, data, node_class=node_class, architecture=architecture)
 
+    def list_known(self) -> None:
+        """Learn every template this cluster has (one paged DescribeLaunchTemplates, at most once per
+        ``LISTING_TTL_SECONDS``): after it, a name it did not list is created without asking for it first.
+        That is safe whenever the listing was taken: a template another container created since makes the
+        create fail with AlreadyExists, which finds and uses theirs."""
+        now = self._clock.monotonic()
+        if self._listed_at is not None and now - self._listed_at < LISTING_TTL_SECONDS:
+            return
+        found = {t.name: t.template_id for t in self.owned()}
+        with self._guard:
+            for name, template_id in found.items():
+                self._known.setdefault(name, template_id)
+            self._listed_at = now
+
     def _find_or_create(self, name: str, data: Mapping[str, Any], *, node_class: NodeClass,
                         architecture: str) -> LaunchTemplateRef:
-        existing = self._find(name)
+        existing = self._find(name) if self._listed_at is None else None
         if existing:
             self._known[name] = existing
             return LaunchTemplateRef(name=name, template_id=existing, architecture=architecture)

@@ -32,6 +32,9 @@ class ExistingNode:
     classes: dict[int, int] = field(default_factory=dict)  # class id -> pods this plan put there
     pinned: dict[int, list[str]] = field(default_factory=dict)  # class id -> pod keys placed by name
     free: Vec = ()
+    # Its bound pods by (namespace, labels): (group id, one of them, how many). A selector decides the same for
+    # every pod of a group, so counting matches asks it once per group, not once per pod (``LabelGroups``).
+    label_groups: tuple[tuple[int, Pod, int], ...] = ()
 
     def __post_init__(self) -> None:
         self.free = minus(self.limit, self.used)
@@ -59,9 +62,28 @@ class ExistingNode:
         cls.placed += count
 
 
+class LabelGroups:
+    """Numbers each distinct (namespace, labels) of bound pods once per plan. A cluster's thousands of bound pods
+    carry a few dozen label sets (one per workload): at 2,000 nodes and 24,000 bound pods, asking each
+    spread or affinity selector about every pod was a quarter of a 50k-pod plan's CPU."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
+
+    def of(self, pods: Sequence[Pod]) -> tuple[tuple[int, Pod, int], ...]:
+        samples: dict[int, Pod] = {}
+        counts: dict[int, int] = {}
+        for pod in pods:
+            group = self.ids.setdefault((pod.namespace, tuple(sorted(pod.labels.items()))), len(self.ids))
+            samples.setdefault(group, pod)
+            counts[group] = counts.get(group, 0) + 1
+        return tuple((group, samples[group], count) for group, count in counts.items())
+
+
 def existing_nodes(snap: PlanInput, keys: Sequence[str], pools: Sequence[NodePoolView]) -> list[ExistingNode]:
     """The schedulable existing nodes and the in-flight instances not registered yet."""
     bound = bound_pods(snap.pods)
+    groups = LabelGroups()
     out = []
     registered = set()
     zero, launched_for = vector(keys, {}), snap.launched_for
@@ -79,7 +101,8 @@ def existing_nodes(snap: PlanInput, keys: Sequence[str], pools: Sequence[NodePoo
         out.append(ExistingNode(
             node.name, labels, node.taints, free, zero, frozenset({node.zone or ""}),
             frozenset({node.labels.get(CAPACITY_TYPE_LABEL, "on-demand")}), bound=bound_here,
-            launched_for=launched_for.get(instance_id or "", ()) if launched_for else ()))
+            launched_for=launched_for.get(instance_id or "", ()) if launched_for else (),
+            label_groups=groups.of(bound_here)))
     types = {instance_type.name: instance_type for instance_type in snap.instance_types}
     by_name = {view.name: view for view in pools}
     for flight in snap.in_flight:

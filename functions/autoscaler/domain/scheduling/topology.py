@@ -181,13 +181,18 @@ class Topology:
         counts: dict[str, int] = defaultdict(int)
         label = label_of(key)
         namespace = cls.sample.namespace
+        matched: dict[int, bool] = {}  # label group -> whether the selector selects its pods
         for node in self.existing:
             value = node.labels.get(label)
             if value is None or (spread is not None and not self.spread_node(cls, node, spread)):
                 continue
-            for pod in node.bound:
-                if selects(selector, owner_namespace=namespace, candidate=pod, namespaces=namespaces):
-                    counts[value] += 1
+            for group, sample, count in node.label_groups:
+                hit = matched.get(group)
+                if hit is None:
+                    hit = matched[group] = selects(selector, owner_namespace=namespace, candidate=sample,
+                                                   namespaces=namespaces)
+                if hit:
+                    counts[value] += count
         for other in self.classes:
             placed = self.placed_counts(other, label)
             if placed and selects(selector, owner_namespace=namespace, candidate=other, namespaces=namespaces):
