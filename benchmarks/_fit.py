@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,6 +190,13 @@ class FitCheck:
         self.requests = {k: _requests(p["spec"]) for k, p in self.pods.items()}
         self.daemonsets = [d["spec"]["template"] for d in snapshot.get("daemonSets") or ()]
         self.existing = {n["metadata"]["name"]: n for n in snapshot.get("nodes") or ()}
+        self._by_label: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        self._by_namespace: dict[str, list[str]] = defaultdict(list)
+        for k, p in self.pods.items():
+            ns = p["metadata"].get("namespace", "default")
+            self._by_namespace[ns].append(k)
+            for label, value in (p["metadata"].get("labels") or {}).items():
+                self._by_label[(ns, label, value)].append(k)
 
     def _pool_allows(self, pool: Raw, labels: Mapping[str, str]) -> bool:
         reqs = pool["spec"]["template"]["spec"].get("requirements") or ()
@@ -268,6 +275,17 @@ class FitCheck:
                     bad.append(f"{n.name}: {k} has hostname anti-affinity to {clash[0]} on the same node")
         return bad
 
+    def _matching(self, ns: str, selector: Raw | None) -> list[str]:
+        """Pods of ``ns`` a label selector matches, found through the (namespace, label, value) index."""
+        if selector is None:
+            return []
+        wanted = [(ns, k, v) for k, v in (selector.get("matchLabels") or {}).items()]
+        if wanted:
+            candidates = min((self._by_label.get(w, ()) for w in wanted), key=len)
+        else:
+            candidates = self._by_namespace.get(ns, ())
+        return [k for k in candidates if selector_matches(selector, self.pods[k]["metadata"].get("labels") or {})]
+
     def _spread_and_affinity(self, nodes: list[Node], where: Mapping[str, Node]) -> list[str]:
         bad = []
         groups: dict[tuple[str, str], list[str]] = defaultdict(list)  # (namespace, constraint) -> pending pods
@@ -277,12 +295,8 @@ class FitCheck:
             if k not in where or k not in where[k].pods:
                 continue
             spec, ns = pod["spec"], pod["metadata"].get("namespace", "default")
-            labels = pod["metadata"].get("labels") or {}
             for c in spec.get("topologySpreadConstraints") or ():
-                # Final-state skew says something only for a group that selects itself (an app spread over
-                # domains); with a selector on other pods the order of binding decides, so it is not judged.
-                if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule" and selector_matches(
-                        c.get("labelSelector"), labels):
+                if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
                     sig = (ns, repr(sorted(c.items())) + repr(spec.get("nodeSelector")) + repr(spec.get("affinity")))
                     groups[sig].append(k)
                     constraint[sig] = c
@@ -292,7 +306,6 @@ class FitCheck:
                     affinity[(ns, repr(term))].append(k)
                     constraint[(ns, repr(term))] = term
         domains: dict[tuple[str, str], set[str]] = {}  # (affinity signature, key) -> domains of eligible nodes
-        bound = [(o, n) for n in nodes for o in n.bound]
         for sig, members in groups.items():
             c, ns = constraint[sig], sig[0]
             spec = self.pods[members[0]]["spec"]
@@ -301,29 +314,13 @@ class FitCheck:
             if dkey not in domains:
                 domains[dkey] = {n.labels[tkey] for n in nodes if tkey in n.labels
                                  and _node_affinity_ok(spec, n.labels)}
-            # kube-scheduler checks skew pod by pod, so the order of binding matters: pending pods the
-            # selector matches but the constraint does not govern may bind before the group or after it.
-            # The group passes if either order keeps max - min within maxSkew (bound pods always count).
-            sel = c.get("labelSelector")
-            group = set(members)
-            before = dict.fromkeys(domains[dkey], 0)  # every matching pod counted
-            after = dict.fromkeys(domains[dkey], 0)  # only bound pods and the group's own
-            for o, n in bound:
-                if (n.labels.get(tkey) in before and o.split("/")[0] == ns
-                        and selector_matches(sel, self.pods[o]["metadata"].get("labels") or {})):
-                    before[n.labels[tkey]] += 1
-                    after[n.labels[tkey]] += 1
-            for o in members:
-                if where[o].labels.get(tkey) in after:
-                    after[where[o].labels[tkey]] += 1
-            for o, n in where.items():
-                if (o in n.pods and n.labels.get(tkey) in before and o.split("/")[0] == ns
-                        and (o in group or selector_matches(sel, self.pods[o]["metadata"].get("labels") or {}))):
-                    before[n.labels[tkey]] += 1
-            skew = min(max(x.values()) - min(x.values()) if x else 0 for x in (before, after))
-            if skew > int(c.get("maxSkew", 1)):
-                bad.append(f"{members[0]} (+{len(members) - 1}): topology spread on {tkey} has skew {skew}"
-                           f" > {c.get('maxSkew', 1)}")
+            matching = self._matching(ns, c.get("labelSelector"))
+            stuck = _binding_order(domains[dkey], tkey, max_skew=int(c.get("maxSkew", 1)), members=members,
+                                   matching=set(matching), where=where)
+            if stuck is not None:
+                bad.append(f"{members[0]} (+{len(members) - 1}): topology spread on {tkey}: no binding order "
+                           f"keeps skew <= {c.get('maxSkew', 1)} ({stuck})")
+        bound = [(o, n) for n in nodes for o in n.bound]
         for sig, members in affinity.items():
             term, ns = constraint[sig], sig[0]
             sel = term.get("labelSelector")
@@ -334,3 +331,63 @@ class FitCheck:
                 bad.append(f"{members[0]} (+{len(members) - 1}): zone pod affinity group spans zones "
                            f"{sorted(map(str, pending_zones))}")
         return bad
+
+
+def _binding_order(domains: set[str], tkey: str, *, max_skew: int, members: Sequence[str], matching: set[str],
+                   where: Mapping[str, Node]) -> str | None:
+    """Whether kube-scheduler could bind a spread group's pods where the plan puts them, in some order.
+
+    kube-scheduler admits a pod into domain d when count(d) + (1 if the pod matches its own selector) -
+    min over the eligible domains <= maxSkew, counting the pods the selector matches that are bound at that
+    moment; so whether a plan is bindable depends on the order in which its pods bind. Pods already running
+    count from the start. The search is greedy: bind every admissible constrained pod that matches nothing
+    (it changes no count), then the admissible self-matching one in the least-filled domain; when none is
+    admissible, bind a pending pod the selector matches but the constraint does not govern into a
+    least-filled domain (it can only raise the minimum); stuck with constrained pods left means no order
+    was found. Returns None when one was, else what was left."""
+    counts = dict.fromkeys(domains, 0)
+    group = set(members)
+    free: dict[str, int] = defaultdict(int)  # matching pending pods this constraint does not govern, by domain
+    for o in matching:
+        node = where.get(o)
+        if node is None or node.labels.get(tkey) not in counts:
+            continue
+        if o in node.bound:
+            counts[node.labels[tkey]] += 1
+        elif o in node.pods and o not in group:
+            free[node.labels[tkey]] += 1
+    own: dict[str, int] = defaultdict(int)  # constrained pods that match their own selector, by domain
+    other: dict[str, int] = defaultdict(int)  # constrained pods that do not
+    for o in members:
+        domain = where[o].labels.get(tkey)
+        if domain not in counts:
+            return f"{o} is on a node outside the constraint's domains"
+        (own if o in matching else other)[domain] += 1
+    if not counts:
+        return None
+    levels = Counter(counts.values())  # how many domains hold each count: the minimum without a scan
+    low = min(levels)
+    while own or other:
+        for domain in [d for d in other if counts[d] - low <= max_skew]:
+            del other[domain]
+        best = min((d for d in own if counts[d] + 1 - low <= max_skew), key=counts.__getitem__, default=None)
+        if best is None:
+            if not own and not other:
+                break
+            best = next((d for d, left in free.items() if left and counts[d] == low), None)
+            if best is None:
+                waiting = sum(own.values()) + sum(other.values())
+                return f"{waiting} pod(s) left, domain counts {low}..{max(levels)}"
+            free[best] -= 1
+        else:
+            own[best] -= 1
+            if not own[best]:
+                del own[best]
+        levels[counts[best]] -= 1
+        if not levels[counts[best]]:
+            del levels[counts[best]]
+            if counts[best] == low:
+                low += 1
+        counts[best] += 1
+        levels[counts[best]] += 1
+    return None

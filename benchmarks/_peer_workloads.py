@@ -240,3 +240,18 @@ def snapshot(workload: str, n: int, *, existing: int = 0, seed: int = 42) -> Raw
         "offerings": cat["offerings"],
         "prices": cat["prices"],
     }
+
+
+def zone_affinity_pair() -> Raw:
+    """The smallest input on which Karpenter's scheduler splits a zone self-affinity group (docs/scheduling.md):
+    two replicas that must share a zone (required pod affinity, topology key zone, on their own label) and
+    must not share a node (required anti-affinity, topology key hostname, on the same label)."""
+    sel = _selector({"app": "pair"})
+    both = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": sel, "topologyKey": ZONE}]},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": sel, "topologyKey": HOST}]}}
+    doc = snapshot("karpenter-mix", 0)
+    doc["pods"] = [pod(f"pair-{i}", cpu="1", memory="1Gi", labels={"app": "pair"}, owner="pair", affinity=both)
+                   for i in range(2)]
+    return doc

@@ -1,23 +1,27 @@
 """Side by side with Karpenter: its own provisioning scheduler (built from sigs.k8s.io/karpenter, see
 ``benchmarks/peers/karpenter``) and ours on the same snapshots, judged by the same fit check.
 
-``python -m benchmarks.peers [--sizes 1000,5000 | --sizes all] [--repeats N]``. Default sizes: 1000 only, so
-``make bench`` stays short; ``--sizes all`` runs 1k / 5k / 20k / 50k pods. Every workload runs without and
-with existing nodes (a managed node group of max(3, pods / 100) nodes, half used by resident pods).
-Solve times are medians of ``--repeats`` runs (default 1, so that ``make bench`` stays within minutes:
-Karpenter's scheduler needs minutes for 1,000 pods of its own mix on this catalogue; always one run above
-5,000 pods), both measured in process around the planner alone (ours: ``plan()`` on the parsed snapshot;
-Karpenter: NewTopology + NewScheduler + Solve + TruncateInstanceTypes), on the same machine in the same
-run. Cost is the $/h of the nodes each launches, each node at the cheapest offering its launch allows.
-Prints ONE JSON object on stdout and the table on stderr. The peer binary is cached in
+``python -m benchmarks.peers [--sizes 1000,5000 | --sizes all] [--repeats N] [--karpenter-timeout S]
+[--budget S] [--out FILE]``. Default sizes: 1000 only, so ``make bench`` stays short; ``--sizes all`` runs
+1k / 5k / 20k / 50k pods. Every workload runs without and with existing nodes (a managed node group of
+max(3, pods / 100) nodes, half used by resident pods). Within an entry the two planners run alternately
+(ours, then Karpenter's, ``--repeats`` times, default 1; always one run above 5,000 pods), each timed around
+the planner alone (ours: ``plan()`` on the parsed snapshot; Karpenter: NewTopology + NewScheduler + Solve +
+TruncateInstanceTypes), wall clock and CPU; figures are medians. A Karpenter run that does not finish within
+``--karpenter-timeout`` is recorded as such and that workload is not given to Karpenter at larger sizes;
+with ``--budget`` the entries not started in time are recorded as not run. Cost is the $/h of the nodes each
+launches, each node at the cheapest offering its launch allows. Prints ONE JSON object on stdout and the
+table on stderr (``--out`` also writes the JSON after every entry). The peer binary is cached in
 ``~/.cache/eks-autoscaler`` keyed by its sources.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -33,7 +37,7 @@ from autoscaler.domain.plan import Plan
 from autoscaler.domain.scheduling import plan
 from autoscaler.domain.snapshot import parse_snapshot
 from benchmarks._fit import FitCheck
-from benchmarks._peer_workloads import WORKLOADS, snapshot
+from benchmarks._peer_workloads import WORKLOADS, snapshot, zone_affinity_pair
 
 PEER = Path(__file__).parent / "peers" / "karpenter"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "eks-autoscaler"
@@ -70,9 +74,13 @@ def peer_binary() -> Path:
     return binary
 
 
-def run_karpenter(binary: Path, path: Path) -> dict[str, Any]:
-    proc = subprocess.run([str(binary), "-input", str(path)], capture_output=True, text=True, timeout=7200,
-                          check=False)
+def run_karpenter(binary: Path, path: Path, timeout: float) -> dict[str, Any] | None:
+    """One run of the peer on the snapshot at ``path``; None when it did not finish within ``timeout`` s."""
+    try:
+        proc = subprocess.run([str(binary), "-input", str(path)], capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return None
     if proc.returncode != 0:
         raise RuntimeError(f"karpenter peer failed on {path}: {proc.stderr[-2000:]}")
     out: dict[str, Any] = json.loads(proc.stdout)
@@ -104,74 +112,176 @@ def existing_assignments(pairs: dict[str, str]) -> dict[str, list[str]]:
     return out
 
 
-def run_one(name: str, n: int, existing: int, binary: Path | None, repeats: int) -> dict[str, Any]:
+def _ours(parsed: Any) -> tuple[Plan, float, float]:
+    """Our planner on the parsed snapshot: the plan, its solve seconds (wall) and the CPU seconds spent."""
+    cpu = time.process_time()
+    result = plan(parsed, timer=time.perf_counter)
+    return result, result.solve_seconds, time.process_time() - cpu
+
+
+def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: int, timeout: float,
+            skip_karpenter: str | None = None, deadline: float = math.inf) -> dict[str, Any]:
+    """One workload at one size. The two planners run alternately, ours then Karpenter's, ``repeats`` times,
+    so that the machine's load falls on both alike; each solve time is the median of its runs. Past
+    ``deadline`` (time.monotonic()) the entry is not run; Karpenter's run stops there at the latest."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return not_run(name, n, existing, "the run's budget was spent before it started")
+    timeout = min(timeout, left)
     snap = snapshot(name, n, existing=existing)
     check = FitCheck(snap)
     entry: dict[str, Any] = {"name": name, "pods": n, "existingNodes": existing}
     parsed = parse_snapshot(snap)
-    times, result = [], None
-    for _ in range(repeats):
-        result = plan(parsed, timer=time.perf_counter)
-        times.append(result.solve_seconds)
+    times: list[float] = []
+    cpus: list[float] = []
+    runs: list[dict[str, Any]] = []
+    result: Plan | None = None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "snapshot.json"
+        if binary is not None and skip_karpenter is None:
+            path.write_text(json.dumps(snap))
+        for _ in range(repeats):
+            result, wall, cpu = _ours(parsed)
+            times.append(wall)
+            cpus.append(cpu)
+            if binary is None or skip_karpenter is not None:
+                continue
+            k = run_karpenter(binary, path, timeout)
+            if k is None:
+                skip_karpenter = f"did not finish within {timeout:.0f} s (wall clock)"
+                break
+            runs.append(k)
     assert result is not None
     nodes = our_nodes(result, snap)
     fit = check.check(nodes, existing_assignments(result.existing))
     ours = {"costPerHour": round(sum(x["price"] for x in nodes), 4), "nodes": len(nodes),
             "unplaced": len(result.unschedulable), "solveSeconds": round(statistics.median(times), 4),
+            "solveCpuSeconds": round(statistics.median(cpus), 4),
             "fits": fit.ok, "violations": fit.violations[:3], "violationCount": len(fit.violations)}
     entry["ours"] = ours
-    if binary is None:
+    if binary is None or skip_karpenter is not None:
         entry["karpenter"] = None
+        entry["karpenterNotRun"] = skip_karpenter or "peer unavailable"
         return entry
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "snapshot.json"
-        path.write_text(json.dumps(snap))
-        runs = [run_karpenter(binary, path) for _ in range(repeats)]
     k = runs[-1]
-    kfit = check.check([{**c, "pods": c["pods"]} for c in k["nodeClaims"] if c["instanceType"]],
-                       k["existingNodePods"])
+    kfit = check.check([c for c in k["nodeClaims"] if c["instanceType"]], k["existingNodePods"])
     unpriced = sum(1 for c in k["nodeClaims"] if not c["instanceType"])
-    solve = statistics.median(r["solveSeconds"] for r in runs)
+    # The launch model must keep to the zones the scheduler left each NodeClaim.
+    outside = [c for c in k["nodeClaims"] if c["instanceType"] and c["zone"] not in c["allowedZones"]]
+    assert not outside, f"launch model put a NodeClaim outside its allowed zones: {outside[0]}"
     kk = {"costPerHour": round(k["totalPerHour"], 4), "nodes": len(k["nodeClaims"]),
-          "unplaced": len(k["unschedulable"]), "solveSeconds": round(solve, 4),
+          "unplaced": len(k["unschedulable"]),
+          "solveSeconds": round(statistics.median(r["solveSeconds"] for r in runs), 4),
+          "solveCpuSeconds": round(statistics.median(r.get("solveCpuSeconds", math.nan) for r in runs), 4),
+          "instanceTypes": k["instanceTypes"],
           "fits": kfit.ok and not unpriced, "violations": kfit.violations[:3], "violationCount": len(kfit.violations),
           "nodeClaimsWithoutOffering": unpriced}
     entry["karpenter"] = kk
     entry["costRatio"] = round(ours["costPerHour"] / kk["costPerHour"], 4) if kk["costPerHour"] else None
     entry["solveRatio"] = round(ours["solveSeconds"] / kk["solveSeconds"], 4) if kk["solveSeconds"] else None
+    entry["solveCpuRatio"] = (round(ours["solveCpuSeconds"] / kk["solveCpuSeconds"], 4)
+                              if kk["solveCpuSeconds"] else None)
     entry["unplacedOurs"] = ours["unplaced"]
     entry["unplacedKarpenter"] = kk["unplaced"]
     entry["fitsOurs"] = ours["fits"]
     entry["fitsKarpenter"] = kk["fits"]
     target = KARPENTER_MIX_TARGET if name == "karpenter-mix" else TARGET
     entry["targets"] = {
-        "cost": entry["costRatio"] is not None and entry["costRatio"] <= target,
+        "cost": ours["costPerHour"] <= target * kk["costPerHour"] + 1e-9,  # holds when both launch nothing
         "costTarget": target,
         "unplaced": ours["unplaced"] <= kk["unplaced"],
-        "solve": entry["solveRatio"] is not None and entry["solveRatio"] <= 1.0,
+        "solve": ours["solveSeconds"] <= kk["solveSeconds"],
     }
     return entry
 
 
 def table(entries: list[dict[str, Any]]) -> str:
     head = (f"{'workload':<22}{'pods':>7}{'exist':>6}{'ours $/h':>10}{'karp $/h':>10}{'cost x':>8}"
-            f"{'ours s':>8}{'karp s':>8}{'solve x':>8}{'unpl o/k':>10}{'fit o/k':>9}  missed")
+            f"{'ours s':>8}{'karp s':>8}{'solve x':>8}{'cpu x':>7}{'unpl o/k':>10}{'fit o/k':>9}  missed")
     lines = [head, "-" * len(head)]
     for e in entries:
-        k = e.get("karpenter")
+        where = f"{e['name']:<22}{e['pods']:>7}{e['existingNodes']:>6}"
+        if e.get("ours") is None:
+            lines.append(f"{where}   (not run: {e['notRun']})")
+            continue
+        o, k = e["ours"], e.get("karpenter")
         if k is None:
-            lines.append(f"{e['name']:<22}{e['pods']:>7}{e['existingNodes']:>6}{e['ours']['costPerHour']:>10.2f}"
-                         "   (Karpenter peer unavailable)")
+            lines.append(f"{where}{o['costPerHour']:>10.2f}{'-':>10}{'-':>8}{o['solveSeconds']:>8.2f}"
+                         f"   (Karpenter not run: {e['karpenterNotRun']}; ours unplaced {o['unplaced']}, "
+                         f"fit {'y' if o['fits'] else 'N'})")
             continue
         t = e["targets"]
         missed = ",".join(x for x in ("cost", "solve", "unplaced") if not t[x]) or "-"
+        def ratio(value: float | None, width: int, digits: int) -> str:
+            return f"{value:>{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+
         lines.append(
-            f"{e['name']:<22}{e['pods']:>7}{e['existingNodes']:>6}{e['ours']['costPerHour']:>10.2f}"
-            f"{k['costPerHour']:>10.2f}{e['costRatio']:>8.3f}{e['ours']['solveSeconds']:>8.2f}"
-            f"{k['solveSeconds']:>8.2f}{e['solveRatio']:>8.2f}"
+            f"{where}{o['costPerHour']:>10.2f}{k['costPerHour']:>10.2f}{ratio(e['costRatio'], 8, 3)}"
+            f"{o['solveSeconds']:>8.2f}{k['solveSeconds']:>8.2f}{ratio(e['solveRatio'], 8, 3)}"
+            f"{ratio(e.get('solveCpuRatio'), 7, 2)}"
             f"{str(e['unplacedOurs']) + '/' + str(e['unplacedKarpenter']):>10}"
             f"{('y' if e['fitsOurs'] else 'N') + '/' + ('y' if e['fitsKarpenter'] else 'N'):>9}  {missed}")
     return "\n".join(lines)
+
+
+def not_run(name: str, n: int, existing: int, why: str) -> dict[str, Any]:
+    return {"name": name, "pods": n, "existingNodes": existing, "ours": None, "karpenter": None, "notRun": why,
+            "costRatio": None, "solveRatio": None, "unplacedOurs": None, "unplacedKarpenter": None}
+
+
+def document(entries: list[dict[str, Any]], versions: dict[str, str], blocked: str | None,
+             settings: dict[str, Any]) -> dict[str, Any]:
+    load = os.getloadavg()
+    return {
+        "benchmark": "peers",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "loadAverage": [round(x, 2) for x in load]},
+        "versions": versions,
+        "peerBlocked": blocked,
+        "settings": settings,
+        "assumptions": [
+            "same snapshot for both: docs/snapshot.md format, moto's us-east-1 catalogue, real on-demand prices, "
+            "synthesised spot prices (benchmarks/_catalog.py)",
+            "Karpenter: its provisioning scheduler (NewTopology, NewScheduler, Solve, TruncateInstanceTypes) with the "
+            "fake cloud provider and the AWS provider's NewInstanceType (AL2023, VM memory overhead 7.5%), "
+            "NumConcurrentReconciles 5 as its scheduling benchmark",
+            "each side's node priced at the cheapest offering its launch allows (Karpenter: among the NodeClaim's "
+            "requirements, zone included); existing nodes cost nothing",
+            "the two planners run alternately within an entry (ours, then Karpenter's, per repeat) on the same "
+            "machine, each timed around the planner alone; solve seconds are wall-clock medians, solveCpuSeconds "
+            "the process CPU time over the same span (Karpenter's over all its threads)",
+            "costRatio = ours / Karpenter $/h; solveRatio = ours / Karpenter median solve seconds; solveCpuRatio "
+            "the same on CPU seconds",
+            "Karpenter's run is stopped after settings.karpenterTimeoutSeconds; a workload whose Karpenter run did "
+            "not finish is not given to Karpenter at larger sizes (its time grows faster than the pod count)",
+            "fit: benchmarks/_fit.py, independent of autoscaler.*, judges both sides the same way",
+            f"targets: cost <= {KARPENTER_MIX_TARGET} on karpenter-mix and <= {TARGET} elsewhere, never more "
+            "unplaced, solve ratio <= 1",
+        ],
+        "workloads": entries,
+    }
+
+
+def repro_zone_affinity(binary: Path, runs: int) -> dict[str, Any]:
+    """Karpenter's scheduler on ``zone_affinity_pair`` ``runs`` times: the zones each NodeClaim allows, and how
+    often the two allow no common zone (then no launch can put the pair in one zone)."""
+    doc = zone_affinity_pair()
+    check = FitCheck(doc)
+    seen = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "snapshot.json"
+        path.write_text(json.dumps(doc))
+        for _ in range(runs):
+            out = run_karpenter(binary, path, 600)
+            assert out is not None
+            zones = [c["allowedZones"] for c in out["nodeClaims"]]
+            fit = check.check([c for c in out["nodeClaims"] if c["instanceType"]], out["existingNodePods"])
+            seen.append({"allowedZones": zones, "disjoint": len(zones) == 2 and not set(zones[0]) & set(zones[1]),
+                         "fits": fit.ok, "violations": fit.violations})
+    return {"input": "two pods, zone self-affinity and hostname self-anti-affinity (zone_affinity_pair)",
+            "runs": runs, "disjoint": sum(1 for r in seen if r["disjoint"]),
+            "fitFailures": sum(1 for r in seen if not r["fits"]), "results": seen}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -180,12 +290,26 @@ def main(argv: list[str] | None = None) -> None:
                         help="comma-separated pod counts, or 'all' for 1000,5000,20000,50000 (default: 1000)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated workload names")
     parser.add_argument("--repeats", type=int, default=1, help="runs per size up to 5,000 pods (one above)")
+    parser.add_argument("--karpenter-timeout", type=float, default=3600.0,
+                        help="seconds (wall) after which a Karpenter run is stopped and recorded as not finished")
+    parser.add_argument("--budget", type=float, default=0.0,
+                        help="seconds for the whole run (0: none); entries not started by then are recorded "
+                             "as not run")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="entries run at once (each still runs its two planners alternately)")
+    parser.add_argument("--out", type=Path, help="also write the JSON document here, after every entry")
+    parser.add_argument("--repro-zone-affinity", type=int, metavar="RUNS", default=0,
+                        help="only run Karpenter RUNS times on the two-pod input that splits a zone affinity group")
     args = parser.parse_args(argv)
+    if args.repro_zone_affinity:
+        print(json.dumps(repro_zone_affinity(peer_binary(), args.repro_zone_affinity)))
+        return
     sizes = list(ALL_SIZES) if args.sizes == "all" else [int(s) for s in args.sizes.split(",") if s]
     names = [w for w in args.workloads.split(",") if w]
     unknown = [w for w in names if w not in WORKLOADS]
     if unknown:
         parser.error(f"unknown workload(s) {unknown}; choose from {', '.join(WORKLOADS)}")
+    started = time.monotonic()
     blocked = None
     binary: Path | None = None
     try:
@@ -198,35 +322,39 @@ def main(argv: list[str] | None = None) -> None:
         parts = line.split()
         if len(parts) >= 2 and parts[0] in ("sigs.k8s.io/karpenter", "github.com/aws/karpenter-provider-aws"):
             versions[parts[0]] = parts[1]
-    entries = []
-    for n in sizes:
-        for name in names:
-            for existing in (0, max(3, n // 100)):
-                entries.append(run_one(name, n, existing, binary, args.repeats if n <= 5000 else 1))
-                print(table(entries[-1:]).splitlines()[-1], file=sys.stderr)
+    settings = {"sizes": sizes, "repeats": args.repeats, "karpenterTimeoutSeconds": args.karpenter_timeout,
+                "jobs": args.jobs,
+                "budgetSeconds": args.budget or None}
+    deadline = started + args.budget if args.budget else math.inf
+    entries: list[dict[str, Any]] = []
+    unfinished: dict[tuple[str, bool], int] = {}  # (workload, with existing nodes) -> size Karpenter did not finish
+    karpenter_seconds: dict[str, float] = {}  # workload -> Karpenter's solve seconds at the last size
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for n in sorted(sizes):
+            # Within a size, the workloads Karpenter solved fastest at the previous size go first, so that a
+            # budget leaves out the slowest.
+            jobs = []
+            for name in sorted(names, key=lambda w: karpenter_seconds.get(w, 0.0)):
+                for existing in (0, max(3, n // 100)):
+                    first = unfinished.get((name, existing > 0))
+                    skip = None if first is None else (f"its run at {first:,} pods did not finish within "
+                                                       f"{args.karpenter_timeout:.0f} s")
+                    jobs.append(pool.submit(run_one, name, n, existing, binary,
+                                            repeats=args.repeats if n <= 5000 else 1,
+                                            timeout=args.karpenter_timeout, skip_karpenter=skip, deadline=deadline))
+            for job in jobs:
+                entry = job.result()
+                if str(entry.get("karpenterNotRun", "")).startswith("did not finish"):
+                    unfinished[(entry["name"], entry["existingNodes"] > 0)] = n
+                if entry.get("karpenter"):
+                    karpenter_seconds[entry["name"]] = max(karpenter_seconds.get(entry["name"], 0.0),
+                                                           entry["karpenter"]["solveSeconds"])
+                entries.append(entry)
+                print(table(entries[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+                if args.out:
+                    args.out.write_text(json.dumps(document(entries, versions, blocked, settings), indent=1) + "\n")
     print(table(entries), file=sys.stderr)
-    load = os.getloadavg()
-    print(json.dumps({
-        "benchmark": "peers",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadAverage": [round(x, 2) for x in load]},
-        "versions": versions,
-        "peerBlocked": blocked,
-        "assumptions": [
-            "same snapshot for both: docs/snapshot.md format, moto's us-east-1 catalogue, real on-demand prices, "
-            "synthesised spot prices (benchmarks/_catalog.py)",
-            "Karpenter: its provisioning scheduler (NewTopology, NewScheduler, Solve) with the fake cloud provider "
-            "and the AWS provider's NewInstanceType (AL2023, VM memory overhead 7.5%), NumConcurrentReconciles 5 "
-            "as its scheduling benchmark",
-            "each side's node priced at the cheapest offering its launch allows; existing nodes cost nothing",
-            "costRatio = ours / Karpenter $/h; solveRatio = ours / Karpenter median solve seconds",
-            "fit: benchmarks/_fit.py, independent of autoscaler.*, judges both sides the same way",
-            f"targets: cost <= {KARPENTER_MIX_TARGET} on karpenter-mix and <= {TARGET} elsewhere, never more "
-            "unplaced, solve ratio <= 1",
-        ],
-        "workloads": entries,
-    }))
+    print(json.dumps(document(entries, versions, blocked, settings)))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@ It works per HTTP send, below botocore's retries: the first answer to a token is
 sees every answer before botocore decides to resend) and every later send of that token is answered
 from it (``before-send``), exactly as EC2 would.
 
+The same stand-in serves both ways tests reach moto. Against the moto *server* an answered send never
+leaves the process. In-process moto (``mock_aws``) is itself a ``before-send`` handler, and botocore calls
+every handler of that event (it only keeps the first answer), so moto would still launch the replayed
+request and only its answer would be dropped. ``install`` therefore puts itself in front of moto's
+handler on those events: moto sees a CreateFleet only when EC2 would act on it.
+
 ``lose_responses(n)`` injects the fault the token protects against: the next ``n`` CreateFleet
 answers are lost *after* EC2 acted. A lost answer is a read timeout: botocore resends, and once its
 attempts are used up (``max_sends``) the caller gets ``ReadTimeoutError``.
@@ -62,13 +68,35 @@ class ClientTokens:
     max_sends: int = 6  # the product's botocore config: max_attempts=5 retries after the first send
     _lose: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # The send this thread's ``before-send`` answered, for the moto handler behind it (one emit, one thread).
+    _answered: threading.local = field(default_factory=threading.local)
 
     def install(self, events: Any) -> ClientTokens:
-        """``events``: a boto3 Session's or a client's ``.events`` / ``.meta.events``."""
+        """``events``: a boto3 Session's or a client's ``.events`` / ``.meta.events`` (a Session's before
+        its clients are created: a client copies its session's handlers)."""
         events.register_first("before-send.ec2.CreateFleet", self._before_send)
         events.register_first("needs-retry.ec2.CreateFleet", self._keep_answer)
         events.register("needs-retry.ec2.CreateFleet", self._maybe_lose)
+        self._front_moto(events)
         return self
+
+    def _front_moto(self, events: Any) -> None:
+        """Replace in-process moto's ``before-send`` handler on ``events`` by one that skips the sends this
+        stand-in answered. Without moto loaded (or against the moto server, where its handler is disabled
+        and answers nothing) the wrapper only passes the call on."""
+        try:
+            from moto.core.models import botocore_stubber  # noqa: PLC0415 - moto is a test dependency
+        except ImportError:
+            return
+        events.unregister("before-send", botocore_stubber)
+
+        def moto_unless_answered(request: Any, **kwargs: Any) -> Any:
+            if getattr(self._answered, "request", None) is request:
+                self._answered.request = None
+                return None  # answered from the token's first answer: EC2 does not act again
+            return botocore_stubber(request=request, **kwargs)
+
+        events.register("before-send", moto_unless_answered, unique_id=f"client-tokens-moto-{id(self)}")
 
     def lose_responses(self, count: int) -> None:
         """Lose the next ``count`` CreateFleet answers after EC2 acted on them."""
@@ -84,11 +112,13 @@ class ClientTokens:
 
     def _before_send(self, request: Any, **_: Any) -> AWSResponse | None:
         token, fingerprint = self._split(request.body)
+        self._answered.request = None
         with self._lock:
             self.sends += 1
             seen = self.answers.get(token) if token else None
         if seen is None:
             return None  # the first send of this token: EC2 (moto) acts on it
+        self._answered.request = request
         if seen[0] != fingerprint:
             with self._lock:
                 self.mismatched += 1

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import boto3
 import moto
@@ -47,16 +47,11 @@ from autoscaler.adapters.clock import SystemClock
 from autoscaler.adapters.kube.informer import ClusterCache
 from autoscaler.app.ports import Clock
 from autoscaler.config import ENV_CLAIMS_TABLE, ClusterConfig, load_cluster_config
-from autoscaler.domain.claims import Claim
-from autoscaler.domain.fleet import CloudInstance
-from autoscaler.domain.keys import CAPACITY_RESERVATION_ID_LABEL, NODEPOOL_LABEL
-from autoscaler.domain.models import UNREGISTERED_TAINT, InstanceType
-from autoscaler.domain.nodepool import NodePool
-from autoscaler.domain.quantity import cpu_millis
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import MetricsSink, RecordingSink
 from simulator import eks_node
 from simulator.ec2_groups import install_launch_template_groups
+from simulator.ec2_instance import NODEPOOL_TAG, Ec2Instance, ec2_instance
 from simulator.ec2_reservations import CapacityReservationStub
 from simulator.ec2_tokens import ClientTokens
 from simulator.kube_api import KubeApiServer
@@ -64,6 +59,7 @@ from simulator.kube_inprocess import install as install_in_process
 from simulator.moto_server import SerialMotoServer
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+LIVE_STATES = ("pending", "running")
 REGION = "us-east-1"  # the region the bundled price data covers
 CLAIMS_TABLE = "autoscaler-node-claims"
 REPO = Path(__file__).resolve().parents[1]
@@ -258,10 +254,18 @@ class LambdaContext:
     memory_limit_in_mb: int = 1024
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:provisioner"
     remaining_ms: int = 60_000
-    _started: float = field(default_factory=time.monotonic)
+    # What the remaining time is measured on: the wall clock, or a simulation's virtual clock (a handler's
+    # deadline must not depend on how busy the machine running the simulation is).
+    monotonic: Callable[[], float] = time.monotonic
+    _started: float | None = None
+
+    def __post_init__(self) -> None:
+        if self._started is None:
+            self._started = self.monotonic()
 
     def get_remaining_time_in_millis(self) -> int:
-        return max(0, int(self.remaining_ms - (time.monotonic() - self._started) * 1000))
+        started = self.monotonic() if self._started is None else self._started
+        return max(0, int(self.remaining_ms - (self.monotonic() - started) * 1000))
 
 
 def _lazy_ec2(session: boto3.Session) -> Callable[[], Any]:
@@ -350,6 +354,8 @@ class LocalCluster:
     _runtime: Runtime | None = None
     # The warm cluster cache of each function's (simulated) container, by function name (see invoke).
     _caches: dict[str, ClusterCache | None] = field(default_factory=dict)
+    # The clock a handler's Lambda context measures its remaining time on (a simulation sets its virtual one).
+    context_clock: Callable[[], float] = time.monotonic
 
     @classmethod
     @contextmanager
@@ -396,7 +402,8 @@ class LocalCluster:
         # (adapters/kube/informer.py) lives in its container, and never serves another function's reads.
         rt.use_cluster_cache(self._caches.get(function_name))
         try:
-            return handler(dict(event), LambdaContext(remaining_ms=remaining_ms, function_name=function_name))
+            return handler(dict(event), LambdaContext(remaining_ms=remaining_ms, function_name=function_name,
+                                                      monotonic=self.context_clock))
         finally:
             self._caches[function_name] = rt.warm.cluster_cache
             rt.use_cluster_cache(None)
@@ -434,38 +441,43 @@ class LocalCluster:
         return sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.kube.store.objects("pods")
                       if not (p.get("spec") or {}).get("nodeName"))
 
-    def runtime_claims(self) -> list[Claim]:
-        """The node claims stored for this cluster (its DynamoDB table in moto)."""
+    def runtime_claims(self) -> list[ClaimView]:
+        """The node claims stored for this cluster (its DynamoDB table in moto), as the product recorded them."""
         rt = self._runtime or self.runtime()
         return sorted(rt.claims.claims(), key=lambda c: c.claim_id)
 
-    def instances(self) -> list[CloudInstance]:
-        """This cluster's pending/running instances (what the autoscaler launched)."""
-        rt = self._runtime or self.runtime()
-        return rt.cloud.owned_instances()
+    def instances(self) -> list[Ec2Instance]:
+        """The cluster's pending/running instances the autoscaler launched (its cluster tag and a NodePool
+        tag), read from EC2 itself, not through the product's fleet adapter."""
+        ec2: Any = self.session.client("ec2", region_name=self.config.region)
+        filters = [{"Name": f"tag:kubernetes.io/cluster/{self.config.cluster_name}", "Values": ["owned"]},
+                   {"Name": "tag-key", "Values": [NODEPOOL_TAG]},
+                   {"Name": "instance-state-name", "Values": list(LIVE_STATES)}]
+        found = [ec2_instance(raw) for page in ec2.get_paginator("describe_instances").paginate(Filters=filters)
+                 for reservation in page["Reservations"] for raw in reservation["Instances"]]
+        return sorted(found, key=lambda inst: inst.instance_id)
 
-    def register_nodes(self, *, bind: bool = True, instances: Iterable[CloudInstance] | None = None) -> list[str]:
-        """Play kubelet for every launched instance without a Node: create the Node with the labels
-        kubelet sets and the registration taint ``karpenter.sh/unregistered:NoExecute`` (plus the
-        NodePool's startupTaints), as a real kubelet does. With ``bind``, then play kube-scheduler
+    def register_nodes(self, *, bind: bool = True, instances: Iterable[Ec2Instance] | None = None) -> list[str]:
+        """Play kubelet for every launched instance without a Node: the EKS AMI's bootstrap reads the
+        instance's user data (``simulator/eks_node.py``), so the Node carries the labels and taints the
+        product wrote there (the registration taint ``karpenter.sh/unregistered:NoExecute``, the NodePool's
+        taints and startupTaints) and capacity and allocatable from EC2's instance data and the kubelet
+        settings in it, as a real kubelet does; it is Ready at once. With ``bind``, then play kube-scheduler
         (``schedule_pods``): pods bind only where they tolerate every taint, so nothing binds to a node
-        still carrying the registration taint. ``instances`` (default: what the autoscaler's runtime lists)
-        lets a caller play kubelet for exactly the instances whose boot it decided is over. Returns the new
-        nodes' names."""
-        rt = self._runtime or self.runtime()
-        types = rt.cloud.instance_types()
-        pools = {p.name: p for p in rt.node_pools}
+        still carrying the registration taint. ``instances`` (default: :meth:`instances`) lets a caller
+        play kubelet for exactly the instances whose boot it decided is over. Returns the new nodes' names."""
         store = self.kube.store
+        ec2: Any = self.session.client("ec2", region_name=self.config.region)
         known = {(n.get("spec") or {}).get("providerID", "").rsplit("/", 1)[-1] for n in store.objects("nodes")}
         made = []
-        for inst in rt.cloud.owned_instances() if instances is None else instances:
+        for inst in self.instances() if instances is None else instances:
             if inst.instance_id in known:
                 continue
-            manifest = node_manifest(inst, types[inst.instance_type], pool=pools.get(inst.node_pool),
-                                     region=self.config.region)
+            user_data = ec2.describe_instance_attribute(InstanceId=inst.instance_id, Attribute="userData")
+            manifest = node_from_user_data(inst, (user_data.get("UserData") or {}).get("Value"),
+                                           region=self.config.region)
             store.create("nodes", manifest)
-            name = manifest["metadata"]["name"]
-            made.append(name)
+            made.append(manifest["metadata"]["name"])
         if bind:
             self.schedule_pods()
         return made
@@ -480,7 +492,8 @@ class LocalCluster:
                  if not (n.get("spec") or {}).get("unschedulable")
                  and any(c.get("type") == "Ready" and c.get("status") == "True"
                          for c in (n.get("status") or {}).get("conditions") or ())]
-        free = {n["metadata"]["name"]: cpu_millis(n["status"]["allocatable"]["cpu"]) for n in nodes}
+        free = {n["metadata"]["name"]: eks_node.parse_quantity(n["status"]["allocatable"]["cpu"], millis=True)
+                for n in nodes}
         for p in store.objects("pods"):
             if (p.get("spec") or {}).get("nodeName") in free:
                 free[p["spec"]["nodeName"]] -= _cpu_request(p)
@@ -499,27 +512,67 @@ class LocalCluster:
         return bound
 
 
-def node_manifest(inst: CloudInstance | Any, it: InstanceType | None = None, *, pool: NodePool | None, region: str,
-                  ready: bool = True) -> dict[str, Any]:
-    """The Node a kubelet registers for ``inst`` (a DescribeInstances view with ``instance_type``, ``zone``,
-    ``capacity_type``, ``node_pool``, ``provider_id``): the well-known labels, capacity and allocatable of
-    ``simulator/eks_node.py`` (written from the EKS AMI's and the kubelet's definitions, not the product's),
-    the registration taint ``karpenter.sh/unregistered:NoExecute`` and the NodePool's startupTaints. Not
-    ``ready``: condition Ready=False and the ``node.kubernetes.io/not-ready:NoSchedule`` taint. (``it`` is
-    accepted for older callers and not read: the instance data comes from EC2's.)"""
-    del it
-    name = inst.private_dns_name or f"ip-{inst.instance_id}.ec2.internal"
+class InstanceFacts(Protocol):
+    """What a kubelet knows of its instance (``simulator.ec2_instance.Ec2Instance`` has it)."""
+
+    @property
+    def instance_id(self) -> str: ...
+    @property
+    def instance_type(self) -> str: ...
+    @property
+    def zone(self) -> str: ...
+    @property
+    def capacity_type(self) -> str: ...
+    @property
+    def private_dns_name(self) -> str: ...
+    @property
+    def provider_id(self) -> str: ...
+
+
+class ClaimView(Protocol):
+    """The fields of the product's node claims the harness reads (its claims table, through its runtime)."""
+
+    @property
+    def claim_id(self) -> str: ...
+    @property
+    def instance_id(self) -> str | None: ...
+    @property
+    def pods(self) -> tuple[str, ...]: ...
+
+
+def _node_name(inst: InstanceFacts) -> str:
+    return inst.private_dns_name or f"ip-{inst.instance_id}.ec2.internal"
+
+
+def node_from_user_data(inst: InstanceFacts, user_data: str | bytes | None, *, region: str,
+                        ready: bool = True) -> dict[str, Any]:
+    """The Node a kubelet registers for ``inst`` booted with ``user_data``: labels, taints and kubelet
+    settings as the EKS AMI's bootstrap reads them there, capacity, allocatable and the well-known labels
+    from ``simulator/eks_node.py``. Not ``ready``: Ready=False and ``node.kubernetes.io/not-ready``."""
+    node = eks_node.node_from_user_data(user_data, eks_node.instance_info(inst.instance_type),
+                                        name=_node_name(inst), zone=inst.zone, region=region,
+                                        capacity_type=inst.capacity_type)
+    taints = [dict(t) for t in node.taints]
+    if not ready:
+        taints.append({"key": NOT_READY_TAINT, "effect": "NoSchedule"})
+    return {
+        "metadata": {"name": node.name, "labels": dict(node.labels)},
+        "spec": {"providerID": inst.provider_id, "taints": taints},
+        "status": {**node.status(), "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def node_manifest(inst: InstanceFacts, *, region: str, ready: bool = True) -> dict[str, Any]:
+    """The Node a kubelet registers for ``inst`` with no user data of the product's: the well-known labels,
+    capacity and allocatable of ``simulator/eks_node.py`` (written from the EKS AMI's and the kubelet's
+    definitions, not the product's), no taints. The callers (managed node groups, Karpenter's own nodes,
+    the Cluster-Autoscaler baseline) add their group's labels and taints. Not ``ready``: Ready=False and
+    the ``node.kubernetes.io/not-ready:NoSchedule`` taint."""
+    name = _node_name(inst)
     info = eks_node.instance_info(inst.instance_type)
     labels = eks_node.labels_for(info, zone=inst.zone, region=region, capacity_type=inst.capacity_type,
                                  hostname=name)
-    labels[NODEPOOL_LABEL] = inst.node_pool
-    if inst.reservation_id:  # the node's user data carries it (adapters/aws/fleet.py)
-        labels[CAPACITY_RESERVATION_ID_LABEL] = inst.reservation_id
-    taints: list[dict[str, str]] = [{"key": UNREGISTERED_TAINT.key, "effect": UNREGISTERED_TAINT.effect}]
-    if not ready:
-        taints.append({"key": NOT_READY_TAINT, "effect": "NoSchedule"})
-    startup = pool.startup_taints if pool else ()
-    taints += [{"key": t.key, "value": t.value, "effect": t.effect} for t in startup]
+    taints: list[dict[str, str]] = [] if ready else [{"key": NOT_READY_TAINT, "effect": "NoSchedule"}]
     return {
         "metadata": {"name": name, "labels": labels},
         "spec": {"providerID": inst.provider_id, "taints": taints},
@@ -530,7 +583,7 @@ def node_manifest(inst: CloudInstance | Any, it: InstanceType | None = None, *, 
 
 
 def _cpu_request(pod: Mapping[str, Any]) -> int:
-    return sum(cpu_millis(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+    return sum(eks_node.parse_quantity(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"), millis=True)
                for c in pod["spec"].get("containers") or ())
 
 

@@ -49,6 +49,9 @@ def test_the_tree_keeps_its_layers(tree: Path) -> None:
         ("functions/autoscaler/handlers/interruption.py", "import boto3", "no boto3 or botocore in a handler"),
         ("simulator/sim/report.py", "import autoscaler.cli", "never import the CLI"),
         ("simulator/sim/tasks.py", "import simulator.sim.engine", "never import its event loop"),
+        ("simulator/sim/kubelet.py", "import autoscaler.domain.allocatable", "The simulated cluster judges"),
+        ("simulator/local.py", "import autoscaler.domain.quantity", "The simulated cluster judges"),
+        ("simulator/local.py", "from autoscaler.domain.models import InstanceType", "The simulated cluster judges"),
     ],
 )
 def test_a_forbidden_import_breaks_the_check(tree: Path, module: str, line: str, contract: str) -> None:

@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from simulator.ec2_instance import ec2_instance
 from simulator.kube_store import Store
 from simulator.local import node_manifest, spot_price
-from simulator.sim.cloud import CloudWorld, InstanceRecord, ec2_instance
+from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.engine import EventLoop
 from simulator.sim.kubelet import BASELINE_GROUP_TAG, BASELINE_LABELS_TAG, BASELINE_NODEPOOL_TAG, BASELINE_TAINTS_TAG
 from simulator.sim.nodegroups import ManagedNodeGroups
@@ -212,7 +213,7 @@ class ClusterAutoscaler:
         inst = ec2_instance({"InstanceId": f"template-{index}", "InstanceType": itype,
                                   "Placement": {"AvailabilityZone": zone},
                                   "PrivateDnsName": f"template-{group.name if group else itype}-{index}.internal"})
-        node = node_manifest(inst, self.instance_types()[itype], pool=None, region=self.region)
+        node = node_manifest(inst, region=self.region)
         labels = node["metadata"]["labels"]
         labels.pop("karpenter.sh/nodepool", None)
         labels[CAPACITY_TYPE] = capacity_type

@@ -161,10 +161,11 @@ class Controllers:
     def ready_pods(self, deployment: Deployment) -> int:
         """The Deployment's Ready pods that are not terminating (what an HPA's metrics come from)."""
         # The stored objects, not a serialized list: an HPA of thousands of pods syncs every 15 s.
+        # The owner first: it rejects the other workloads' pods (most of them) before the condition scan.
         uid = deployment.rs_uid  # a hash of the template: once, not once per pod
         return sum(1 for p in self.store.view("pods")
-                   if p["metadata"].get("namespace", "default") == deployment.namespace and _counts(p) and _ready(p)
-                   and any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or ()))
+                   if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or ())
+                   and p["metadata"].get("namespace", "default") == deployment.namespace and _counts(p) and _ready(p))
 
     def poke(self) -> None:
         """Reconcile soon (coalesced): the controllers' reaction to a watch event."""

@@ -66,6 +66,21 @@ class FastDescribeInstances:
         self.answered = 0  # calls answered here (the rest went to moto)
         self.learned = 0  # instance answers fetched from moto (new or changed instances)
 
+    def user_data(self, instance_id: str) -> str | None:
+        """The instance's user data as DescribeInstanceAttribute(userData) answers it (base64), read from
+        moto's state: the simulated kubelet asks once per instance it boots, 500 of them in a large run, and
+        the round trip through moto's XML costs more than the rest of the registration."""
+        with self.lock:
+            backend = ec2_backends[DEFAULT_ACCOUNT_ID][self.region]
+            for reservation in backend.reservations.values():
+                for instance in reservation.instances:
+                    if instance.id == instance_id:
+                        value = instance.user_data
+                        return None if value is None else str(value)
+        client: Any = self._client()
+        answer = client.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
+        return (answer.get("UserData") or {}).get("Value")
+
     def install(self, events: Any) -> FastDescribeInstances:
         # before-call sees the serialized request; the API parameters are taken as the call is built.
         events.register("before-parameter-build.ec2.DescribeInstances", self._remember)

@@ -20,9 +20,10 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.ec2_instance import ec2_instance
 from simulator.kube_store import ApiError, Store
 from simulator.local import node_manifest
-from simulator.sim.cloud import CloudWorld, InstanceRecord, ec2_instance
+from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.engine import EventLoop
 
 # Karpenter's and EKS's names, written from their documentation (the simulated world imports no product code).
@@ -112,7 +113,7 @@ class ManagedNodeGroups:
                     {"Key": k, "Value": v} for k, v in {**tags, "Name": f"karpenter-{spec.node_pool}-{i}"}.items()]}])
             record = self.cloud.instances[reservation["Instances"][0]["InstanceId"]]
             record.instance = inst = ec2_instance(reservation["Instances"][0])
-            manifest = node_manifest(inst, self.instance_types()[inst.instance_type], pool=None, region=self.region)
+            manifest = node_manifest(inst, region=self.region)
             labels = manifest["metadata"]["labels"]
             labels.pop(NODEPOOL_LABEL, None)
             labels.update({pool_key: spec.node_pool, CAPACITY_TYPE_LABEL: spec.capacity_type,
@@ -127,7 +128,7 @@ class ManagedNodeGroups:
     def _register(self, group: NodeGroup, record: InstanceRecord) -> None:
         inst = record.instance
         assert inst is not None
-        manifest = node_manifest(inst, self.instance_types()[inst.instance_type], pool=None, region=self.region)
+        manifest = node_manifest(inst, region=self.region)
         labels = manifest["metadata"]["labels"]
         for key in ("karpenter.sh/nodepool", "karpenter.sh/capacity-type"):
             labels.pop(key, None)

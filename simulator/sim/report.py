@@ -58,6 +58,7 @@ def summary(rec: Record) -> dict[str, Any]:
         "interruption_messages": dict(rec.interruption_messages),
         "scheduled_changes": dict(rec.scheduled_changes),
         "kubelet_stops": dict(rec.kubelet_stops),
+        "volumes": dict(rec.volumes),
         "max_disrupting_nodes": dict(rec.max_disrupting),
         "images_at_end": dict(rec.images_at_end),
         "launched_types": _count(f"{r.instance.instance_type}" for r in rec.instances if r.instance),

@@ -30,6 +30,7 @@ from moto.ec2.models import instances as moto_instances
 from moto.moto_api._internal import mock_random
 from moto.server import ThreadedMotoServer
 
+from autoscaler.adapters.aws import _calls as aws_calls
 from autoscaler.adapters.aws.replacement import wake_payload
 from autoscaler.app import launcher
 from autoscaler.config import ENV_PROVISIONER_FUNCTION, ClusterConfig
@@ -74,6 +75,8 @@ PLURALS = {"Pod": "pods", "Node": "nodes", "DaemonSet": "daemonsets", "PodDisrup
 
 PROVISIONER_FUNCTION = "autoscaler-provisioner"
 SETTLE_ATTEMPTS = 50  # re-queues of a sample behind other events due at its time
+# moto's answers on a loaded machine: slow, never a read timeout (botocore still names the endpoint after this).
+WALL_READ_TIMEOUT_SECONDS = 600.0
 ASYNC_INVOKE_DELAY = 0.2  # Lambda's async queue hands an event to the function within a fraction of a second
 
 
@@ -149,6 +152,7 @@ class Record:
     images_at_end: dict[str, int] = field(default_factory=dict)  # our live instances on the newest AMI or older
     # initial.karpenterNodes: seeded, left (Nodes still there), stuck (deleting, held by a finalizer), terminated
     karpenter_nodes: dict[str, int] = field(default_factory=dict)
+    volumes: dict[str, int] = field(default_factory=dict)  # attaches, detaches, forceDetaches (sim/volumes.py)
 
 
 class Simulation:
@@ -185,8 +189,11 @@ class Simulation:
             self.loop, store, self.cloud, {p.name: p for p in self.runtime.node_pools}, env.config.region,
             KubeletSettings(**{f: getattr(s, f) for f in KubeletSettings.__dataclass_fields__}))
         self.kubelets.log = self.log
+        self.kubelets.user_data = self.describe.user_data
+        env.context_clock = self.clock.monotonic  # a handler's remaining time runs on the virtual clock too
         self.volumes = Volumes(self.loop, store, VolumeSettings(
-            s.volume_provision_seconds, s.volume_attach_seconds, s.volume_detach_seconds), log=self.log)
+            s.volume_provision_seconds, s.volume_attach_seconds, s.volume_detach_seconds,
+            s.volume_force_detach_seconds), log=self.log)
         self.kubelets.volumes = self.volumes
         self.controllers = Controllers(self.loop, store)
         icfg = env.config.interruption
@@ -578,16 +585,14 @@ class Simulation:
             by_pool[pool] = by_pool.get(pool, 0) + 1
             cap = (n["metadata"].get("labels") or {}).get("karpenter.sh/capacity-type", "unknown")
             by_capacity[cap] = by_capacity.get(cap, 0) + 1
+        pending, running, skew = _pod_counts(pods, node_zone)
         self.record.samples.append(Sample(
-            t=self.loop.now,
-            pending_pods=sum(1 for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get(
-                "deletionTimestamp")),
-            running_pods=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"),
-            nodes=len(nodes), ready_nodes=sum(1 for n in nodes if node_ready(n) == "True"),
+            t=self.loop.now, pending_pods=pending, running_pods=running, nodes=len(nodes),
+            ready_nodes=sum(1 for n in nodes if node_ready(n) == "True"),
             instances=len(self.cloud.live()), dollars_per_hour=round(self.cloud.hourly_cost(), 6),
             nodes_by_pool=by_pool, nodes_by_capacity=by_capacity, nodes_by_type=by_type,
             nodes_by_pool_capacity=by_pool_capacity, dollars=round(self.cloud.dollars(self.loop.now), 6),
-            zone_skew=_zone_skew(pods, node_zone)))
+            zone_skew=skew))
 
     def log(self, source: str, text: str) -> None:
         self.record.timeline.append((self.loop.now, source, text))
@@ -678,6 +683,8 @@ class Simulation:
             ours = [r for r in self.cloud.live() if r.instance is not None and r.instance.node_pool]
             newest = sum(1 for r in ours if r.instance is not None and r.instance.image_id in self.newest_images)
             rec.images_at_end = {"newest": newest, "older": len(ours) - newest}
+        rec.volumes = {"attaches": self.volumes.attaches, "detaches": self.volumes.detaches,
+                       "forceDetaches": self.volumes.force_detaches}
         rec.kubelet_stops = {"stopped": len(self.kubelets.stopped), "repaired": len(ends),
                              "secondsToRepairMin": min(ends, default=0.0),
                              "secondsToRepairMax": max(ends, default=0.0)}
@@ -689,18 +696,30 @@ class Simulation:
                 "terminated": sum(1 for r in rec.instances if r.node_name in self._karpenter and not r.alive)}
 
 
-def _zone_skew(pods: list[dict[str, Any]], node_zone: dict[str, str]) -> dict[str, int]:
+def _pod_counts(pods: list[dict[str, Any]], node_zone: dict[str, str]) -> tuple[int, int, dict[str, int]]:
+    """Pending pods (unbound, not deleting), Running pods, and each workload's zone skew (the most minus the
+    fewest of its Running, non-deleting pods over the zones that have nodes), in one pass over the pods: a
+    sample of a 5,000-pod cluster is taken every few virtual seconds."""
     zones = sorted(set(node_zone.values()))
     counts: dict[str, dict[str, int]] = {}
+    pending = running = 0
     for pod in pods:
-        if (pod.get("status") or {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+        meta, spec = pod["metadata"], pod["spec"]
+        deleting = meta.get("deletionTimestamp")
+        if not spec.get("nodeName") and not deleting:
+            pending += 1
+        if (pod.get("status") or {}).get("phase") != "Running":
             continue
-        zone = node_zone.get(pod["spec"].get("nodeName", ""))
+        running += 1
+        if deleting:
+            continue
+        zone = node_zone.get(spec.get("nodeName", ""))
         if zone is None:
             continue
         by_zone = counts.setdefault(owner_name(pod), dict.fromkeys(zones, 0))
         by_zone[zone] = by_zone.get(zone, 0) + 1
-    return {owner: max(z.values()) - min(z.values()) for owner, z in sorted(counts.items()) if z}
+    skew = {owner: max(z.values()) - min(z.values()) for owner, z in sorted(counts.items()) if z}
+    return pending, running, skew
 
 
 @contextlib.contextmanager
@@ -717,6 +736,20 @@ def quiet_handlers() -> Iterator[None]:
             yield
     finally:
         handler_logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def no_wall_clock_timeouts() -> Iterator[None]:
+    """The functions' AWS read timeout (10 s of wall time, for a Lambda talking to AWS) lifted for the run:
+    in virtual time moto's answer arrives at once, however long a loaded machine takes to produce it, and a
+    run must not tell another story because the machine was busy (a 500-node run's CreateFleet and claims
+    transactions take seconds of moto's time)."""
+    saved = aws_calls.READ_TIMEOUT_SECONDS
+    aws_calls.READ_TIMEOUT_SECONDS = max(saved, WALL_READ_TIMEOUT_SECONDS)
+    try:
+        yield
+    finally:
+        aws_calls.READ_TIMEOUT_SECONDS = saved
 
 
 @contextlib.contextmanager
@@ -761,8 +794,8 @@ class _RequestIds:
 def run_scenario(scenario: Scenario, *, until: float | None = None, moto_server: ThreadedMotoServer | None = None,
                  catalog: Catalog | None = None, policy: str = "autoscaler") -> Record:
     """Run ``scenario`` from a fresh account and cluster and return its record (``policy``: see Simulation)."""
-    with quiet_handlers(), seeded(scenario.seed), LocalCluster.start(scenario.cluster_config(), catalog=catalog,
-                                              moto_server=moto_server) as env:
+    with quiet_handlers(), no_wall_clock_timeouts(), seeded(scenario.seed), \
+            LocalCluster.start(scenario.cluster_config(), catalog=catalog, moto_server=moto_server) as env:
         raw = scenario.baseline.model_dump()
         baseline = BaselineSettings(**{**raw, "sizes": tuple(raw["sizes"])})
         return Simulation(scenario, env, until=until, policy=policy, baseline=baseline).run()

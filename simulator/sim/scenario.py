@@ -46,6 +46,7 @@ from autoscaler.config import ClusterConfig, parse_cluster_config
 from autoscaler.domain.durations import duration_seconds
 from simulator.local import PAUSE_IMAGE, REGION, REPO
 from simulator.sim.kubelet import KubeletSettings
+from simulator.sim.volumes import MAX_WAIT_FOR_UNMOUNT_SECONDS
 
 
 class ScenarioError(ValueError):
@@ -82,6 +83,8 @@ class Settings(_Model):
     volume_provision_seconds: float = 5.0
     volume_attach_seconds: float = 10.0
     volume_detach_seconds: float = 10.0
+    # After a node went uncleanly: kube-controller-manager's maxWaitForUnmountDuration before a force-detach
+    volume_force_detach_seconds: float = MAX_WAIT_FOR_UNMOUNT_SECONDS
     scoring: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
     # The Lambda schedules: by default the deployed ones (the cluster file's provisioner.schedule, or its
     # reaction's default, and disruption.schedule); a number here overrides the period.

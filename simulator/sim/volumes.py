@@ -9,8 +9,14 @@ attach/detach controller, as the EBS CSI driver and Kubernetes do them for zonal
 - Attach: a pod's containers start only once each of its volumes is attached to its node. A volume
   attaches ``attach_seconds`` after the kubelet asks, and only when no other node holds it (EBS volumes are
   ReadWriteOnce: a pod whose volume is still attached elsewhere waits, kubelet's "Multi-Attach error").
-- Detach: when the pod using a volume is gone from the API (deleted, or garbage-collected with its node),
-  the volume detaches from the old node ``detach_seconds`` later.
+- Detach: when the pod using a volume is gone from the API, the volume detaches from the old node
+  ``detach_seconds`` later if that node's kubelet unmounted it (the pod was deleted while its node was
+  Ready). A node gone uncleanly (its instance terminated, its kubelet stopped: the Node is NotReady,
+  Unknown or deleted when the pod goes) never confirms the unmount, so the attach/detach controller waits
+  ``maxWaitForUnmountDuration`` (6 minutes in kube-controller-manager) from the pod's deletion and then
+  force-detaches; until then the replacement pod, bound in the volume's zone, cannot start (the kubelet's
+  "Multi-Attach error"). A Node tainted ``node.kubernetes.io/out-of-service`` (non-graceful node shutdown)
+  is force-detached at once, after the ordinary ``detach_seconds``.
 
 The default delays are typical of EBS (a gp3 volume created in seconds, attached in about ten); scenarios
 set them under ``settings``.
@@ -26,6 +32,8 @@ from simulator.kube_store import Store, WatchEvent
 from simulator.sim.engine import EventLoop
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
+MAX_WAIT_FOR_UNMOUNT_SECONDS = 360.0  # kube-controller-manager's attach/detach reconciler (maxWaitForUnmountDuration)
 
 
 @dataclass
@@ -33,6 +41,7 @@ class VolumeSettings:
     provision_seconds: float = 5.0
     attach_seconds: float = 10.0
     detach_seconds: float = 10.0
+    force_detach_seconds: float = MAX_WAIT_FOR_UNMOUNT_SECONDS
 
 
 @dataclass
@@ -43,6 +52,8 @@ class Volumes:
     log: Callable[[str, str], None] | None = None
     attached: dict[str, tuple[str, float]] = field(default_factory=dict)  # volume -> (node, attached from)
     attaches: int = 0
+    detaches: int = 0
+    force_detaches: int = 0
     _provisioning: set[tuple[str, str]] = field(default_factory=set)
     _serial: int = 0
 
@@ -59,8 +70,9 @@ class Volumes:
         if not node:
             return
         if event.type == "DELETED":
+            unmounted = self._kubelet_unmounts(node)
             for key in self._claims(pod):
-                self._detach_later(key, node)
+                self._detach_later(key, node, unmounted=unmounted)
             return
         for key in self._claims(pod):
             claim = self.store.peek("persistentvolumeclaims", *key)
@@ -93,19 +105,38 @@ class Volumes:
         if self.log:
             self.log("volume", f"provisioned {name} in {zone} for {key[0]}/{key[1]} (first pod on {node_name})")
 
-    def _detach_later(self, key: tuple[str, str], node: str) -> None:
+    def _kubelet_unmounts(self, node_name: str) -> bool:
+        """Whether the node's kubelet confirms the unmount of a deleted pod's volumes (it reports them gone
+        from the Node's ``volumesInUse``): only a Ready node's does; an out-of-service taint stands in for it."""
+        node = self.store.peek("nodes", None, node_name)
+        if node is None:
+            return False
+        if any(t.get("key") == OUT_OF_SERVICE_TAINT for t in (node.get("spec") or {}).get("taints") or ()):
+            return True
+        return any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in (node.get("status") or {}).get("conditions") or ())
+
+    def _detach_later(self, key: tuple[str, str], node: str, *, unmounted: bool) -> None:
         claim = self.store.peek("persistentvolumeclaims", *key)
         volume = ((claim or {}).get("spec") or {}).get("volumeName")
         if not volume or self.attached.get(volume, ("", 0.0))[0] != node:
             return
+        delay = self.settings.detach_seconds if unmounted else self.settings.force_detach_seconds
+        if not unmounted and self.log:
+            self.log("volume", f"{volume} still attached to {node}: the node went without unmounting it, "
+                               f"force-detach in {delay:g} s (maxWaitForUnmountDuration)")
 
         def detach() -> None:
             if self.attached.get(volume, ("", 0.0))[0] == node and not self._used_on(volume, node):
                 del self.attached[volume]
+                self.detaches += 1
+                if not unmounted:
+                    self.force_detaches += 1
                 if self.log:
-                    self.log("volume", f"{volume} detached from {node}")
+                    how = "force-detached" if not unmounted else "detached"
+                    self.log("volume", f"{volume} {how} from {node}")
 
-        self.loop.after(self.settings.detach_seconds, f"detach {volume}", detach)
+        self.loop.after(delay, f"detach {volume}", detach)
 
     def _used_on(self, volume: str, node: str) -> bool:
         for pod in self.store.view("pods"):

@@ -24,6 +24,7 @@ from autoscaler.adapters.aws.fleet import drift_tags
 from autoscaler.adapters.aws.unavailable import UnavailableOfferings
 from autoscaler.adapters.clock import ManualClock
 from autoscaler.app.ports import CloudError, InsufficientCapacityError, ThrottledError, UncertainOutcomeError
+from autoscaler.domain.catalogue_needs import CatalogueNeeds
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import (
     CAPACITY_ERROR_CODES,
@@ -109,6 +110,7 @@ class FakeCloud:
     _template_used: dict[str, float] = field(default_factory=dict)
     _protected: set[str] = field(default_factory=set)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    expected: CatalogueNeeds | None = None  # the NodePools' needs the last pass named (expect_catalogue)
 
     def __post_init__(self) -> None:
         if not self.subnets:
@@ -173,6 +175,11 @@ class FakeCloud:
     def instance_types(self) -> Mapping[str, InstanceType]:
         self.calls["instance_types"] += 1
         return dict(self._types)
+
+    def expect_catalogue(self, needs: CatalogueNeeds) -> None:
+        """The fake's catalogue is never stale: the needs are recorded (``expected``), nothing is read."""
+        self.calls["expect_catalogue"] += 1
+        self.expected = needs
 
     def offerings(self) -> list[Offering]:
         self.calls["offerings"] += 1

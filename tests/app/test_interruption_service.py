@@ -133,6 +133,7 @@ class World:
                 batch.process(message)
             except Exception:
                 failed.append(index)
+        batch.release()  # the invocation ends: the drains it holds go to the next one
         return failed
 
 

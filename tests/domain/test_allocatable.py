@@ -32,8 +32,9 @@ def test_m5_large_defaults() -> None:
 @pytest.mark.parametrize(
     ("kubelet", "pods", "memory_mib"),
     [
-        (KubeletConfiguration(max_pods=110), 110, 8192 - 615 - (255 + 1210) - 100),
-        (KubeletConfiguration(pods_per_core=4), 8, 8192 - 615 - (255 + 88) - 100),
+        # AL2023 (the default) reserves memory from the ENI max pods (29) whatever maxPods or podsPerCore say
+        (KubeletConfiguration(max_pods=110), 110, 8192 - 615 - 574 - 100),
+        (KubeletConfiguration(pods_per_core=4), 8, 8192 - 615 - 574 - 100),
         (KubeletConfiguration(kube_reserved={"memory": "1Gi"}), 29, 8192 - 615 - 1024 - 100),
         (KubeletConfiguration(system_reserved={"memory": "100Mi"}), 29, 8192 - 615 - 574 - 100 - 100),
         (KubeletConfiguration(eviction_hard={"memory.available": "500Mi"}), 29, 8192 - 615 - 574 - 500),
@@ -42,6 +43,23 @@ def test_m5_large_defaults() -> None:
 def test_kubelet_overrides(kubelet: KubeletConfiguration, pods: int, memory_mib: int) -> None:
     alloc = allocatable(M5_LARGE, kubelet=kubelet)
     assert max_pods(M5_LARGE, kubelet) == pods
+    assert alloc["pods"] == pods
+    assert alloc["memory"] == memory_mib * MI
+
+
+@pytest.mark.parametrize(
+    ("family", "kubelet", "pods", "memory_mib"),
+    [
+        ("AL2", KubeletConfiguration(max_pods=20), 20, 8192 - 615 - 574 - 100),
+        ("Bottlerocket", KubeletConfiguration(max_pods=20), 20, 8192 - 615 - (255 + 220) - 100),
+        ("Bottlerocket", KubeletConfiguration(max_pods=110), 110, 8192 - 615 - (255 + 1210) - 100),
+        # Bottlerocket has no pods-per-core setting: the node keeps its ENI max pods
+        ("Bottlerocket", KubeletConfiguration(pods_per_core=4), 29, 8192 - 615 - 574 - 100),
+    ],
+)
+def test_kube_reserved_memory_follows_the_ami_family(family: str, kubelet: KubeletConfiguration, pods: int,
+                                                     memory_mib: int) -> None:
+    alloc = allocatable(M5_LARGE, kubelet=kubelet, ami_family=family)
     assert alloc["pods"] == pods
     assert alloc["memory"] == memory_mib * MI
 

@@ -2,7 +2,9 @@
 twice, the whole record (timeline, samples, summary) is the same byte for byte. inflate.yaml has its own
 test (test_inflate.py) with the registration race; the two large-steady scenarios (2 virtual hours of 500
 nodes) are compared at a reduced size: every replica count, HPA bound and load divided by 20, over their first
-40 virtual minutes (the scaling, load change and interruption steps of that span included)."""
+40 virtual minutes (the scaling, load change and interruption steps of that span included); at full size
+benchmarks/simulation_determinism.py (make bench) compares their two runs. A scenario asserting a ratio to the
+Cluster-Autoscaler baseline runs the baseline too, and its two runs are compared as well."""
 
 from __future__ import annotations
 
@@ -11,13 +13,14 @@ from moto.server import ThreadedMotoServer
 
 from simulator.local import Catalog
 from simulator.sim.report import check, replay_json
-from simulator.sim.runner import run_scenario
+from simulator.sim.runner import Record, run_scenario
 from simulator.sim.scenario import Scenario, load_scenario
 from tests.scenarios.conftest import SCENARIOS
 
 pytestmark = pytest.mark.e2e
 
-# Too long for `make test` (2 virtual hours of 500 nodes): measured by benchmarks/simulation.py instead.
+# Too long for `make test` at full size (2 virtual hours of 500 nodes, about a minute of CPU a run, mostly the
+# handlers and moto): benchmarks/simulation.py measures them, benchmarks/simulation_determinism.py compares runs.
 LONG = {"large-steady", "large-steady-as-deployed"}
 OTHERS = sorted(p.stem for p in SCENARIOS.glob("*.yaml") if p.stem != "inflate" and p.stem not in LONG)
 
@@ -27,13 +30,24 @@ def test_scenario_meets_its_assertions(name: str, moto_server: ThreadedMotoServe
     # Given a shipped scenario, when it runs in virtual time through the real handlers
     scenario = load_scenario(SCENARIOS / f"{name}.yaml")
     record = run_scenario(scenario, moto_server=moto_server, catalog=local_catalog)
+    # (an assertion comparing with the Cluster-Autoscaler baseline runs it too, as `autoscaler simulate` does)
+    base = _baseline(scenario, moto_server, local_catalog)
     # Then each of its assertions holds, and no handler invocation failed
-    results = check(record, scenario.assertions)
+    results = check(record, scenario.assertions, base)
     assert [r for r in results if not r["ok"]] == []
     assert record.handler_errors == []
-    # And a second run tells the same story, byte for byte
+    # And a second run tells the same story, byte for byte (the baseline's too)
     again = run_scenario(scenario, moto_server=moto_server, catalog=local_catalog)
-    assert replay_json(again, check(again, scenario.assertions)) == replay_json(record, results)
+    base_again = _baseline(scenario, moto_server, local_catalog)
+    assert replay_json(again, check(again, scenario.assertions, base_again)) == replay_json(record, results)
+    if base is not None and base_again is not None:
+        assert replay_json(base_again, []) == replay_json(base, [])
+
+
+def _baseline(scenario: Scenario, moto_server: ThreadedMotoServer, catalog: Catalog) -> Record | None:
+    if all(a.ratio_to_baseline is None for a in scenario.assertions):
+        return None
+    return run_scenario(scenario, moto_server=moto_server, catalog=catalog, policy="cluster-autoscaler")
 
 
 SHRINK = 20

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from simulator.ec2_instance import ec2_instance
 from simulator.kube_store import Store
-from simulator.sim.cloud import CloudWorld, InstanceRecord, ec2_instance
+from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.controllers import Controllers, Deployment
 from simulator.sim.engine import EventLoop, VirtualClock
 from simulator.sim.kubelet import Kubelets, KubeletSettings

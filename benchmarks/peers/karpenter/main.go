@@ -22,6 +22,7 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
@@ -77,13 +78,16 @@ type snapshot struct {
 }
 
 type nodeClaimOut struct {
-	NodePool            string   `json:"nodePool"`
-	InstanceType        string   `json:"instanceType"`
-	Zone                string   `json:"zone"`
-	CapacityType        string   `json:"capacityType"`
-	PricePerHour        float64  `json:"pricePerHour"`
-	InstanceTypeOptions int      `json:"instanceTypeOptions"`
-	Pods                []string `json:"pods"`
+	NodePool            string  `json:"nodePool"`
+	InstanceType        string  `json:"instanceType"`
+	Zone                string  `json:"zone"`
+	CapacityType        string  `json:"capacityType"`
+	PricePerHour        float64 `json:"pricePerHour"`
+	InstanceTypeOptions int     `json:"instanceTypeOptions"`
+	// AllowedZones: the zones the NodeClaim's requirements admit (the scheduler pins a zone when a topology
+	// constraint needs one); the launch picks its offering among these.
+	AllowedZones []string `json:"allowedZones"`
+	Pods         []string `json:"pods"`
 }
 
 type unschedulableOut struct {
@@ -103,6 +107,7 @@ type output struct {
 	Unschedulable      []unschedulableOut  `json:"unschedulable"`
 	SolveSeconds       float64             `json:"solveSeconds"`
 	SolveOnlySeconds   float64             `json:"solveOnlySeconds"`
+	SolveCPUSeconds    float64             `json:"solveCpuSeconds"`
 	Concurrency        int                 `json:"concurrency"`
 	Assumptions        []string            `json:"assumptions"`
 }
@@ -260,7 +265,7 @@ func daemonSetPods(dss []appsv1.DaemonSet) []*corev1.Pod {
 	})
 }
 
-func run(in io.Reader, concurrency int) (*output, error) {
+func run(in io.Reader, concurrency, fakeTypes int) (*output, error) {
 	var snap snapshot
 	dec := json.NewDecoder(in)
 	if err := dec.Decode(&snap); err != nil {
@@ -280,6 +285,11 @@ func run(in io.Reader, concurrency int) (*output, error) {
 	instanceTypes, err := buildInstanceTypes(ctx, snap, nc)
 	if err != nil {
 		return nil, err
+	}
+	if fakeTypes > 0 {
+		// Diagnosis only: Karpenter's own benchmark catalogue (fake.InstanceTypes) in place of the snapshot's, to
+		// tell the catalogue's share of the solve time from the harness's.
+		instanceTypes = fake.InstanceTypes(fakeTypes)
 	}
 	pools, err := items[*v1.NodePool](snap.NodePools, "items")
 	if err != nil {
@@ -361,6 +371,7 @@ func run(in io.Reader, concurrency int) (*output, error) {
 		scheduler.MinValuesPolicy(options.FromContext(ctx).MinValuesPolicy),
 	}
 
+	cpuStart := cpuSeconds()
 	start := time.Now()
 	topology, err := scheduler.NewTopology(ctx, kube, cluster, stateNodes, pools, byPool, pending, opts...)
 	if err != nil {
@@ -375,18 +386,19 @@ func run(in io.Reader, concurrency int) (*output, error) {
 	}
 	results = results.TruncateInstanceTypes(ctx, scheduler.MaxInstanceTypes)
 	end := time.Now()
+	cpuEnd := cpuSeconds()
 
 	out := &output{
 		KarpenterVersion: karpenterVersion, AWSProviderVersion: awsProviderVersion,
 		InstanceTypes: len(instanceTypes), PendingPods: len(pending), ExistingNodes: len(stateNodes),
 		ExistingNodePods: map[string][]string{}, NodeClaims: []nodeClaimOut{}, Unschedulable: []unschedulableOut{},
-		SolveSeconds: end.Sub(start).Seconds(), SolveOnlySeconds: end.Sub(solveStart).Seconds(), Concurrency: concurrency,
+		SolveSeconds: end.Sub(start).Seconds(), SolveOnlySeconds: end.Sub(solveStart).Seconds(), SolveCPUSeconds: cpuEnd - cpuStart, Concurrency: concurrency,
 		Assumptions: []string{
 			"scheduler set up as Karpenter's scheduling_benchmark_test.go (fake cloud provider and client, real state.Cluster)",
 			"scheduler options as Karpenter's provisioner passes them (reserved-capacity fallback off, default minValues policy)",
 			"instance types from the AWS provider's NewInstanceType on the snapshot's DescribeInstanceTypes (VM memory overhead 7.5%)",
 			"launch picks the cheapest available offering compatible with each NodeClaim's requirements",
-			"solveSeconds covers NewTopology + NewScheduler + Solve + TruncateInstanceTypes",
+			"solveSeconds covers NewTopology + NewScheduler + Solve + TruncateInstanceTypes (wall clock); solveCpuSeconds the process's CPU time over the same span, all threads",
 		},
 	}
 	for _, n := range results.ExistingNodes {
@@ -403,7 +415,8 @@ func run(in io.Reader, concurrency int) (*output, error) {
 			}
 		}
 		row := nodeClaimOut{NodePool: claim.NodePoolName, InstanceTypeOptions: len(claim.InstanceTypeOptions),
-			Pods: lo.Map(claim.Pods, func(p *corev1.Pod, _ int) string { return key(p) })}
+			AllowedZones: allowedZones(claim.Requirements, claim.InstanceTypeOptions),
+			Pods:         lo.Map(claim.Pods, func(p *corev1.Pod, _ int) string { return key(p) })}
 		if best != nil {
 			row.InstanceType, row.PricePerHour = bestType, best.Price
 			row.Zone = best.Requirements.Get(corev1.LabelTopologyZone).Any()
@@ -420,10 +433,33 @@ func run(in io.Reader, concurrency int) (*output, error) {
 	return out, nil
 }
 
+// allowedZones lists the zones a NodeClaim's requirements admit among its instance types' offerings.
+func allowedZones(reqs scheduling.Requirements, its []*cloudprovider.InstanceType) []string {
+	zones := map[string]bool{}
+	for _, it := range its {
+		for _, o := range it.Offerings.Available().Compatible(reqs) {
+			zones[o.Requirements.Get(corev1.LabelTopologyZone).Any()] = true
+		}
+	}
+	out := lo.Keys(zones)
+	sort.Strings(out)
+	return out
+}
+
+// cpuSeconds is the CPU time (user + system) this process has used so far, all threads.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return math.NaN()
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
 func main() {
 	log.SetLogger(logging.NopLogger)
 	input := flag.String("input", "-", "snapshot JSON file ('-' for stdin)")
 	concurrency := flag.Int("concurrency", 5, "scheduler.NumConcurrentReconciles (Karpenter's benchmark uses 5)")
+	fakeTypes := flag.Int("fake-instance-types", 0, "diagnosis: use Karpenter's fake.InstanceTypes(N) instead of the snapshot's catalogue")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -449,7 +485,7 @@ func main() {
 		defer f.Close()
 		in = f
 	}
-	out, err := run(in, *concurrency)
+	out, err := run(in, *concurrency, *fakeTypes)
 	if err == nil {
 		err = json.NewEncoder(os.Stdout).Encode(out)
 	}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from autoscaler.app.ports import ClaimStore, CloudError, CloudPort, ClusterPort
+from autoscaler.domain.catalogue_needs import catalogue_needs
 from autoscaler.domain.claims import Claim
 from autoscaler.domain.errors import ConfigError
 from autoscaler.domain.fleet import CloudInstance, in_flight_node
@@ -148,11 +149,17 @@ def read_cluster(*, cluster: ClusterPort, cloud: CloudPort, node_pools: list[Nod
                                  *(weighted for _, weighted in pod.preferred_pod_anti_affinity)))
     return ClusterRead(
         pods=pods, nodes=nodes, daemonsets=daemonsets, pvcs=pvcs, pvs=pvs, storage_classes=storage_classes,
-        instance_types=list(cloud.instance_types().values()), offerings=cloud.offerings(),
+        instance_types=_instance_types(cloud, node_pools), offerings=cloud.offerings(),
         node_class_zones=_subnet_zones(cloud, node_pools, node_classes),
         reservations=_reservations(cloud, node_pools, node_classes),
         unregistered=unregistered, owned=owned, claimed=claimed, stored=stored,
         namespaces=cluster.namespaces() if selecting else {})
+
+
+def _instance_types(cloud: CloudPort, node_pools: list[NodePool]) -> list[InstanceType]:
+    """The catalogue, read again first if the NodePools need what the warm one was not read for."""
+    cloud.expect_catalogue(catalogue_needs(node_pools))
+    return list(cloud.instance_types().values())
 
 
 _Instances = tuple[list[CloudInstance] | None, list[CloudInstance] | None, list[Claim] | None]

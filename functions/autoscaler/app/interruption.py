@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, wait
 from dataclasses import dataclass, field, replace
@@ -24,8 +25,9 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, TypeVar
 
 from autoscaler.app.drain import DrainOptions, NotEvicted, drain
+from autoscaler.app.drain_lease import DEFAULT_LEASE_SECONDS, DrainLease, DrainLeases
 from autoscaler.app.node_state import NodeStates, NotOwnedError
-from autoscaler.app.ports import CloudError, ConflictError, NotFoundError
+from autoscaler.app.ports import CloudError, NotFoundError
 from autoscaler.domain.fleet import CloudInstance
 from autoscaler.domain.interruption import Action, EventKind, InterruptionEvent, LaunchHook, action_for, drain_deadline
 from autoscaler.domain.keys import (
@@ -35,7 +37,7 @@ from autoscaler.domain.keys import (
     ZONE_LABEL,
 )
 from autoscaler.domain.models import DISRUPTED_TAINT, REBALANCE_TAINT, Node
-from autoscaler.domain.node_state import Owner, read_state, request_replacement, start_drain
+from autoscaler.domain.node_state import Owner, read_state, request_replacement
 from autoscaler.domain.ownership import is_owned
 
 if TYPE_CHECKING:
@@ -49,8 +51,6 @@ _R = TypeVar("_R")
 # A replacement request is repeated when the last one is older than the provisioner's memory of
 # unavailable offerings (3 minutes): by then a retried message may need capacity the first pass missed.
 REREQUEST_SECONDS = 180.0
-# Conditional writes of the drain record retried after a conflict caused by an unrelated write.
-_TAKE_ATTEMPTS = 5
 
 # Kinds whose replacement must avoid the reclaimed spot pool. A scheduled change or a stopped instance
 # says nothing about the capacity pool, so its offering stays available.
@@ -146,9 +146,13 @@ class InterruptionService:
     # annotation (whole seconds, shared with the other functions) is all a retry has.
     _cordoned_at: dict[str, float] = field(default_factory=dict, init=False, repr=False)
     states: NodeStates = field(init=False, repr=False)
+    leases: DrainLeases = field(init=False, repr=False)
+    # The holder of the drains a caller starts without naming a lease (one per service: tests, local runs).
+    _holder: str = field(default_factory=lambda: f"service-{uuid.uuid4().hex[:12]}", init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.states = NodeStates(self.cluster)
+        self.leases = DrainLeases(self.cluster, self.states)
 
     @property
     def _release_finalizers(self) -> tuple[str, ...]:
@@ -158,15 +162,22 @@ class InterruptionService:
         return action_for(event.kind, self.actions)
 
     # ----- the fast part -------------------------------------------------------------------------
+    def lease(self) -> DrainLease:
+        """The lease of a caller that names none: this service's holder, for Lambda's longest invocation."""
+        return DrainLease(self._holder, self.clock.now() + DEFAULT_LEASE_SECONDS)
+
     def begin(self, event: InterruptionEvent, *, pool: Executor | None = None,
-              skip: frozenset[str] = frozenset()) -> tuple[InstanceOutcome, ...]:
+              skip: frozenset[str] = frozenset(), lease: DrainLease | None = None) -> tuple[InstanceOutcome, ...]:
         """Taint (and for ``drain``, cordon and annotate) every affected node and request replacement
         capacity. Idempotent; returns ``CORDONED`` for the nodes ``handle`` still has to drain and
         ``ALREADY_DRAINING`` for those another invocation took (and for the instances in ``skip``).
 
         With a ``pool`` the nodes are tainted and cordoned on its bounded workers: a Health event naming
-        40 nodes costs a few round trips per worker before the first drain, not a few per node."""
+        40 nodes costs a few round trips per worker before the first drain, not a few per node. ``lease``: the
+        invocation that holds the drains it takes (``lease()`` when None); a node another invocation holds is
+        ``ALREADY_DRAINING``."""
         action = self.action(event)
+        held = lease or self.lease()
         if action is Action.IGNORE:
             return tuple(InstanceOutcome(iid, None, Outcome.IGNORED) for iid in event.instance_ids)
         by_instance = {n.instance_id: n for n in self.cluster.nodes() if n.instance_id}
@@ -183,7 +194,7 @@ class InterruptionService:
                          extra={"node": node.name, "instance_id": iid, "action": action.value})
                 return InstanceOutcome(iid, node.name, Outcome.DRY_RUN)
             result = None if node is None else (
-                self._cordon(event, node) if action is Action.DRAIN else self._taint(event, node))
+                self._cordon(event, node, held) if action is Action.DRAIN else self._taint(event, node))
             return InstanceOutcome(iid, None, Outcome.NOT_IN_CLUSTER) if result is None else result
 
         outcomes = _each(pool, one, event.instance_ids)
@@ -197,11 +208,11 @@ class InterruptionService:
         return tuple(replace(o, owned=self._owned(instances.get(o.instance_id)),
                              replacement_requested=o.node in requested) for o in outcomes)
 
-    def _cordon(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
+    def _cordon(self, event: InterruptionEvent, node: Node, lease: DrainLease) -> InstanceOutcome | None:
         iid = node.instance_id or ""
         try:
             now = self.clock.now()
-            if not self._take(event, node, now=now):
+            if not self.leases.take(node, reason=event.kind.value, lease=lease, now=now):
                 log.info("node %s was taken by another invocation; left to it", node.name,
                          extra={"node": node.name, "instance_id": iid, "event_id": event.event_id})
                 return InstanceOutcome(iid, node.name, Outcome.ALREADY_DRAINING)
@@ -218,34 +229,6 @@ class InterruptionService:
                                               f"(event {event.event_id}): tainted, cordoned, draining")
         return InstanceOutcome(iid, node.name, Outcome.CORDONED,
                                event_to_cordon=max(0.0, now - event.time) if first and event.time is not None else None)
-
-    def _take(self, event: InterruptionEvent, node: Node, *, now: float) -> bool:
-        """Write the interruption's drain record unless it is there; False when another invocation wrote
-        it first. The record goes before the taint: a function stopped in between leaves a record (the
-        retry continues) and never a taint without one (which the disruption pass would give back). A node
-        the disruption function was draining is taken over: EC2 reclaims it anyway.
-
-        The write is conditional on the node's resourceVersion as read: of two invocations handling the
-        same interruption at once (SQS delivers at least once), exactly one takes the node. A conflict
-        from any other write (a kubelet status update) reads the node again and retries."""
-        for _ in range(_TAKE_ATTEMPTS):
-            state = self.states.read(node)
-            if state.drain_started is not None and state.owner is Owner.INTERRUPTION:
-                return True  # ours already: a retry of the message continues the drain
-            try:
-                self.states.write(node, state, start_drain(state, owner=Owner.INTERRUPTION,
-                                                           reason=event.kind.value, at=now),
-                                  by=Owner.INTERRUPTION, conditional=True)
-                return True
-            except ConflictError:
-                fresh = self.cluster.get_node(node.name)
-                if fresh is None:
-                    raise NotFoundError(f"node {node.name} was deleted", status=404) from None
-                again = self.states.read(fresh)
-                if again.drain_started is not None and again.owner is Owner.INTERRUPTION:
-                    return False  # another invocation took it between our read and our write
-                node = fresh
-        raise ConflictError(f"node {node.name}: kept changing while its drain record was written", status=409)
 
     def _taint(self, event: InterruptionEvent, node: Node) -> InstanceOutcome | None:
         iid = node.instance_id or ""
@@ -313,7 +296,7 @@ class InterruptionService:
     # ----- the whole job ---------------------------------------------------------------------------
     def handle(self, event: InterruptionEvent, *, drain_until: float, pool: Executor | None = None,
                cordons: Executor | None = None, begun: tuple[InstanceOutcome, ...] | None = None,
-               taken_elsewhere: frozenset[str] = frozenset()) -> EventOutcome:
+               taken_elsewhere: frozenset[str] = frozenset(), lease: DrainLease | None = None) -> EventOutcome:
         """``begin``, then drain each cordoned node until its event's deadline or ``drain_until`` (a
         ``clock.monotonic()`` reading: the invocation's end less a safety margin), whichever is first;
         then terminate our instances and delete Nodes whose instance is gone. Nodes whose drain could not
@@ -327,8 +310,10 @@ class InterruptionService:
         since on its nodes (the batch's cordon pass); it is not repeated.
 
         ``taken_elsewhere``: instances whose node another invocation took during this invocation's cordon
-        pass (``begin`` returned ``ALREADY_DRAINING``); that invocation drains them, this one leaves them."""
-        started = self.begin(event, pool=cordons, skip=taken_elsewhere) if begun is None else begun
+        pass (``begin`` returned ``ALREADY_DRAINING``); that invocation drains them, this one leaves them.
+        ``lease``: as for ``begin``; a drain that cannot finish releases it for the message's retry."""
+        held = lease or self.lease()
+        started = self.begin(event, pool=cordons, skip=taken_elsewhere, lease=held) if begun is None else begun
         started = tuple(replace(o, outcome=Outcome.ALREADY_DRAINING, event_to_cordon=None)
                         if o.instance_id in taken_elsewhere and o.outcome is Outcome.CORDONED else o
                         for o in started)
@@ -336,7 +321,10 @@ class InterruptionService:
         def finish(o: InstanceOutcome) -> InstanceOutcome:
             if o.outcome is not Outcome.CORDONED or self.cordon_only:
                 return o
-            return self._finish(event, o, drain_until=drain_until)
+            done = self._finish(event, o, drain_until=drain_until)
+            if done.outcome in (Outcome.DRAIN_INCOMPLETE, Outcome.DRAINED):
+                self.leases.release_node(done.node or "", held)
+            return done
 
         if pool is None:
             done = tuple(finish(o) for o in started)
@@ -347,6 +335,10 @@ class InterruptionService:
         outcome = EventOutcome(event.event_id, event.kind, self.action(event), done)
         self._answer_lifecycle_hook(event, outcome)
         return outcome
+
+    def release(self, lease: DrainLease) -> None:
+        """The invocation holding ``lease`` ends: its drains may be taken by the next one at once."""
+        self.leases.release(lease)
 
     def handle_launch(self, hook: LaunchHook) -> bool:
         """An Auto Scaling launch lifecycle hook: CONTINUE once the instance is a Ready node of the

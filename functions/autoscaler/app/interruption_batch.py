@@ -16,12 +16,14 @@ notice (``MessageVisibility``).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from autoscaler import metrics_catalog as mc
+from autoscaler.app.drain_lease import DrainLease
 from autoscaler.app.interruption import EventOutcome, InstanceOutcome, InterruptionService, Outcome
 from autoscaler.app.ports import Clock, CloudError, MessageVisibility
 from autoscaler.domain.interruption import (
@@ -117,6 +119,18 @@ class InterruptionBatch:
     log: EventLog = field(default_factory=lambda: logging.getLogger("autoscaler.app.interruption"))
     begun: dict[str, tuple[InstanceOutcome, ...]] = field(default_factory=dict)
     handled: dict[str, Future[EventOutcome]] = field(default_factory=dict)
+    # The Lambda request id. The drains this invocation takes are held in its name, with a random part (a
+    # local run's request ids repeat), until the invocation ends: every message of the batch shares the
+    # lease, since the batch itself orders the messages that name the same instance.
+    invocation_id: str = ""
+    _lease: DrainLease | None = field(default=None, init=False, repr=False)
+
+    @property
+    def lease(self) -> DrainLease:
+        if self._lease is None:
+            self._lease = DrainLease(f"{self.invocation_id or 'invocation'}/{uuid.uuid4().hex[:8]}",
+                                     self.clock.now() + max(self.remaining_seconds(), 0.0))
+        return self._lease
 
     def prepare(self, messages: Sequence[QueuedMessage]) -> None:
         self._cordon_all(messages)
@@ -127,7 +141,8 @@ class InterruptionBatch:
             try:
                 parsed = parse_event(message.body)
                 if isinstance(parsed, InterruptionEvent):
-                    self.begun[message.message_id] = self.service.begin(parsed, pool=self.pools.cordons)
+                    self.begun[message.message_id] = self.service.begin(parsed, pool=self.pools.cordons,
+                                                                        lease=self.lease)
             except Exception:  # the message's own handling (``process``) reports it and returns it for retry
                 self.log.debug("cordon pass skipped a record", extra={"message_id": message.message_id})
 
@@ -162,7 +177,7 @@ class InterruptionBatch:
                       until: float, begun: tuple[InstanceOutcome, ...] | None, message_id: str) -> EventOutcome:
         wait(before)
         return self.service.handle(event, drain_until=until, pool=self.pools.nodes, cordons=self.pools.cordons,
-                                   begun=begun, taken_elsewhere=self._taken_elsewhere(message_id))
+                                   begun=begun, taken_elsewhere=self._taken_elsewhere(message_id), lease=self.lease)
 
     def _taken_elsewhere(self, message_id: str) -> frozenset[str]:
         """Instances the cordon pass found taken by another invocation (a concurrent duplicate)."""
@@ -216,7 +231,8 @@ class InterruptionBatch:
         try:
             started = self.handled.get(message_id)
             outcome = started.result() if started is not None else self.service.handle(
-                event, drain_until=self._drain_until(), pool=self.pools.nodes, cordons=self.pools.cordons)
+                event, drain_until=self._drain_until(), pool=self.pools.nodes, cordons=self.pools.cordons,
+                lease=self.lease)
         except Exception as exc:  # any failure: logged with the message id, counted, and the message retried
             self._emit(event.kind.value, action, "failed")
             self.log.exception("interruption message failed; returned for retry",
@@ -235,6 +251,12 @@ class InterruptionBatch:
         if outcome.retry:
             stuck = [i for i in outcome.instances if i.retry]
             raise DrainIncomplete(", ".join(f"{i.node}: {len(i.not_evicted)} pods left" for i in stuck))
+
+    def release(self) -> None:
+        """The invocation ends: the drains it holds are released for the next invocation (a retried message
+        continues at once instead of waiting for this invocation's lease to end)."""
+        if self._lease is not None:
+            self.service.release(self._lease)
 
     def retry_soon(self, messages: Sequence[QueuedMessage], failed: set[str]) -> None:
         """Shorten the visibility of every message returned for retry to ``RETRY_VISIBILITY_SECONDS``. Best

@@ -23,6 +23,7 @@ from autoscaler.domain.models import (
 )
 
 if TYPE_CHECKING:
+    from autoscaler.domain.catalogue_needs import CatalogueNeeds
     from autoscaler.domain.claims import Claim
     from autoscaler.domain.fleet import CloudInstance, FleetRequest, FleetResult, LaunchTemplateInfo, ResolvedNodeClass
     from autoscaler.domain.interruption import LifecycleAction
@@ -263,8 +264,13 @@ class CloudPort(Protocol):
     """What the provisioner, interruption and disruption services need from EC2 (``AwsCloud``)."""
 
     def instance_types(self) -> Mapping[str, InstanceType]:
-        """Every instance type nodes can run on in the region, by name. Cached (5 min): a warm call
-        makes no API request."""
+        """Every instance type nodes can run on in the region, by name. Cached (an hour, or until
+        ``expect_catalogue`` sees the NodePools' needs change): a warm call makes no API request."""
+        ...
+
+    def expect_catalogue(self, needs: CatalogueNeeds) -> None:
+        """The NodePools' needs this pass: the instance catalogue is read again now if they changed since the
+        last pass or name a type, family, architecture or zone it lacks (not lacked after its last read)."""
         ...
 
     def offerings(self) -> list[Offering]:

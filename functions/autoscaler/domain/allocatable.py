@@ -3,9 +3,15 @@
 capacity  = vCPUs, memory less the hypervisor's share (7.5%, as Karpenter assumes), root volume, max pods
 allocatable = capacity - kube-reserved - system-reserved - hard eviction thresholds, where
   max pods      = ENIs * (IPv4 addresses per ENI - 1) + 2, or kubelet maxPods, capped by podsPerCore * vCPUs
-  kube-reserved = memory 255Mi + 11Mi * max pods; CPU 6% of the first core, 1% of the second,
+                  (not on Bottlerocket, whose settings have no pods-per-core)
+  kube-reserved = memory 255Mi + 11Mi * P; CPU 6% of the first core, 1% of the second,
                   0.5% of cores 3-4 and 0.25% of every further core; ephemeral-storage 1Gi
   eviction      = memory.available 100Mi, nodefs.available 10%
+P is what the AMI's bootstrap computes the reservation from: the instance type's ENI max pods on AL2
+(bootstrap.sh reads eni-max-pods.txt) and AL2023 (nodeadm), whatever kubelet ``maxPods`` says, and the node's
+max pods on Bottlerocket (its kube-reserved default follows its max-pods setting). Karpenter v1 models it
+the same way (its AMI families' ``UsesENILimitedMemoryOverhead``). With ``maxPods`` below the ENI limit the
+AL2 / AL2023 kubelet therefore holds back more memory than ``255Mi + 11Mi * maxPods``, and so does the plan.
 Kubelet ``kubeReserved`` replaces the computed value per resource, ``systemReserved`` is added, and
 ``evictionHard`` replaces the thresholds (absolute or percentage).
 """
@@ -30,11 +36,24 @@ def eni_max_pods(it: InstanceType) -> int:
     return it.max_enis * (it.ipv4_per_eni - 1) + 2
 
 
-def max_pods(it: InstanceType, kubelet: KubeletConfiguration | None = None) -> int:
+# The AMI family whose bootstrap reserves kube-reserved memory from the node's own max pods and whose
+# settings have no pods-per-core (userdata.py writes none for it).
+_MAX_PODS_FAMILY = "Bottlerocket"
+
+
+def max_pods(it: InstanceType, kubelet: KubeletConfiguration | None = None, *, ami_family: str | None = None) -> int:
     pods = kubelet.max_pods if kubelet and kubelet.max_pods else eni_max_pods(it)
-    if kubelet and kubelet.pods_per_core:
+    if kubelet and kubelet.pods_per_core and ami_family != _MAX_PODS_FAMILY:
         pods = min(pods, kubelet.pods_per_core * it.vcpus)
     return max(pods, 0)
+
+
+def reserved_memory_pods(it: InstanceType, kubelet: KubeletConfiguration | None = None, *,
+                         ami_family: str | None = None) -> int:
+    """The max pods the AMI's bootstrap computes kube-reserved memory from (see the module's docstring)."""
+    if ami_family == _MAX_PODS_FAMILY:
+        return max_pods(it, kubelet, ami_family=ami_family)
+    return eni_max_pods(it)
 
 
 def kube_reserved_cpu_millis(vcpus: int) -> int:
@@ -46,13 +65,13 @@ def kube_reserved_cpu_millis(vcpus: int) -> int:
 
 
 def capacity(it: InstanceType, *, kubelet: KubeletConfiguration | None = None,
-             root_volume_bytes: int | None = None) -> res.Resources:
+             root_volume_bytes: int | None = None, ami_family: str | None = None) -> res.Resources:
     mem_mib = it.memory_mib - math.ceil(it.memory_mib * VM_MEMORY_OVERHEAD)
     out = {
         res.CPU: it.vcpus * 1000,
         res.MEMORY: mem_mib * MI,
         res.EPHEMERAL_STORAGE: root_volume_bytes or DEFAULT_ROOT_VOLUME,
-        res.PODS: max_pods(it, kubelet),
+        res.PODS: max_pods(it, kubelet, ami_family=ami_family),
     }
     if it.gpu_count and it.gpu_manufacturer.lower() == "nvidia":
         out[res.NVIDIA_GPU] = it.gpu_count
@@ -72,12 +91,12 @@ def _threshold(value: str | None, total: int, default: int) -> int:
 
 
 def allocatable(it: InstanceType, *, kubelet: KubeletConfiguration | None = None,
-                root_volume_bytes: int | None = None) -> res.Resources:
-    cap = capacity(it, kubelet=kubelet, root_volume_bytes=root_volume_bytes)
-    pods = cap[res.PODS]
+                root_volume_bytes: int | None = None, ami_family: str | None = None) -> res.Resources:
+    """``ami_family``: the EC2NodeClass's (None: AL2023, the default alias)."""
+    cap = capacity(it, kubelet=kubelet, root_volume_bytes=root_volume_bytes, ami_family=ami_family)
     kube_reserved = {
         res.CPU: kube_reserved_cpu_millis(it.vcpus),
-        res.MEMORY: (255 + 11 * pods) * MI,
+        res.MEMORY: (255 + 11 * reserved_memory_pods(it, kubelet, ami_family=ami_family)) * MI,
         res.EPHEMERAL_STORAGE: 1 * GI,
     }
     if kubelet and kubelet.kube_reserved:

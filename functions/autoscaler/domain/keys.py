@@ -86,6 +86,10 @@ OWNER_ANNOTATION = "autoscaler.eks.aws/owner"
 DRAIN_STARTED_ANNOTATION = "autoscaler.eks.aws/drain-started"
 DRAIN_REASON_ANNOTATION = "autoscaler.eks.aws/drain-reason"
 REPLACEMENT_REQUESTED_ANNOTATION = "autoscaler.eks.aws/replacement-requested"
+# Which interruption invocation is carrying the drain out, and until when (epoch seconds) it may: another
+# invocation leaves the node alone until then (owner: interruption).
+DRAIN_HOLDER_ANNOTATION = "autoscaler.eks.aws/drain-holder"
+DRAIN_HELD_UNTIL_ANNOTATION = "autoscaler.eks.aws/drain-held-until"
 # The replacement request the provisioner has planned capacity for (owner: provisioner).
 REPLACEMENT_PROVISIONED_ANNOTATION = "autoscaler.eks.aws/replacement-provisioned"
 # Since when the disruption function has seen a node empty (owner: disruption).

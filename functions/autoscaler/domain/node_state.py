@@ -9,6 +9,11 @@ Every piece has one owner:
   overprovisioned, capacityBlockExpiring). A service acts only on
   nodes it owns; the one take-over allowed is interruption over disruption (EC2 reclaiming the
   instance beats a consolidation in progress).
+- ``drain-holder`` and ``drain-held-until`` belong to the interruption function: the invocation carrying
+  the drain out and when its lease ends. Two invocations may handle the same interruption at once (SQS
+  delivers at least once); only the holder evicts and asks for a replacement. The lease ends with the
+  holder's invocation, so a holder that dies leaves nothing cordoned for ever: the message's retry takes
+  the node over once the lease has passed.
 - ``replacement-provisioned`` belongs to the provisioner: the request time it has planned capacity for.
 - ``empty-since`` belongs to the disruption function: since when it has seen the node empty.
 
@@ -24,6 +29,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from autoscaler.domain.keys import (
+    DRAIN_HELD_UNTIL_ANNOTATION,
+    DRAIN_HOLDER_ANNOTATION,
     DRAIN_REASON_ANNOTATION,
     DRAIN_STARTED_ANNOTATION,
     EMPTY_SINCE_ANNOTATION,
@@ -54,6 +61,8 @@ class NodeState:
     replacement_requested: float | None = None
     replacement_provisioned: float | None = None
     empty_since: float | None = None
+    holder: str = ""  # the interruption invocation carrying the drain out ("" none)
+    held_until: float | None = None  # when its lease ends
 
     @property
     def in_progress(self) -> bool:
@@ -66,6 +75,11 @@ class NodeState:
         count as leaving it."""
         return self.replacement_requested is not None and (
             self.replacement_provisioned is None or self.replacement_provisioned < self.replacement_requested)
+
+    def held_by_another(self, holder: str, *, now: float) -> bool:
+        """Another interruption invocation holds the drain and its lease has not ended."""
+        return (self.owner is Owner.INTERRUPTION and bool(self.holder) and self.holder != holder
+                and self.held_until is not None and now < self.held_until)
 
     def may_be_acted_on_by(self, owner: Owner) -> bool:
         """Whether ``owner`` may start, continue or abandon a disruption of this node."""
@@ -96,7 +110,9 @@ def read_state(annotations: Mapping[str, str]) -> NodeState:
         owner = Owner.DISRUPTION if reason in DISRUPTION_REASONS else Owner.INTERRUPTION
     return NodeState(owner=owner, reason=reason, drain_started=drain_started, replacement_requested=requested,
                      replacement_provisioned=_epoch(annotations.get(REPLACEMENT_PROVISIONED_ANNOTATION)),
-                     empty_since=_epoch(annotations.get(EMPTY_SINCE_ANNOTATION)))
+                     empty_since=_epoch(annotations.get(EMPTY_SINCE_ANNOTATION)),
+                     holder=annotations.get(DRAIN_HOLDER_ANNOTATION, ""),
+                     held_until=_epoch(annotations.get(DRAIN_HELD_UNTIL_ANNOTATION)))
 
 
 def awaits_replacement(annotations: Mapping[str, str]) -> bool:
@@ -118,6 +134,8 @@ def annotations_for(state: NodeState) -> dict[str, str | None]:
         REPLACEMENT_REQUESTED_ANNOTATION: _text(state.replacement_requested),
         REPLACEMENT_PROVISIONED_ANNOTATION: _text(state.replacement_provisioned),
         EMPTY_SINCE_ANNOTATION: _text(state.empty_since),
+        DRAIN_HOLDER_ANNOTATION: state.holder or None if state.in_progress else None,
+        DRAIN_HELD_UNTIL_ANNOTATION: _text(state.held_until) if state.in_progress and state.holder else None,
     }
 
 
@@ -128,6 +146,16 @@ def start_drain(state: NodeState, *, owner: Owner, reason: str, at: float) -> No
                    drain_started=state.drain_started if state.drain_started is not None else at)
 
 
+def hold(state: NodeState, *, holder: str, until: float) -> NodeState:
+    """The interruption invocation ``holder`` carries the drain out until ``until`` (epoch seconds)."""
+    return replace(state, holder=holder, held_until=until)
+
+
+def release(state: NodeState) -> NodeState:
+    """The holder's invocation is ending with the drain unfinished: the next invocation may take it at once."""
+    return replace(state, holder="", held_until=None)
+
+
 def request_replacement(state: NodeState, *, owner: Owner, reason: str, at: float) -> NodeState:
     """``owner`` asked the provisioner for capacity to replace the node at ``at``."""
     return replace(state, owner=owner, reason=reason or state.reason, replacement_requested=at)
@@ -135,7 +163,8 @@ def request_replacement(state: NodeState, *, owner: Owner, reason: str, at: floa
 
 def abandon(state: NodeState) -> NodeState:
     """The disruption is given up: the node goes back to the scheduler (the owner's pieces are cleared)."""
-    return replace(state, owner=None, reason="", drain_started=None, replacement_requested=None)
+    return replace(state, owner=None, reason="", drain_started=None, replacement_requested=None, holder="",
+                   held_until=None)
 
 
 def mark_provisioned(state: NodeState) -> NodeState:

@@ -77,11 +77,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     messages = [QueuedMessage.from_record(r) for r in event.get("Records") or ()]
     batch = InterruptionBatch(service=build_service(rt), sink=rt.sink, clock=rt.clock, pools=warm.pools,
                               remaining_seconds=lambda: float(context.get_remaining_time_in_millis()) / 1000.0,
-                              visibility=rt.message_visibility(), log=logger)
+                              visibility=rt.message_visibility(), log=logger,
+                              invocation_id=str(getattr(context, "aws_request_id", "") or ""))
     batch.prepare(messages)
-    response: dict[str, Any] = dict(process_partial_response(
-        event=event, record_handler=lambda record: batch.process(_message(record)), processor=warm.processor,
-        context=context))
+    try:
+        response: dict[str, Any] = dict(process_partial_response(
+            event=event, record_handler=lambda record: batch.process(_message(record)), processor=warm.processor,
+            context=context))
+    finally:
+        batch.release()
     batch.retry_soon(messages, {str(f.get("itemIdentifier")) for f in response.get("batchItemFailures") or ()})
     return response
 

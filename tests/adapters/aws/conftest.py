@@ -1,4 +1,6 @@
-"""Fixtures for the AWS adapter tests: one in-process moto region per test."""
+"""Fixtures for the AWS adapter tests: one in-process moto region per test, with EC2's CreateFleet
+client-token idempotency (the strict stand-in ``simulator.ec2_tokens``, which moto lacks) on every boto3
+client a test makes: a replayed CreateFleet gets the first answer and launches nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from moto import mock_aws
 
 from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.adapters.clock import ManualClock
+from simulator.ec2_tokens import ClientTokens
 from tests.adapters.aws.helpers import CLUSTER, REGION, Network, make_network, seed_eks_amis
 from tests.moto_env import moto_environment
 
@@ -28,7 +31,16 @@ def moto_catalog() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def client_tokens(monkeypatch: pytest.MonkeyPatch) -> ClientTokens:
+    """The token stand-in on a fresh default boto3 session, so every ``boto3.client`` of the test (the
+    fixtures' and a test's own) goes through it; the previous default session comes back afterwards."""
+    session = boto3.Session()
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", session)
+    return ClientTokens().install(session.events)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch, client_tokens: ClientTokens) -> Iterator[None]:
     with moto_environment(monkeypatch, REGION):
         yield
 

@@ -4,8 +4,11 @@ invocation makes no catalog calls.
 
 Kept an hour (``CATALOG_TTL_SECONDS``): reading and parsing ~1,400 types costs ~1 s of Lambda CPU, so a
 shorter life than the 10-minute safety pass would make every idle pass pay it. The catalogue changes when
-AWS adds or retires a type (an hour's delay is harmless); a change of the NodePools is a new deployment,
-whose new containers read it afresh."""
+AWS adds or retires a type (an hour's delay is harmless). It is read again sooner when the NodePools' needs
+change (``expect``, each pass: ``domain/catalogue_needs.py``): when the NodePools differ from those it was
+last checked for, or when they name an instance type, family, architecture or zone it lacks that it did
+not lack after its last read. A name that stays missing (a typo, a type not in this region) is not read
+for again until the hour is up."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Any
 
 from autoscaler.adapters.aws._calls import Caller
 from autoscaler.app.ports import Clock
+from autoscaler.domain.catalogue_needs import CatalogueNeeds
 from autoscaler.domain.instance_types import instance_type_from_ec2
 from autoscaler.domain.models import InstanceType
 
@@ -33,6 +37,8 @@ class InstanceCatalog:
         self._raw: dict[str, dict[str, Any]] = {}
         self._zones_by_type: dict[str, frozenset[str]] = {}
         self._loaded_at: float | None = None
+        self._needs: CatalogueNeeds | None = None  # the NodePools' needs it was last checked for
+        self._missing: frozenset[str] = frozenset()  # what they named that it lacked after it was read
 
     @property
     def calls(self) -> dict[str, int]:
@@ -64,6 +70,22 @@ class InstanceCatalog:
         self._types, self._raw = types, raw
         self._zones_by_type = {name: frozenset(z) for name, z in zones.items() if name in types}
         self._loaded_at = self._clock.monotonic()
+        self._missing = frozenset() if self._needs is None else self._needs.missing_from(
+            types, {z for zs in self._zones_by_type.values() for z in zs})
+
+    def expect(self, needs: CatalogueNeeds) -> bool:
+        """Read the catalogue again now if ``needs`` changed since the last check or name something it lacks
+        that it did not lack after its last read; True when it was read."""
+        before, self._needs = self._needs, needs
+        if self._loaded_at is None:
+            return False  # not read yet: the first use reads it
+        missing = needs.missing_from(self._types, {z for zs in self._zones_by_type.values() for z in zs})
+        changed = before is not None and before.fingerprint != needs.fingerprint
+        if not changed and missing <= self._missing:
+            self._missing = missing
+            return False
+        self.refresh()
+        return True
 
     def _ensure(self) -> None:
         if not self._fresh():

@@ -21,6 +21,7 @@ from autoscaler.adapters.aws.unavailable import UnavailableOfferings
 from autoscaler.adapters.aws.userdata import ClusterInfo
 from autoscaler.adapters.clock import SystemClock
 from autoscaler.app.ports import Clock, CloudPort
+from autoscaler.domain.catalogue_needs import CatalogueNeeds
 from autoscaler.domain.fleet import (
     CloudInstance,
     FleetRequest,
@@ -92,6 +93,9 @@ class AwsCloud:
 
     def instance_types(self) -> Mapping[str, InstanceType]:
         return self.catalog.instance_types()
+
+    def expect_catalogue(self, needs: CatalogueNeeds) -> None:
+        self.catalog.expect(needs)
 
     def offerings(self) -> list[Offering]:
         """Priced offerings. Unchanged inputs give the same Offering objects as the last call (a new list),

@@ -207,6 +207,32 @@ def bottlerocket_user_data(cluster: ClusterInfo, join: NodeJoin, user_data: str 
 
 # --- AL2 -----------------------------------------------------------------------------------------
 
+# bootstrap.sh writes these hard eviction thresholds into the kubelet's config; a kubelet map flag replaces
+# the config's whole map, so a flag states them all, the EC2NodeClass's values over these.
+_AL2_EVICTION_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"}
+
+
+def _al2_reservation_flags(kc: KubeletConfiguration | None) -> list[str]:
+    """The EC2NodeClass's pods per core and reservations as kubelet flags (bootstrap.sh has no options for
+    them): what the planner subtracts is what the kubelet holds back. A ``--kube-reserved`` flag replaces
+    bootstrap.sh's whole computed map, so a resource it does not name is not reserved at all: such a node has
+    more room than planned, never less (CPU cannot be named for every instance type one template serves)."""
+    if kc is None:
+        return []
+    flags = [f"--pods-per-core={kc.pods_per_core}"] if kc.pods_per_core else []
+    if kc.kube_reserved:
+        flags.append(f"--kube-reserved={_pairs(kc.kube_reserved, '=')}")
+    if kc.system_reserved:
+        flags.append(f"--system-reserved={_pairs(kc.system_reserved, '=')}")
+    if kc.eviction_hard:
+        flags.append(f"--eviction-hard={_pairs({**_AL2_EVICTION_HARD, **kc.eviction_hard}, '<')}")
+    return flags
+
+
+def _pairs(values: Mapping[str, str], separator: str) -> str:
+    return ",".join(f"{k}{separator}{v}" for k, v in sorted(values.items()))
+
+
 def al2_user_data(cluster: ClusterInfo, join: NodeJoin, user_data: str | None) -> str:
     extra = []
     if join.labels:
@@ -217,6 +243,7 @@ def al2_user_data(cluster: ClusterInfo, join: NodeJoin, user_data: str | None) -
     max_pods = join.max_pods or (kc.max_pods if kc else None)
     if max_pods:
         extra.append(f"--max-pods={max_pods}")
+    extra += _al2_reservation_flags(kc)
     dns = kc.cluster_dns[0] if kc and kc.cluster_dns else cluster.dns_ip
     args = [
         "/etc/eks/bootstrap.sh", cluster.name,

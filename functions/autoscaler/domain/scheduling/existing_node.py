@@ -13,7 +13,7 @@ from autoscaler.domain.models import Pod, Taint, untolerated_taints
 from autoscaler.domain.plan import PlanInput
 from autoscaler.domain.scheduling.node_pool_view import NodePoolView
 from autoscaler.domain.scheduling.pod_class import PodClass
-from autoscaler.domain.scheduling.prepared import bound_pods, kubelet_of
+from autoscaler.domain.scheduling.prepared import ami_family_of, bound_pods, kubelet_of
 from autoscaler.domain.scheduling.requirements import Variant, label_satisfies
 from autoscaler.domain.scheduling.vector import Vec, minus, plus, vector
 
@@ -90,8 +90,9 @@ def existing_nodes(snap: PlanInput, keys: Sequence[str], pools: Sequence[NodePoo
         kubelet, root = kubelet_of(view.pool, snap.node_classes) if view else (None, None)
         pool_type = next((candidate for candidate in view.types if candidate.name == instance_type.name),
                          None) if view else None
-        limit = pool_type.allocatable if pool_type else vector(
-            keys, allocatable(instance_type, kubelet=kubelet, root_volume_bytes=root))
+        limit = pool_type.allocatable if pool_type else vector(keys, allocatable(
+            instance_type, kubelet=kubelet, root_volume_bytes=root,
+            ami_family=ami_family_of(view.pool, snap.node_classes) if view else None))
         labels = {**instance_type_labels(instance_type), ZONE_LABEL: flight.zone,
                   CAPACITY_TYPE_LABEL: flight.capacity_type, NODEPOOL_LABEL: flight.node_pool,
                   **(view.pool.labels if view else {}), **flight.labels}

@@ -13,7 +13,7 @@ from autoscaler.domain.models import HostPort, Requirement
 from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import PlanInput
 from autoscaler.domain.scheduling.pool_type import PoolType
-from autoscaler.domain.scheduling.prepared import PoolTable, kubelet_of, pool_table
+from autoscaler.domain.scheduling.prepared import PoolTable, ami_family_of, kubelet_of, pool_table
 
 
 @dataclass(eq=False, slots=True)
@@ -78,7 +78,8 @@ def _usage(snap: PlanInput, pool: NodePool) -> dict[str, int]:
         if flight.node_pool != pool.name:
             continue
         # The largest capacity EC2 may have given it (a launch whose answer is unknown): never over the limit.
-        capacities = [capacity(instance_type, kubelet=kubelet, root_volume_bytes=root)
+        capacities = [capacity(instance_type, kubelet=kubelet, root_volume_bytes=root,
+                               ami_family=ami_family_of(pool, snap.node_classes))
                       for name in (flight.instance_type, *flight.may_be)
                       if (instance_type := types.get(name)) is not None]
         if capacities:

@@ -77,6 +77,12 @@ def kubelet_of(pool: NodePool, node_classes: Mapping[str, NodeClass]) -> tuple[K
     return kubelet, root
 
 
+def ami_family_of(pool: NodePool, node_classes: Mapping[str, NodeClass]) -> str | None:
+    """The AMI family a NodePool's nodes boot (their kube-reserved memory depends on it: allocatable.py)."""
+    node_class = node_classes.get(pool.node_class_ref)
+    return node_class.ami_family if node_class is not None else None
+
+
 @dataclass(frozen=True, slots=True)
 class PoolPart:
     """One dynamic NodePool as every plan over the same inputs sees it (its usage is the plan's own)."""
@@ -124,6 +130,7 @@ def _parts(snap: PlanInput, unavailable: frozenset[tuple[str, str, str]], keys: 
     dynamic = [pool for pool in snap.node_pools if not pool.is_static]
     for pool in sorted(dynamic, key=lambda pool: (-pool.weight, pool.name)):
         kubelet, root = kubelet_of(pool, snap.node_classes)
+        family = ami_family_of(pool, snap.node_classes)
         # A template label on a well-known key (zone, capacity type, arch...) constrains like a requirement.
         requirements = [*pool.requirements, *(Requirement(key, "In", (value,)) for key, value in pool.labels.items()
                                               if key in WELL_KNOWN_KEYS and key != NODEPOOL_LABEL)]
@@ -162,7 +169,7 @@ def _parts(snap: PlanInput, unavailable: frozenset[tuple[str, str, str]], keys: 
                     offers[(zone, capacity_type)] = price
             if not offers:
                 continue
-            room = allocatable(instance_type, kubelet=kubelet, root_volume_bytes=root)
+            room = allocatable(instance_type, kubelet=kubelet, root_volume_bytes=root, ami_family=family)
             node_labels = {**labels, **pool_labels}
             offered_zones = {zone for zone, _ in offers}
             offered_types = {capacity_type for _, capacity_type in offers}
