@@ -2,7 +2,7 @@
 and that it still wakes the provisioner.
 
 The Kubernetes API emulator runs in a child process, seeded with ``--pods`` pending pods from
-``benchmarks/_realistic.py`` (Deployment, StatefulSet and Job pods, 4-7 KB each, each marked
+``benchmarks/_realistic.py`` (Deployment, StatefulSet and Job pods, 4.5-9 KB each, each marked
 ``PodScheduled=False``/``Unschedulable`` by kube-scheduler). A fresh measuring process imports the watcher's
 handler module as its Lambda container does (boto3, the Kubernetes client), builds the real
 ``PendingPodWatcher`` on ``KubeCluster`` (the production page size), with a waker that records the

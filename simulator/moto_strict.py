@@ -213,8 +213,15 @@ def throttle_dynamodb_partitions(throttle: DynamoThrottle | None = None) -> tupl
     DynamoHandler.batch_write_item = batch_write_item  # type: ignore[method-assign]
 
     transact = DynamoHandler.transact_write_items
+    # DynamoDB makes TransactWriteItems idempotent by its ClientRequestToken (for 10 minutes), which botocore
+    # fills in once per call and keeps across its retries: a retry of a transaction that was applied but whose
+    # answer was lost succeeds again. moto ignores the token and refuses the retry's conditional puts.
+    answered: dict[str, Any] = {}
 
     def transact_write_items(self: Any) -> Any:
+        token = self.body.get("ClientRequestToken")
+        if token and token in answered:
+            return answered[token]
         charges = []
         for entry in self.body["TransactItems"]:
             op = next(iter(entry.values()))
@@ -225,7 +232,10 @@ def throttle_dynamodb_partitions(throttle: DynamoThrottle | None = None) -> tupl
         if not model.admit(charges):
             raise TransactionCanceledException([("ThrottlingError", "Throughput exceeds the current capacity of "
                                                  "your table or index.", None)] * len(charges))
-        return transact(self)
+        result = transact(self)
+        if token:
+            answered[token] = result
+        return result
 
     DynamoHandler.transact_write_items = transact_write_items  # type: ignore[method-assign]
 

@@ -32,8 +32,9 @@ BUILD_SCRIPT = REPO / "tools" / "kube" / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
 
 # The controllers the product depends on (and those they need: service accounts for pods, DaemonSets and
-# the PersistentVolume binder for the end-to-end scenarios, taint eviction for the node lifecycle).
-CONTROLLERS = ("deployment-controller", "replicaset-controller", "disruption-controller",
+# the PersistentVolume binder for the end-to-end scenarios, taint eviction for the node lifecycle; StatefulSets
+# and Jobs for the benchmarks' pod calibration, tests/e2e/real_kube/test_realistic_pods_real.py).
+CONTROLLERS = ("deployment-controller", "replicaset-controller", "statefulset-controller", "disruption-controller",
                "garbage-collector-controller", "node-lifecycle-controller", "namespace-controller",
                "serviceaccount-controller", "serviceaccount-token-controller", "daemonset-controller",
                "persistentvolume-binder-controller", "taint-eviction-controller", "job-controller")

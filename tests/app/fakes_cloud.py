@@ -39,7 +39,7 @@ from autoscaler.domain.fleet import (
     supports,
 )
 from autoscaler.domain.instance_types import instance_type_from_ec2
-from autoscaler.domain.keys import MANAGED_BY_TAG
+from autoscaler.domain.keys import MANAGED_BY_TAG, NODECLAIM_TAG
 from autoscaler.domain.models import CapacityType, InstanceType, Offering
 from autoscaler.domain.nodeclass import NodeClass, SelectorTerm
 from autoscaler.domain.ownership import (
@@ -342,6 +342,11 @@ class FakeCloud:
     def in_flight(self, registered_instance_ids: Collection[str]) -> list[CloudInstance]:
         self.calls["in_flight"] += 1
         return [i for i in self._owned() if i.instance_id not in registered_instance_ids]
+
+    def claimed_instances(self, claim_ids: Collection[str]) -> list[CloudInstance]:
+        self.calls["claimed_instances"] += 1
+        wanted = set(claim_ids)
+        return [i for i in self._owned() if i.tags.get(NODECLAIM_TAG) in wanted]
 
     def karpenter_instances(self) -> list[CloudInstance]:
         self.calls["karpenter_instances"] += 1

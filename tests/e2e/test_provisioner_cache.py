@@ -81,9 +81,10 @@ def test_woken_passes_catch_up_and_plan_the_pods_that_went_pending_between_them(
     # the one it reconciled)
     # (one read of the claims: a Query per shard and one of the key they were kept under before the shards)
     assert with_claims[:with_claims.index("fleet")].count("claims") == CLAIM_SHARDS + 1
-    # Then it described only the claimed instances (before its CreateFleet, and for its sweep), never listed
-    # every owned instance, and its sweep registered the claimed node (the registration taint is gone)
-    assert reads[:reads.index("fleet")] == ["describe"] and "list" not in reads
+    # Then it asked EC2 about no instance before its CreateFleet (its launched claims say what they got), never
+    # listed every owned instance, and its lifecycle step registered the claimed node from its claim (the
+    # registration taint is gone)
+    assert reads[:reads.index("fleet")] == [] and "list" not in reads
     taints = local.kube.store.get("nodes", None, registered)["spec"].get("taints") or []
     assert all(t["key"] != "karpenter.sh/unregistered" for t in taints)
     # Then the second pass sees all four pending (its cache caught up) and places the two new ones (the first

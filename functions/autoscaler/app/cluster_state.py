@@ -43,7 +43,10 @@ class Listing(StrEnum):
 
     IN_FLIGHT = "inFlight"  # the pending/running instances not yet registered (disruption)
     OWNED = "owned"  # every live instance of ours, shared by the in-flight view and the lifecycle sweep
-    CLAIMED = "claimed"  # only those the stored node claims name (a woken pass: its sweep waits)
+    # In-flight capacity from the stored node claims alone (Karpenter's NodeClaims): EC2 is asked only about
+    # the claims whose outcome is uncertain (still ``launching``: their CreateFleet answer was lost), by their
+    # claim tags. Every provisioner pass but the sweep's (app/provisioner.py, ``SWEEP_SECONDS``).
+    CLAIMED = "claimed"
 
 
 @dataclass
@@ -64,8 +67,8 @@ class ClusterRead:
     # Our live instances EC2 lists that are not registered nodes (in-flight capacity by EC2's view).
     unregistered: list[CloudInstance]
     owned: list[CloudInstance] | None = None  # ``Listing.OWNED``: every live instance of ours
-    claimed: list[CloudInstance] | None = None  # ``Listing.CLAIMED``: the instances the claims name
-    stored: list[Claim] | None = None  # ``Listing.CLAIMED``: the claims read with them
+    claimed: list[CloudInstance] | None = None  # ``Listing.CLAIMED``: the instances found for uncertain claims
+    stored: list[Claim] | None = None  # ``Listing.CLAIMED``: the claims read
     # Namespace name -> its labels, read only when a pod's (anti-)affinity has a namespaceSelector.
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -166,12 +169,15 @@ _Instances = tuple[list[CloudInstance] | None, list[CloudInstance] | None, list[
 
 
 def _instances(cloud: CloudPort, listing: Listing, claims: ClaimStore | None) -> _Instances:
-    """(every owned instance, or None), (the claimed instances, or None), (the claims read, or None)."""
+    """(every owned instance, or None), (the instances found for uncertain claims, or None), (the claims read,
+    or None)."""
     if listing is Listing.CLAIMED and claims is not None:
         try:
             stored = claims.claims()
-            ids = {c.instance_id for c in stored if c.instance_id}
-            return None, (cloud.describe_instances(ids) if ids else []), stored
+            # A launched claim knows its instance, type, zone and capacity type: nothing to ask EC2. A launching
+            # one may have got instances nobody recorded: those carry its claim (or group) tag.
+            uncertain = {cid for c in stored if c.state == "launching" for cid in (c.claim_id, c.group)}
+            return None, cloud.claimed_instances(uncertain) if uncertain else [], stored
         except CloudError as exc:
             log.warning("claimed instances not described (listing every owned instance): %s", exc)
     return cloud.owned_instances(), None, None

@@ -18,7 +18,7 @@ from autoscaler import metrics_catalog as mc
 from autoscaler.app.pass_report import PassResult
 from autoscaler.domain.allocatable import capacity
 from autoscaler.domain.fleet import CloudInstance
-from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL
 from autoscaler.domain.models import Pod
 from autoscaler.domain.node_state import read_state
 from autoscaler.domain.nodepool import NodePool
@@ -29,7 +29,8 @@ from autoscaler.metrics_catalog import MetricsSink
 def emit_pass_metrics(sink: MetricsSink, *, result: PassResult, snap: PlanInput, plan_seconds: float,
                       owned: Sequence[CloudInstance] | None, pods: Mapping[str, Pod], node_pools: Sequence[NodePool],
                       prices_stale: bool, now: float) -> None:
-    """``owned``: our instances listed by the lifecycle sweep (None when the sweep is off)."""
+    """``owned``: our instances listed by the lifecycle sweep (None when the pass did not list them: its cost is
+    then that of its registered nodes of ours and its in-flight capacity, as it saw them)."""
     plan = result.plan
     for metric, value in ((mc.PENDING_PODS, plan.pending_pods), (mc.UNSCHEDULABLE_PODS, len(plan.unschedulable)),
                           (mc.PODS_NOMINATED, len(plan.existing)), (mc.PRICES_STALE, 1 if prices_stale else 0)):
@@ -60,8 +61,7 @@ def emit_pass_metrics(sink: MetricsSink, *, result: PassResult, snap: PlanInput,
         pool_of = {i.instance_id: i.node_pool for i in owned or ()}
         for pool, n in sorted(Counter(pool_of.get(i) or "unknown" for i in result.lifecycle.timed_out).items()):
             sink.emit(mc.NODES_TERMINATED, n, NodePool=pool, Reason="NeverRegistered")
-    if owned is not None:
-        _emit_cost(sink, snap, result, owned)
+    _emit_cost(sink, snap, result, owned)
     sink.emit(mc.PASSES_SUCCEEDED, 1)
 
 
@@ -101,12 +101,21 @@ def _emit_fleet(sink: MetricsSink, snap: PlanInput, *, now: float) -> None:
         sink.emit(mc.LONGEST_DRAIN_SECONDS, round(oldest, 1))
 
 
-def _emit_cost(sink: MetricsSink, snap: PlanInput, result: PassResult, owned: Sequence[CloudInstance]) -> None:
+def _emit_cost(sink: MetricsSink, snap: PlanInput, result: PassResult,
+               owned: Sequence[CloudInstance] | None) -> None:
     # ``owned`` was listed before this pass's launches: add them.
-    price = {(o.instance_type, o.zone, o.capacity_type): o.price for o in snap.offerings}
-    known = {i.instance_id for i in owned}
-    offerings = [(i.node_pool, i.instance_type, i.zone, i.capacity_type) for i in owned]
-    offerings += [(g.launch.node_pool, i.instance_type, i.zone, i.capacity_type) for g in result.groups
+    price: dict[tuple[str, str, str], float] = {(o.instance_type, o.zone, o.capacity_type): o.price
+                                                for o in snap.offerings}
+    if owned is not None:
+        known = {i.instance_id for i in owned}
+        offerings = [(i.node_pool, i.instance_type, i.zone, str(i.capacity_type)) for i in owned]
+    else:  # the pass's own view: our registered nodes by their labels, and its in-flight capacity
+        known = {f.instance_id for f in snap.in_flight}
+        offerings = [(pool, n.labels.get(INSTANCE_TYPE_LABEL, ""), n.zone or "",
+                      n.labels.get(CAPACITY_TYPE_LABEL, ""))
+                     for n in snap.nodes if (pool := n.labels.get(NODEPOOL_LABEL))]
+        offerings += [(f.node_pool, f.instance_type, f.zone, f.capacity_type) for f in snap.in_flight]
+    offerings += [(g.launch.node_pool, i.instance_type, i.zone, str(i.capacity_type)) for g in result.groups
                   for i in g.launched if i.instance_id not in known]
     by_pool: dict[tuple[str, str], float] = defaultdict(float)
     for pool, it, zone, ct in offerings:

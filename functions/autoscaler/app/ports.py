@@ -320,6 +320,12 @@ class CloudPort(Protocol):
         """All pending/running instances carrying this cluster's ownership tags."""
         ...
 
+    def claimed_instances(self, claim_ids: Collection[str]) -> list[CloudInstance]:
+        """Pending/running instances of this cluster whose node-claim tag is one of ``claim_ids`` (a launch
+        whose CreateFleet answer was lost). A filtered DescribeInstances (one per 200 ids), never a listing of
+        every instance."""
+        ...
+
     def karpenter_instances(self) -> list[CloudInstance]:
         """Pending/running instances Karpenter launched for this cluster (``ownership.launched_by_karpenter``),
         adopted or not."""

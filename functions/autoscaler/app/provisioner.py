@@ -53,6 +53,13 @@ log = logging.getLogger(__name__)
 LAUNCH_THREADS = 32
 # A CreateFleet not started this close to the invocation's end is left to the next pass.
 LAUNCH_RESERVE_SECONDS = 8.0
+# The sweep (Karpenter's garbage collection): every owned instance listed, instances that never registered
+# terminated, Nodes whose instance is gone deleted, unclaimed instances counted, launched claims whose instance
+# ended finished. A scheduled pass sweeps when the container's last sweep is this old (a new container's first
+# scheduled pass always does); every other pass takes in-flight capacity from the node claims alone
+# (``Listing.CLAIMED``), so a pass after a burst never lists the thousands of instances it launched. An orphan
+# is therefore found within SWEEP_SECONDS plus one schedule period (docs/provisioner.md).
+SWEEP_SECONDS = 240.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +93,8 @@ class Pass:
     reason: str
     started: float  # the clock's monotonic reading when the pass began
     deadline: float | None  # the monotonic time the invocation must be done by (None: no limit)
-    woken: bool  # a watcher's wake-up: EC2's view of the claimed instances only (docs/provisioner.md)
+    woken: bool  # a watcher's wake-up (docs/provisioner.md)
+    sweep: bool  # lists every owned instance and runs the whole lifecycle sweep (``SWEEP_SECONDS``)
     leaving: set[str]  # nodes whose pods are planned elsewhere
     blocked: str = ""  # why this pass may not launch ("" when it holds the lease)
     read: ClusterRead | None = None  # the pass's one read of the cluster and the cloud
@@ -123,17 +131,21 @@ class Provisioner:
         self.events = PodEvents(cluster, clock)  # rate-limited, de-duplicated pod Events
         self.prep = PlanPrep()  # planning inputs kept between passes: same plans, less CPU on a warm pass
         self.nominations = Nominations()  # pods placed on existing nodes, until they bind (app/nominations.py)
+        self.swept_at: float | None = None  # when this container's last sweep listed every owned instance
 
     # ----- one pass ----------------------------------------------------------------------------
     def run_pass(self, *, reason: str = "scheduled", leaving_nodes: Collection[str] = (),
                  deadline: float | None = None, woken: bool = False) -> PassResult:
         """One pass. ``deadline`` (the clock's monotonic time the invocation must be done by): launches
         not started shortly before it are left to the next pass instead of running into the timeout.
-        ``woken``: a watcher's wake-up, which describes only its claims' instances before CreateFleet; the
-        full listing of owned instances waits for the lifecycle sweep (docs/provisioner.md)."""
+        ``woken``: a watcher's wake-up, which never sweeps (``SWEEP_SECONDS``): its in-flight capacity comes
+        from the node claims (docs/provisioner.md)."""
         self._passes += 1
+        now = self._now()
+        # A clock that went backwards proves nothing about the last sweep's age: sweep.
+        due = self.swept_at is None or not 0 <= now - self.swept_at < SWEEP_SECONDS
         current = Pass(holder=f"{self._holder}-{self._passes}", reason=reason, started=self._mono(),
-                       deadline=deadline, woken=woken, leaving=set(leaving_nodes))
+                       deadline=deadline, woken=woken, sweep=due and not woken, leaving=set(leaving_nodes))
         current.blocked = "" if self.settings.dry_run else self._acquire(current.holder)
         holds_lease = not current.blocked and not self.settings.dry_run
         try:
@@ -203,7 +215,7 @@ class Provisioner:
         """The pass's one read of the cluster and the cloud, its claims reconciled, as the planner's input."""
         read = current.read = read_cluster(
             cluster=self.cluster, cloud=self.cloud, node_pools=self.node_pools, node_classes=self.node_classes,
-            listing=Listing.CLAIMED if current.woken else Listing.OWNED, claims=self.claims.store)
+            listing=Listing.OWNED if current.sweep else Listing.CLAIMED, claims=self.claims.store)
         # Nodes whose replacement was asked for and not yet planned (the record survives a delayed or
         # lost invoke). Once planned, the node is an ordinary node again until it is drained: its pods are
         # not pending, and counting them as pending forever would keep PendingPods above zero.
@@ -227,7 +239,9 @@ class Provisioner:
                                                                       Mapping[str, tuple[str, ...]]]:
         """The stored node claims against what the pass read: in-flight capacity from the durable launch
         record (which wins over EC2's view of the same instance), and the pods each registering node (by
-        instance id) was launched for. A pass that may not write (dry run, no lease) reads and changes nothing."""
+        instance id) was launched for. A pass that may not write (dry run, no lease) reads and changes nothing.
+        Launched claims whose instance EC2 no longer lists are asked about by id only after a listing of every
+        owned instance (the sweep): from the claims alone, every launched claim not yet a node is out of view."""
         writes = not (self.settings.dry_run or current.blocked)
         # The claims the woken pass's claimed-instance read saw are the ones it reconciles; a pass without the
         # lease reads them again.
@@ -237,7 +251,7 @@ class Provisioner:
             current.reconciled = self.claims.reconcile(
                 listed=read.unregistered, registered=read.registered, pending=read.pending(current.leaving),
                 now=self._now(), resume=self._resume if writes else None, write=writes, initialized=initialized,
-                describe=self.cloud.describe_instances, stored=stored)
+                describe=self.cloud.describe_instances if read.owned is not None else None, stored=stored)
         except CloudError as exc:  # without the record of launches, planning is advice only
             log.warning("node claims could not be read: %s", exc)
             current.blocked = current.blocked or f"the node claim store is unavailable ({exc.code or exc})"
@@ -377,10 +391,9 @@ class Provisioner:
                                                                             list[CloudInstance] | None]:
         try:
             nodes = self.cluster.nodes()
-            if current.owned is None:  # a woken pass: its claims' nodes only; the safety pass sweeps the rest
-                claimed = current.read.claimed if current.read is not None else None
+            if current.owned is None:  # not a sweep: its claims' nodes only; the next sweep does the rest
                 return register_claimed(cluster=self.cluster, cloud=self.cloud, nodes=nodes,
-                                        claimed=claimed or [], node_pools=self.pools_by_name,
+                                        claimed=self._claimed(current), node_pools=self.pools_by_name,
                                         dry_run=self.settings.dry_run), None
             owned = list(current.owned)  # listed by this pass's read; this pass's launches are not due yet
         except Exception as exc:  # lifecycle is housekeeping: never fail a pass that launched nodes (logged,
@@ -391,7 +404,18 @@ class Provisioner:
                            node_pools=self.pools_by_name, now=self._now(),
                            registration_timeout=self.settings.registration_timeout, dry_run=self.settings.dry_run,
                            release_finalizers=self.settings.release_finalizers, collect_templates=not launched)
+        self.swept_at = self._now()
         return result, owned
+
+    @staticmethod
+    def _claimed(current: Pass) -> list[CloudInstance]:
+        """The instances of the pass's node claims as the claims recorded them, and those found for its
+        uncertain claims by their tags: what registering their nodes needs, without describing them."""
+        read = current.read
+        if read is None:
+            return []
+        recorded = [i for c in read.stored or () if (i := c.instance()) is not None]
+        return [*recorded, *(read.claimed or ())]
 
     # ----- metrics -----------------------------------------------------------------------------
     def _emit(self, result: PassResult, snap: PlanInput, plan_seconds: float, owned: Sequence[CloudInstance] | None,

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from autoscaler.domain.fleet import GOING_AWAY_STATES, CloudInstance
-from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODEPOOL_LABEL
-from autoscaler.domain.models import Taint, TaintEffect
+from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, NODECLAIM_TAG, NODEPOOL_LABEL, NODEPOOL_TAG
+from autoscaler.domain.models import CapacityType, Taint, TaintEffect
 from autoscaler.domain.plan import InFlightNode, Launch
 
 ClaimState = Literal["launching", "launched"]
@@ -88,6 +88,17 @@ class Claim:
                             labels={**self.labels, NODEPOOL_LABEL: self.node_pool, CAPACITY_TYPE_LABEL: ct},
                             taints=self.taints, launched_at=self.created_at, pod_keys=self.pods,
                             may_be=() if self.state == "launched" else self._may_be())
+
+    def instance(self) -> CloudInstance | None:
+        """A launched claim's instance as the claim recorded it from CreateFleet's answer (id, type, zone,
+        capacity type, NodePool): what registering its node needs, without describing it. None before launch."""
+        if self.state != "launched" or not self.instance_id:
+            return None
+        capacity_type: CapacityType = ("spot" if self.capacity_type == "spot" else
+                                       "reserved" if self.capacity_type == "reserved" else "on-demand")
+        return CloudInstance(instance_id=self.instance_id, instance_type=self.instance_type, zone=self.zone,
+                             state="pending", capacity_type=capacity_type, launch_time=self.created_at,
+                             tags={NODEPOOL_TAG: self.node_pool, NODECLAIM_TAG: self.claim_id})
 
     def _may_be(self) -> tuple[str, ...]:
         """Every type the launch may have got, the fallbacks' too."""

@@ -116,6 +116,24 @@ def test_the_throttle_model_refuses_one_hot_key_as_dynamodb_does(db: Any) -> Non
         undo()
 
 
+def test_a_retried_transaction_with_its_token_is_idempotent_as_in_dynamodb(db: Any) -> None:
+    """botocore sends one ClientRequestToken per TransactWriteItems call and keeps it across its retries; DynamoDB
+    answers a retry of an applied transaction with success. The strict moto does too (a retry after a lost answer
+    under load had refused a burst's claims in the benchmark)."""
+    from simulator.moto_strict import DynamoThrottle, throttle_dynamodb_partitions
+
+    _, undo = throttle_dynamodb_partitions(DynamoThrottle(clock=lambda: 0.0))
+    try:
+        put = [{"Put": {"TableName": TABLE, "Item": {"cluster": {"S": "demo"}, "id": {"S": "claim#t"}},
+                        "ConditionExpression": "attribute_not_exists(#i)", "ExpressionAttributeNames": {"#i": "id"}}}]
+        db.transact_write_items(TransactItems=put, ClientRequestToken="same-call")
+        db.transact_write_items(TransactItems=put, ClientRequestToken="same-call")  # the retry: success
+        with pytest.raises(db.exceptions.TransactionCanceledException):
+            db.transact_write_items(TransactItems=put, ClientRequestToken="another-call")
+    finally:
+        undo()
+
+
 def test_claims_written_before_the_shards_are_read_moved_and_deleted(db: Any) -> None:
     store = DynamoClaimStore(db, table=TABLE, cluster_name="demo")
     for old in (claim("old-1"), claim("old-2"), claim("old-3")):  # as the unsharded store wrote them

@@ -145,6 +145,20 @@ def test_a_launch_is_ours_in_flight_and_found_until_terminated(region: Region) -
     assert region.port.terminate([first, second]) == []  # already going: skipped
 
 
+def test_instances_are_found_by_their_claim_tag_and_only_ours_and_live(region: Region) -> None:
+    # How a pass finds what a launch whose answer was lost got, without listing every instance.
+    mine, other = _request(count=2), _request()
+    launched = region.port.launch(mine).launched
+    region.port.launch(other)
+    foreign = region.run_foreign({NODECLAIM_TAG: mine.claim_id})  # another cluster's instance, same tag value
+    found = region.port.claimed_instances({mine.claim_id, "default-nothing"})
+    assert sorted(i.instance_id for i in found) == sorted(i.instance_id for i in launched)
+    assert foreign not in {i.instance_id for i in found}
+    region.port.terminate([launched[0].instance_id])
+    assert [i.instance_id for i in region.port.claimed_instances({mine.claim_id})] == [launched[1].instance_id]
+    assert region.port.claimed_instances(set()) == []
+
+
 def test_a_launch_sent_again_with_its_claim_launches_nothing_more(region: Region) -> None:
     request = _request()
     once = region.port.launch(request)

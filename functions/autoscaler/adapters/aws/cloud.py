@@ -167,6 +167,9 @@ class AwsCloud:
     def owned_instances(self) -> list[CloudInstance]:
         return self.instances.owned()
 
+    def claimed_instances(self, claim_ids: Collection[str]) -> list[CloudInstance]:
+        return self.instances.of_claims(claim_ids) if claim_ids else []
+
     def karpenter_instances(self) -> list[CloudInstance]:
         return self.instances.karpenter_launched()
 

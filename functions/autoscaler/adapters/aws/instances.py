@@ -10,10 +10,12 @@ from typing import Any
 from autoscaler.adapters.aws._calls import Caller
 from autoscaler.app.ports import CloudNotFoundError
 from autoscaler.domain.fleet import CloudInstance, instance_from_ec2
-from autoscaler.domain.keys import MANAGED_BY_TAG, NODEPOOL_TAG, PROVISIONER_NAME_TAG
+from autoscaler.domain.keys import MANAGED_BY_TAG, NODECLAIM_TAG, NODEPOOL_TAG, PROVISIONER_NAME_TAG
 from autoscaler.domain.ownership import OwnershipError, cluster_tag, launched_by_karpenter, ownership_problem
 
 LIVE_STATES = ("pending", "running")
+# Values one DescribeInstances filter takes at most (EC2 refuses more).
+FILTER_VALUES = 200
 # What the product reads of a listed instance (``instance_from_ec2`` and ``CloudInstance``'s properties):
 # the rest of each Instance (network interfaces, block devices, ...) is dropped as each page is read, so
 # a pass listing 10,000 instances does not hold ~10,000 full DescribeInstances objects.
@@ -40,6 +42,19 @@ class Instances:
             {"Name": "instance-state-name", "Values": list(states)},
         ]
         return self._list(filters)
+
+    def of_claims(self, claim_ids: Iterable[str], states: Iterable[str] = LIVE_STATES) -> list[CloudInstance]:
+        """This cluster's instances in ``states`` whose node-claim tag is one of ``claim_ids``: what became of a
+        launch whose answer was lost, found by a filter instead of a listing of every instance."""
+        ids = sorted(set(claim_ids))
+        out: list[CloudInstance] = []
+        for start in range(0, len(ids), FILTER_VALUES):
+            out += self._list([
+                {"Name": f"tag:{NODECLAIM_TAG}", "Values": ids[start:start + FILTER_VALUES]},
+                {"Name": f"tag:{cluster_tag(self._cluster)}", "Values": ["owned"]},
+                {"Name": "instance-state-name", "Values": list(states)},
+            ])
+        return sorted(out, key=lambda i: i.instance_id)
 
     def karpenter_launched(self, states: Iterable[str] = LIVE_STATES) -> list[CloudInstance]:
         """Instances Karpenter launched for this cluster (adopted or not), in ``states``."""

@@ -79,6 +79,11 @@ class Scheduler:
             if not queue:
                 break
             cls = queue.popleft()
+            if cls.placed >= len(cls.pods):
+                # Every pod went back onto the in-flight instance launched for it (``place_launched_for``): nothing
+                # to place, and its spread and affinity terms need no counting (a pass after a burst holds
+                # thousands of such pods, and counting walks every bound pod).
+                continue
             placed_classes += 1
             if placed_classes % 8 == 0 and queue:  # drop nodes no remaining class could use
                 self.opened.keep_useful(tuple(min(other.request[index] for other in queue)
