@@ -224,16 +224,9 @@ class _Routes:
             label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector"),
             timeout=timeout, stop=self.server.stopping,
             bookmarks=query.get("allowWatchBookmarks") in ("1", "true", "True"))
-        first = next(stream, None)  # surfaces 400s before the 200 header goes out
-
-        def chunks() -> Iterator[bytes]:
-            if first is None:
-                return
-            yield json.dumps(first, separators=(",", ":")).encode() + b"\n"
-            for event in stream:
-                yield json.dumps(event, separators=(",", ":")).encode() + b"\n"
-
-        self._stream(chunks())
+        # Validated and established above (a bad request raised before any header); as kube-apiserver's
+        # watch handler, the 200 header goes out and is flushed now, before any event exists.
+        self._stream(json.dumps(event, separators=(",", ":")).encode() + b"\n" for event in stream)
 
     def _item(self, method: str, res: Resource, namespace: str | None, name: str, *, sub: str | None,
               query: dict[str, str]) -> None:
@@ -407,6 +400,11 @@ class KubeApiServer:
     def inject_error(self, path_substring: str, status: int, count: int = 1, *, method: str | None = None,
                      query_substring: str | None = None) -> None:
         self.store.inject_error(path_substring, status, count, method=method, query_substring=query_substring)
+
+    def inject_delay(self, path_substring: str, seconds: float, count: int = 1, *, method: str | None = None,
+                     query_substring: str | None = None) -> None:
+        """The next ``count`` matching requests are answered ``seconds`` late (``Store.inject_delay``)."""
+        self.store.inject_delay(path_substring, seconds, count, method=method, query_substring=query_substring)
 
     def requests(self) -> dict[str, int]:
         """Requests served so far by verb and resource (``GET pods``: 3)."""

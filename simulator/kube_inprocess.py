@@ -141,8 +141,10 @@ class InProcessPool:
 
 
 def _reads_until_quiet(query: str, timeout: Any) -> bool:
-    """A watch whose read timeout is shorter than its ``timeoutSeconds``: the caller reads the backlog and
-    stops at the first quiet moment (the warm cluster cache catching up, adapters/kube/informer.py)."""
+    """A watch whose read timeout (its wait for the header) is not longer than its ``timeoutSeconds``: the
+    caller reads the backlog and stops at the first quiet moment (the warm cluster cache catching up,
+    adapters/kube/informer.py, which sets its quiet window on the socket once the header is in; a watch
+    read to its end waits longer than the server's timeout)."""
     if isinstance(timeout, urllib3.Timeout):
         timer = timeout.clone()
         timer.start_connect()  # read_timeout is only defined once a connection has started
@@ -152,7 +154,7 @@ def _reads_until_quiet(query: str, timeout: Any) -> bool:
     if not isinstance(read, int | float) or "watch=1" not in query.split("&"):
         return False
     seconds = dict(parse_qsl(query)).get("timeoutSeconds")
-    return seconds is None or read < float(seconds)
+    return seconds is None or read <= float(seconds)
 
 
 def _backlog_only(query: str) -> str:

@@ -113,6 +113,7 @@ class _Injected:
     remaining: int
     method: str | None
     query_substring: str | None = None
+    delay: float = 0.0  # seconds before the answer (``status`` 200: no error, only the wait)
 
 
 @dataclass
@@ -258,7 +259,18 @@ class Store:
             self._injected.append(_Injected(path_substring, status, count, method.upper() if method else None,
                                             query_substring))
 
+    def inject_delay(self, path_substring: str, seconds: float, count: int = 1, *, method: str | None = None,
+                     query_substring: str | None = None) -> None:
+        """The next ``count`` matching requests (as ``inject_error`` matches them) are answered ``seconds``
+        late, header included: a slow or loaded API server (a watch's 200 header arriving late)."""
+        with self._lock:
+            self._injected.append(_Injected(path_substring, 200, count, method.upper() if method else None,
+                                            query_substring, delay=seconds))
+
     def take_injected(self, method: str, path: str, query: str = "") -> int | None:
+        """The injected error status for this request (0: drop the connection), else None; an injected
+        delay is waited out here, before anything is answered."""
+        delay = 0.0
         with self._lock:
             self.requests.append((method, path))
             for inj in self._injected:
@@ -266,8 +278,13 @@ class Store:
                     continue
                 if inj.remaining > 0 and inj.path_substring in path and inj.method in (None, method):
                     inj.remaining -= 1
+                    if inj.delay:
+                        delay = inj.delay
+                        break
                     return inj.status  # 0: the connection is dropped mid-response
-            return None
+        if delay:
+            time.sleep(delay)  # outside the lock: the server's other requests (the writes) go on meanwhile
+        return None
 
     def compact(self) -> None:
         """Drop the whole watch history, as etcd compaction does: older resourceVersions get 410 Gone on
@@ -754,9 +771,6 @@ class Store:
                 return False
             return all(p(obj) for p in preds)
 
-        start = time.monotonic()
-        end = start + timeout
-        next_mark = _next_bookmark(start, end) if bookmarks else None
         with self._lock:
             if resource_version in (None, "", "0"):
                 since = self._rv
@@ -771,6 +785,16 @@ class Store:
                 initial = []
                 if since < self._compacted_rv:
                     initial = [{"__error__": True}]
+        return self._watch_events(res, ok, since, initial, timeout=timeout, stop=stop, bookmarks=bookmarks)
+
+    def _watch_events(self, res: Resource, ok: Callable[[Obj | None], bool], since: int, initial: list[Obj], *,
+                      timeout: float, stop: threading.Event | None, bookmarks: bool) -> Iterator[Obj]:
+        """The events of a watch ``watch`` established (validated, its start version and snapshot taken): a
+        generator, so the caller can answer the header before the first event exists."""
+        plural = res.plural
+        start = time.monotonic()
+        end = start + timeout
+        next_mark = _next_bookmark(start, end) if bookmarks else None
         sent = since  # the newest version this watch has told its client about
         for obj in initial:
             if obj.get("__error__"):

@@ -437,12 +437,11 @@ class KubeCluster:
             query.append(("labelSelector", label_selector))
         if quiet_seconds is None:
             resp = self._send("GET", path, query=query, timeout=(10.0, timeout_seconds + 10.0))
-        else:
+        else:  # the header within the watch's own timeout, however slow the server; then quiet between events
             try:
-                resp = open_stream(self._api, path, query=query, connect=10.0, read=quiet_seconds)
-            except urllib3.exceptions.ReadTimeoutError:
-                return  # some servers send the header with the first event: none within the window is quiet too
-            except urllib3.exceptions.HTTPError as exc:
+                resp = open_stream(self._api, path, query=query, connect=10.0, quiet=quiet_seconds,
+                                   header=min(10.0, max(1, int(timeout_seconds))))
+            except urllib3.exceptions.HTTPError as exc:  # a header not in time too: not quiet, but unanswered
                 raise ClusterError(f"GET {path}: cannot reach the Kubernetes API: {exc}") from exc
         self._raise_for("GET", f"{path}?watch=1", resp)
         done = False

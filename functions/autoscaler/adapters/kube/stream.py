@@ -40,12 +40,20 @@ def watch_events(raw: Any) -> Iterator[dict[str, Any]]:
         yield json.loads(buf)
 
 
-def open_stream(api: ApiClient, path: str, *, query: list[tuple[str, str]], connect: float, read: float) -> Any:
+def open_stream(api: ApiClient, path: str, *, query: list[tuple[str, str]], connect: float, header: float,
+                quiet: float | None = None) -> Any:
     """GET ``path`` as a stream, without urllib3's retries (the client's pool retries a read timeout while
-    waiting for the header, which would multiply a quiet window). A RESTResponse, as ``call_api`` returns."""
+    waiting for the header, which would multiply the wait). A RESTResponse, as ``call_api`` returns.
+
+    ``header`` bounds the wait for the response header; ``quiet`` then becomes the socket's read timeout, so
+    a catch-up's quiet window applies between events only: kube-apiserver answers a watch's header as soon
+    as the watch is established, and a header a slow or loaded server sends late is not a quiet stream."""
     method, url, headers, _, _ = api.param_serialize(method="GET", resource_path=path, query_params=query,
                                                      header_params={"Accept": "application/json"},
                                                      auth_settings=["BearerToken"])
     raw = api.rest_client.pool_manager.request(method, url, headers=headers, preload_content=False, retries=False,
-                                               timeout=urllib3.Timeout(connect=connect, read=read))
+                                               timeout=urllib3.Timeout(connect=connect, read=header))
+    sock = getattr(getattr(raw, "connection", None), "sock", None)
+    if quiet is not None and sock is not None:  # None: no socket (an in-process transport)
+        sock.settimeout(quiet)  # urllib3 sets it again when it reuses the connection
     return RESTResponse(raw)
