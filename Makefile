@@ -101,9 +101,8 @@ kube-bin:
 unit: $(PY_STAMP) kube-bin
 	@# pytest exits 5 when it collected no test: that is a failure here, never a pass.
 	@# Two workers: CI has two cores, and most of the suite waits on moto, the emulator and CDK synthesis.
-	@# The tests on the real control plane share one worker and so one control plane (tests/conftest.py's
-	@# scheduler for --dist loadgroup): that group is handed out first, every other test one by one.
-	@$(PY) -m pytest -n 2 --dist loadgroup --durations=15; rc=$$?; \
+	@# Each worker that runs a test on the real control plane starts its own (tests/real_kube.py).
+	@$(PY) -m pytest -n 2 --durations=15; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 # The HTML report's test opens it in headless Chromium (Debian's package); installed when missing.

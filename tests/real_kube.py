@@ -2,7 +2,7 @@
 kube-controller-manager, built from upstream by ``tools/kube/build.sh`` (versions pinned in
 ``tools/kube/go.mod``).
 
-One control plane per test process (``make test`` runs all its tests on one xdist worker), started on first
+One control plane per test process (each xdist worker that needs one), started on first
 use and stopped by pid when the process exits. The API server authenticates with a static token file, one
 identity per function (the groups the stack's EKS access entries give them, ``infra/identity.py``),
 authorises with RBAC and runs its default admission plugins. Nothing here imports ``autoscaler``.
