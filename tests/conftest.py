@@ -97,7 +97,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         real = any(params.get(name) == value for name, value in _REAL_PARAMS.items()) \
-            or bool(_REAL_FIXTURES & set(getattr(item, "fixturenames", ())))
+            or bool(_REAL_FIXTURES & set(getattr(item, "fixturenames", ()))) \
+            or item.get_closest_marker("real_kube") is not None
         if real != on_real_control_plane(item.nodeid):
             raise pytest.UsageError(
                 f"{item.nodeid}: {'runs' if real else 'does not run'} on the real control plane but its id says "
