@@ -65,7 +65,9 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     # GIVEN 5 pending 1-CPU pods WHEN one scheduled pass runs THEN spot capacity for all 5 launches.
     first = local.invoke_provisioner()["passes"][0]
     assert first["pendingPods"] == 5 and first["unschedulable"] == [] and first["failures"] == []
-    assert swept == []
+    # At most the launch warm-up's one listing of the cluster's templates (CloudPort.warm_launch, on a worker
+    # thread: it may or may not run before the launch needs a template); never the sweep's on top of it.
+    assert len(swept) <= 1
     assert len(calls) == 1
     assert calls[0]["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "spot"
     instances = local.instances()
@@ -107,8 +109,9 @@ def test_inflate_scaled_to_five_launches_spot_once_then_registers(local: LocalCl
     second = local.invoke_provisioner()["passes"][0]
     assert second["launched"] == [] and second["nominated"] == 5 and len(calls) == 1
     # Unused launch templates are collected by the sweep (the first pass swept, but launched: never on a burst's
-    # path), and the second pass, within SWEEP_SECONDS of it, takes its in-flight capacity from the claims
-    assert swept == []
+    # path), and the second pass, within SWEEP_SECONDS of it, takes its in-flight capacity from the claims:
+    # still at most the warm-up's one listing
+    assert len(swept) <= 1
 
     # The kubelet registers the nodes with karpenter.sh/unregistered:NoExecute: the pods cannot bind yet
     # (wave 1's harness bound them through the taint, hiding a second launch here). The registering
