@@ -12,7 +12,6 @@ whichever moto a test reaches: in-process (``mock_aws``, what the adapter tests 
 from __future__ import annotations
 
 import os
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,7 @@ from simulator.ec2_tokens import ClientTokens
 from simulator.local import moto_catalog
 from simulator.moto_server import SerialMotoServer
 from tests.adapters.aws.helpers import CLUSTER, REGION, make_network, node_class, seed_eks_amis
-from tests.moto_env import moto_environment
+from tests.moto_env import moto_environment, moto_server_environment
 
 MOTOS = ("in-process", "server")
 
@@ -67,13 +66,7 @@ def ec2(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
     server: ThreadedMotoServer = request.getfixturevalue("moto_server")
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=120):
-        pass
+    moto_server_environment(monkeypatch, endpoint, REGION)
     assert os.environ["AWS_ENDPOINT_URL"] == endpoint
     yield _ec2("server")
 

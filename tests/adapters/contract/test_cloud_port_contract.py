@@ -7,7 +7,6 @@ and node classes that select nothing. The fake may never be more forgiving than 
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +36,7 @@ from tests.adapters.aws.helpers import (
     seed_eks_amis,
 )
 from tests.app.fakes_cloud import FakeCloud
+from tests.moto_env import moto_server_environment
 
 ZONE = "us-east-1a"
 
@@ -76,13 +76,7 @@ def moto_endpoint() -> Iterator[str]:
 
 
 def _moto(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> Iterator[Region]:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=120):
-        pass
+    moto_server_environment(monkeypatch, endpoint, REGION)
     ec2 = boto3.client("ec2", region_name=REGION)
     network = make_network(ec2)
     seed_eks_amis(ec2)
