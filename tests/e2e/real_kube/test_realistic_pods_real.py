@@ -24,13 +24,14 @@ import copy
 import json
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 
 from benchmarks._realistic import compare_with, pod_bytes, realistic_pod
 from tests import real_kube
+from tests.e2e.real_kube.conftest import wait_for
 
 pytestmark = [pytest.mark.real_kube, pytest.mark.e2e]
 
@@ -45,17 +46,6 @@ _CONTROLLER_LABELS = ("pod-template-hash", "controller-revision-hash", "stateful
 _CONTROLLER_ANNOTATIONS = ("batch.kubernetes.io/job-completion-index",)
 _ADDED_SPEC = ("hostname", "subdomain", "tolerations", "priority", "preemptionPolicy", "serviceAccount", "nodeName")
 
-
-def wait_for(check: Callable[[], Any], *, timeout: float = 120.0, what: str) -> Any:
-    """Poll until ``check`` is truthy; the controllers are asynchronous and the machine may be busy."""
-    end = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def _generated(controller: str, seed: int) -> dict[str, Any]:
