@@ -1,18 +1,20 @@
 """Side by side with Karpenter: its own provisioning scheduler (built from sigs.k8s.io/karpenter, see
 ``benchmarks/peers/karpenter``) and ours on the same snapshots, judged by the same fit check.
 
-``python -m benchmarks.peers [--sizes 1000,5000 | --sizes all] [--repeats N] [--karpenter-timeout S]
-[--budget S] [--out FILE]``. Default sizes: 1000 only, so ``make bench`` stays short; ``--sizes all`` runs
-1k / 5k / 20k / 50k pods. Every workload runs without and with existing nodes (a managed node group of
-max(3, pods / 100) nodes, half used by resident pods). Within an entry the two planners run alternately
-(ours, then Karpenter's, ``--repeats`` times, default 1; always one run above 5,000 pods), each timed around
-the planner alone (ours: ``plan()`` on the parsed snapshot; Karpenter: NewTopology + NewScheduler + Solve +
-TruncateInstanceTypes), wall clock and CPU; figures are medians. A Karpenter run that does not finish within
-``--karpenter-timeout`` is recorded as such and that workload is not given to Karpenter at larger sizes;
-with ``--budget`` the entries not started in time are recorded as not run. Cost is the $/h of the nodes each
-launches, each node at the cheapest offering its launch allows. Prints ONE JSON object on stdout and the
-table on stderr (``--out`` also writes the JSON after every entry). The peer binary is cached in
-``~/.cache/eks-autoscaler`` keyed by its sources.
+``python -m benchmarks.peers [--sizes 1000,5000 | --sizes all] [--repeats N] [--karpenter-solve-bound S]
+[--karpenter-timeout S] [--budget S] [--out FILE]``. Default sizes: 1000 only, so ``make bench`` stays short;
+``--sizes all`` runs 1k / 5k / 20k / 50k pods. Every workload runs without and with existing nodes (a managed
+node group of max(3, pods / 100) nodes, half used by resident pods). Within an entry the two planners run
+alternately (ours, then Karpenter's, ``--repeats`` times, default 1; always one run above 5,000 pods), each
+timed around the planner alone (ours: ``plan()`` on the parsed snapshot; Karpenter: NewTopology + NewScheduler +
+Solve + TruncateInstanceTypes), wall clock and CPU; figures are medians. Karpenter's Solve runs under the
+one-minute context its provisioner gives it (``--karpenter-solve-bound``, 0: to the end); the pods it has not
+reached by then are reported as deferred to its next round, and that entry gets no cost ratio. A Karpenter run
+that does not finish within ``--karpenter-timeout`` is recorded as such and that workload is not given to
+Karpenter at larger sizes; with ``--budget`` the entries not started in time are recorded as not run. Cost is
+the $/h of the nodes each launches, each node at the cheapest offering its launch allows. Prints ONE JSON object
+on stdout and the table on stderr (``--out`` also writes the JSON after every entry). The peer binary is cached
+in ``~/.cache/eks-autoscaler`` keyed by its sources.
 """
 
 from __future__ import annotations
