@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import gzip
+import json
 import os
 import re
 import tempfile
@@ -58,6 +59,39 @@ def _one_botocore_loader_per_process() -> None:
 
 
 _one_botocore_loader_per_process()
+
+
+# EC2's catalogue answers: moto builds them from its static tables for the region and the request alone.
+_CATALOGUE_ACTIONS = frozenset({"DescribeSpotPriceHistory", "DescribeInstanceTypes", "DescribeInstanceTypeOfferings"})
+
+
+def _serialise_moto_catalogue_answers_once_per_process() -> None:
+    """moto turns each catalogue answer into XML again for every request: an unfiltered
+    DescribeSpotPriceHistory (what the pricing adapter asks every spot TTL: 6,436 records in us-east-1, one
+    page) costs a second of CPU to serialise, and a disruption or provisioner pass asks it once per fresh
+    cache, which was most of a handler test's CPU. The XML is a function of the answer's content (its request
+    id is a constant; the header's, added afterwards, stays fresh), so an answer equal to one already
+    serialised gets the same bytes back: what botocore receives and parses is unchanged."""
+    from moto.core.responses import ActionResult  # here: only once MOTO_AMIS_PATH is set
+
+    serialise = ActionResult.execute_result
+    answers: dict[tuple[str, str, str], Any] = {}
+
+    def execute_result(self: ActionResult, context: Any) -> Any:
+        action = context.operation_model.name
+        if type(self) is not ActionResult or action not in _CATALOGUE_ACTIONS or isinstance(self.result, Exception):
+            return serialise(self, context)
+        # The answer's content (moto's InstanceType is a dict whose repr shows only its name).
+        key = (context.serializer_class.__qualname__, action, json.dumps(self.result, default=repr))
+        if key not in answers:
+            answers[key] = serialise(self, context)
+        status, headers, body = answers[key]
+        return status, dict(headers), body
+
+    ActionResult.execute_result = execute_result  # type: ignore[method-assign]
+
+
+_serialise_moto_catalogue_answers_once_per_process()
 
 
 # What a test is parametrised with, or asks for, when it runs against tests/real_kube.py's control plane.
