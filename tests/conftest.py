@@ -2,96 +2,23 @@
 
 from __future__ import annotations
 
-import atexit
-import gzip
-import json
 import os
 import re
-import tempfile
 from collections.abc import Iterator
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
-import botocore.loaders
-import botocore.session
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from simulator.kube_api import KubeApiServer
+from tests import moto_cost
 
 # jsii prints a banner about the Node.js version when aws_cdk is first imported; noise in test output.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
 
 
-def _moto_base_images() -> str:
-    """moto's own base image catalogue (its amis.json: 44 images, both architectures), as a file for
-    MOTO_AMIS_PATH. Without it every EC2 backend moto builds (at first use and at each reset, several per
-    test) also creates the region's ~1,250 ECS-optimised and "latest" images, each with a snapshot and a
-    volume: a third of a second of CPU per backend, for images no test looks at. The images the tests and the
-    simulator pick (the first available one per architecture) come from this base list either way."""
-    path = Path(tempfile.gettempdir()) / f"moto-amis-{os.getpid()}.json"
-    path.write_bytes(gzip.decompress((resources.files("moto") / "ec2/resources/amis.json.gz").read_bytes()))
-    atexit.register(path.unlink, missing_ok=True)
-    return str(path)
-
-
-# Read when moto's EC2 models are first imported, which no test module does before this conftest runs.
-if "MOTO_AMIS_PATH" not in os.environ:
-    os.environ["MOTO_AMIS_PATH"] = _moto_base_images()
-
-
-def _one_botocore_loader_per_process() -> None:
-    """Every botocore session of the test process reads the service models through one loader. Tests build a
-    fresh ``boto3.Session`` per runtime (hundreds per worker), and each session's own loader parses the JSON
-    models again for every client it makes (EC2's alone is megabytes): most of a moto test's CPU. A Lambda
-    container builds its session once, so sharing the loader (whose cache holds parsed, never modified
-    models) is what a function sees; what is sent and answered is unchanged."""
-    loaders: dict[str | None, botocore.loaders.Loader] = {}
-    create = botocore.loaders.create_loader
-
-    def shared(search_path_string: str | None = None) -> botocore.loaders.Loader:
-        if search_path_string not in loaders:
-            loaders[search_path_string] = create(search_path_string)
-        return loaders[search_path_string]
-
-    botocore.session.create_loader = shared
-
-
-_one_botocore_loader_per_process()
-
-
-# EC2's catalogue answers: moto builds them from its static tables for the region and the request alone.
-_CATALOGUE_ACTIONS = frozenset({"DescribeSpotPriceHistory", "DescribeInstanceTypes", "DescribeInstanceTypeOfferings"})
-
-
-def _serialise_moto_catalogue_answers_once_per_process() -> None:
-    """moto turns each catalogue answer into XML again for every request: an unfiltered
-    DescribeSpotPriceHistory (what the pricing adapter asks every spot TTL: 6,436 records in us-east-1, one
-    page) costs a second of CPU to serialise, and a disruption or provisioner pass asks it once per fresh
-    cache, which was most of a handler test's CPU. The XML is a function of the answer's content (its request
-    id is a constant; the header's, added afterwards, stays fresh), so an answer equal to one already
-    serialised gets the same bytes back: what botocore receives and parses is unchanged."""
-    from moto.core.responses import ActionResult  # here: only once MOTO_AMIS_PATH is set
-
-    serialise = ActionResult.execute_result
-    answers: dict[tuple[str, str, str], Any] = {}
-
-    def execute_result(self: ActionResult, context: Any) -> Any:
-        action = context.operation_model.name
-        if type(self) is not ActionResult or action not in _CATALOGUE_ACTIONS or isinstance(self.result, Exception):
-            return serialise(self, context)
-        # The answer's content (moto's InstanceType is a dict whose repr shows only its name).
-        key = (context.serializer_class.__qualname__, action, json.dumps(self.result, default=repr))
-        if key not in answers:
-            answers[key] = serialise(self, context)
-        status, headers, body = answers[key]
-        return status, dict(headers), body
-
-    ActionResult.execute_result = execute_result  # type: ignore[method-assign]
-
-
-_serialise_moto_catalogue_answers_once_per_process()
+# moto's EC2 models read MOTO_AMIS_PATH when first imported, which no test module does before this conftest runs.
+moto_cost.install()
 
 
 # What a test is parametrised with, or asks for, when it runs against tests/real_kube.py's control plane.
