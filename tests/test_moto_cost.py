@@ -9,8 +9,10 @@ from typing import Any
 
 import boto3
 import pytest
+from moto.backends import get_backend
 from moto.core.responses import ActionResult
 from moto.dynamodb import models as dynamodb_models
+from moto.ec2.models.core import TaggedEC2Resource
 
 from tests.moto_env import moto_environment
 
@@ -28,6 +30,26 @@ def test_the_savings_are_installed_in_the_test_process() -> None:
     assert ActionResult.execute_result.__name__ == "execute_result"
     assert ActionResult.execute_result.__module__ == "tests.moto_cost"
     assert type(dynamodb_models.copy).__name__ == "_TableBackups"
+    assert TaggedEC2Resource.get_tags.__module__ == "tests.moto_cost"
+
+
+def test_a_resources_tags_are_the_ones_moto_finds_by_scanning_every_resource(aws: None) -> None:
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24")["Subnet"]["SubnetId"] for i in range(3)]
+    ec2.create_tags(Resources=subnets[:2], Tags=[{"Key": "team", "Value": "a"}, {"Key": "tier", "Value": "web"}])
+    ec2.create_tags(Resources=[subnets[1]], Tags=[{"Key": "team", "Value": "b"}, {"Key": "zz", "Value": ""}])
+    ec2.create_tags(Resources=[vpc], Tags=[{"Key": "team", "Value": "a"}])
+    described = ec2.describe_subnets(SubnetIds=subnets)["Subnets"]
+    filtered = ec2.describe_subnets(Filters=[{"Name": "tag:team", "Values": ["a"]}])["Subnets"]
+    scanning = TaggedEC2Resource.get_tags.__wrapped__
+    backend = get_backend("ec2")["123456789012"][REGION]
+    for subnet_id in [*subnets, vpc]:
+        resource = backend.get_subnet(subnet_id) if subnet_id.startswith("subnet-") else backend.get_vpc(subnet_id)
+        assert resource.get_tags() == scanning(resource)
+    assert {s["SubnetId"]: {t["Key"]: t["Value"] for t in s.get("Tags", [])} for s in described} == {
+        subnets[0]: {"team": "a", "tier": "web"}, subnets[1]: {"team": "b", "tier": "web", "zz": ""}, subnets[2]: {}}
+    assert [s["SubnetId"] for s in filtered] == [subnets[0]]
 
 
 def test_a_catalogue_answer_served_again_is_what_moto_serialises_afresh(aws: None,
