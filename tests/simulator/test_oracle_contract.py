@@ -45,6 +45,12 @@ OTHER_TEAM = {"team": "other"}
 _counter = itertools.count()
 
 
+def _wait(check: Any, *, what: str) -> Any:
+    """``wait_for`` polling often: what a case waits for (a binding, a taint removed, a namespace's
+    ServiceAccount) takes the control plane milliseconds, and a case waits for it several times."""
+    return wait_for(check, what=what, interval=0.02)
+
+
 # ----- the cases ---------------------------------------------------------------------------------------------
 def node(short: str, *, cpu: str = "4", memory: str = "16Gi", pods: str = "110", zone: str = "z1",
          labels: Mapping[str, str] | None = None, taints: Sequence[Obj] = (), unschedulable: bool = False,
@@ -342,7 +348,7 @@ class Objects:
     pending: list[Obj]
     claims: list[Obj]
     volumes: list[Obj]
-    namespaces: list[Obj]  # the case's own, then the second one (``Case.elsewhere``)
+    namespaces: list[Obj]  # the case's own, then the second one if the case has pods there (``Case.elsewhere``)
 
     def short(self, node_name: str | None) -> str | None:
         return None if node_name is None else node_name.removeprefix(f"{self.namespace}-")
@@ -395,7 +401,9 @@ def _isolated(case: Case, namespace: str) -> Objects:
                                 "resources": {"requests": {"storage": "1Gi"}}}})
     other = f"{namespace}-x"
     bound = [prepared(p) for p in case.bound] + [prepared(p, other) for p in case.elsewhere]
-    namespaces = [{"metadata": {"name": namespace}}, {"metadata": {"name": other, "labels": dict(OTHER_TEAM)}}]
+    namespaces = [{"metadata": {"name": namespace}}]
+    if case.elsewhere:
+        namespaces.append({"metadata": {"name": other, "labels": dict(OTHER_TEAM)}})
     return Objects(namespace, nodes, bound, [prepared(p) for p in case.pending], claims, volumes, namespaces)
 
 
@@ -439,7 +447,7 @@ def run_real(plane: real_kube.ControlPlane, objects: Objects) -> dict[str, str |
     try:
         for namespace in objects.namespaces:
             name = namespace["metadata"]["name"]
-            wait_for(lambda name=name: plane.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")[0]
+            _wait(lambda name=name: plane.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")[0]
                      == 200, what=f"the default ServiceAccount of {name}")
         _runtime_class(plane)
         for obj in objects.nodes:
@@ -449,7 +457,7 @@ def run_real(plane: real_kube.ControlPlane, objects: Objects) -> dict[str, str |
         for obj in objects.claims:
             plane.must("POST", f"/api/v1/namespaces/{ns}/persistentvolumeclaims", obj)
         claims = f"/api/v1/namespaces/{ns}/persistentvolumeclaims"
-        wait_for(lambda: all(c["status"].get("phase") == "Bound" for c in plane.must("GET", claims)["items"]),
+        _wait(lambda: all(c["status"].get("phase") == "Bound" for c in plane.must("GET", claims)["items"]),
                  what="the claims bound to their volumes")
         _nodes_schedulable(plane, objects)
         for obj in objects.bound:
@@ -462,10 +470,10 @@ def run_real(plane: real_kube.ControlPlane, objects: Objects) -> dict[str, str |
         for obj in objects.pending:
             name = obj["metadata"]["name"]
             plane.must("POST", f"/api/v1/namespaces/{ns}/pods", obj)
-            wait_for(lambda name=name: _decided(plane, ns, name), what=f"kube-scheduler's decision on {ns}/{name}")
+            _wait(lambda name=name: _decided(plane, ns, name), what=f"kube-scheduler's decision on {ns}/{name}")
         for obj in objects.pending:
             name = obj["metadata"]["name"]
-            decided = wait_for(lambda name=name: _decided(plane, ns, name), what=f"{ns}/{name} decided")
+            decided = _wait(lambda name=name: _decided(plane, ns, name), what=f"{ns}/{name} decided")
             placed[name] = objects.short(decided["spec"].get("nodeName"))
         return placed
     finally:
@@ -488,7 +496,7 @@ def _nodes_schedulable(plane: real_kube.ControlPlane, objects: Objects) -> None:
     ns = objects.namespace
     for obj in objects.nodes:
         name = obj["metadata"]["name"]
-        wait_for(lambda name=name: not any(t["key"] == "node.kubernetes.io/not-ready" for t in plane.must(
+        _wait(lambda name=name: not any(t["key"] == "node.kubernetes.io/not-ready" for t in plane.must(
             "GET", f"/api/v1/nodes/{name}")["spec"].get("taints") or ()), what=f"{name} without the not-ready taint")
     probes = []
     for index, obj in enumerate(objects.nodes):
@@ -499,11 +507,11 @@ def _nodes_schedulable(plane: real_kube.ControlPlane, objects: Objects) -> None:
             "nodeSelector": {HOST: name}, "tolerations": [{"operator": "Exists"}]}})
         probes.append((probe, name))
     for probe, name in probes:
-        bound = wait_for(lambda probe=probe: _decided(plane, ns, probe), what=f"the probe pod on {name}")
+        bound = _wait(lambda probe=probe: _decided(plane, ns, probe), what=f"the probe pod on {name}")
         assert bound["spec"].get("nodeName") == name, f"{name} is not schedulable: {bound['status']}"
     for probe, _ in probes:
         plane.must("DELETE", f"/api/v1/namespaces/{ns}/pods/{probe}", {"gracePeriodSeconds": 0})
-    wait_for(lambda: not plane.must("GET", f"/api/v1/namespaces/{ns}/pods")["items"],
+    _wait(lambda: not plane.must("GET", f"/api/v1/namespaces/{ns}/pods")["items"],
              what="the probe pods gone")
 
 
