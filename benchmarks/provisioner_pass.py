@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import logging
 import multiprocessing as mp
@@ -392,28 +393,45 @@ def _install_latency(session: Any, latency: _Latency, calls: Counter[str]) -> No
     KubeCluster.watch_raw = slow_watch  # type: ignore[method-assign]
 
 
+class _GcTime:
+    """Wall seconds the cyclic GC ran in this process (``gc.callbacks``): part of the CPU time, reported so a
+    phase's collections can be told from its own work."""
+
+    def __init__(self) -> None:
+        self.seconds, self._start = 0.0, 0.0
+        gc.callbacks.append(self._on)
+
+    def _on(self, phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._start
+
+
 class _Phases:
     """Wall, CPU and latency seconds, AWS calls and Kubernetes requests of each phase of the passes."""
 
     def __init__(self, kube_url: str, aws_calls: Counter[str], latency: _Latency) -> None:
         self.kube_url, self.aws_calls, self.latency = kube_url, aws_calls, latency
         self.rows: dict[str, dict[str, Any]] = {}
+        self.gc = _GcTime()
 
     def wrap(self, cls: Any, method: str, phase: str) -> None:
         inner: Callable[..., Any] = getattr(cls, method)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             k0, a0 = _kube_requests(self.kube_url), Counter(self.aws_calls)
-            w0, c0 = time.perf_counter(), time.process_time()
+            w0, c0, g0 = time.perf_counter(), time.process_time(), self.gc.seconds
             try:
                 return inner(*args, **kwargs)
             finally:
                 w1, c1 = time.perf_counter(), time.process_time()
                 k1 = _kube_requests(self.kube_url)
                 row = self.rows.setdefault(phase, {"wall": 0.0, "cpu": 0.0, "latency": 0.0, "pools": 0.0,
-                                                   "aws": Counter(), "kube": Counter()})
+                                                   "gc": 0.0, "aws": Counter(), "kube": Counter()})
                 row["wall"] += w1 - w0
                 row["cpu"] += c1 - c0
+                row["gc"] += self.gc.seconds - g0
                 row["latency"] += self.latency.within(w0, w1)
                 row["pools"] += self.latency.split(w0, w1)[1]
                 row["aws"].update(Counter(self.aws_calls) - a0)
@@ -456,7 +474,7 @@ def _pass_report(answer: dict[str, Any], rows: dict[str, dict[str, Any]], *, wal
         row = rows.get(name)
         if row is None:
             continue
-        phases[name] = {"wall": round(row["wall"], 3), "cpu": round(row["cpu"], 3),
+        phases[name] = {"wall": round(row["wall"], 3), "cpu": round(row["cpu"], 3), "gcSeconds": round(row["gc"], 3),
                         "latency": round(row["latency"], 3),
                         "estimate": round(_estimate(row["cpu"], row["latency"]), 2),
                         "awsCalls": dict(sorted(row["aws"].items())), "kubeRequests": sum(row["kube"].values()),
