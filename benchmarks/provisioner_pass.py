@@ -134,10 +134,10 @@ provisioner: {watchMode: false}
 
 def deployed_memory_mb() -> int:
     """The provisioner's memory size as the stack deploys it by default (the cluster file's
-    ``provisioner.memoryMb``, infra/functions.py)."""
+    ``provisioner.memoryMb``, else the default reaction's, the watcher's: infra/functions.py)."""
     from autoscaler.config import ProvisionerConfig  # noqa: PLC0415
 
-    return int(ProvisionerConfig().memory_mb)
+    return ProvisionerConfig().memory
 
 
 def cpu_share() -> float:
@@ -289,6 +289,7 @@ class _Latency:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._calls: list[tuple[float, int, bool, float]] = []  # (start, thread, tagging, seconds)
+        self.reads: list[tuple[float, float]] = []  # the cluster reads' windows (``read``)
         self._threads = 0
         self.received = 0  # bytes of every answer (Kubernetes and AWS): what TLS would have decrypted
 
@@ -318,6 +319,37 @@ class _Latency:
     def within(self, t0: float, t1: float) -> float:
         main, pools = self.split(t0, t1)
         return main + pools
+
+    def read(self, t0: float, t1: float) -> None:
+        """[t0, t1] was the cluster read (``read_cluster``): its worker threads started at its start and were
+        joined at its end, so their waits ran beside the main thread's (``critical``)."""
+        with self._lock:
+            self.reads.append((t0, t1))
+
+    def critical(self, t0: float, t1: float) -> tuple[float, float]:
+        """(the waits on the critical path of [t0, t1], the main thread's waits in it). Outside a cluster read,
+        the main thread's waits plus the longest worker and tagging chains (as ``within``). Within one, a worker
+        started with the read and joined at its end, so the read lasts at most the longer of the main thread's
+        waits there and the longest worker chain, plus the CPU (``estimate`` adds it for every thread): the
+        listing of EC2 instances and the small Kubernetes collections overlap the pod pages."""
+        with self._lock:
+            calls = [c for c in self._calls if t0 <= c[0] < t1]
+            reads = [(a, b) for a, b in self.reads if t0 <= a < t1]
+        main_in = main_out = 0.0
+        workers, taggers = Counter[int](), Counter[int]()
+        for start, tid, tagging, seconds in calls:
+            if tid == 0:
+                if any(a <= start < b for a, b in reads):
+                    main_in += seconds
+                else:
+                    main_out += seconds
+            elif tagging:
+                taggers[tid] += seconds
+            else:
+                workers[tid] += seconds
+        pools = max(workers.values(), default=0.0) + max(taggers.values(), default=0.0)
+        path = main_out + max(main_in, pools) if reads else main_in + main_out + pools
+        return path, main_in + main_out
 
     def overlapped(self, t0: float, t1: float) -> float:
         """The time within [t0, t1] during which at least one request was waiting: requests that really
@@ -427,13 +459,14 @@ class _Phases:
             finally:
                 w1, c1 = time.perf_counter(), time.process_time()
                 k1 = _kube_requests(self.kube_url)
-                row = self.rows.setdefault(phase, {"wall": 0.0, "cpu": 0.0, "latency": 0.0, "pools": 0.0,
+                row = self.rows.setdefault(phase, {"wall": 0.0, "cpu": 0.0, "latency": 0.0, "main": 0.0,
                                                    "gc": 0.0, "aws": Counter(), "kube": Counter()})
                 row["wall"] += w1 - w0
                 row["cpu"] += c1 - c0
                 row["gc"] += self.gc.seconds - g0
-                row["latency"] += self.latency.within(w0, w1)
-                row["pools"] += self.latency.split(w0, w1)[1]
+                path, main = self.latency.critical(w0, w1)
+                row["latency"] += path
+                row["main"] += main
                 row["aws"].update(Counter(self.aws_calls) - a0)
                 row["kube"].update(k1 - k0)
                 row["peakMiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the peak so far
@@ -587,6 +620,16 @@ def _measure(pods: int, existing: int, info: dict[str, Any], *, bind: bool = Fal
         return launch(self, plan, *args, **kwargs)
 
     Provisioner._launch = sampled  # type: ignore[method-assign]
+    read_cluster = provisioner_module.read_cluster
+
+    def timed_read(*args: Any, **kwargs: Any) -> Any:
+        r0 = time.perf_counter()
+        try:
+            return read_cluster(*args, **kwargs)
+        finally:
+            latency.read(r0, time.perf_counter())
+
+    provisioner_module.read_cluster = timed_read  # type: ignore[assignment]
     for method, phase in (("_gather", "gather"), ("_plan", "plan"), ("_launch", "launch"),
                           ("_nominate", "events"), ("_lifecycle", "lifecycle")):
         phases.wrap(Provisioner, method, phase)
@@ -621,8 +664,9 @@ def _measure(pods: int, existing: int, info: dict[str, Any], *, bind: bool = Fal
             stats.sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(60)
         w1, cpu = time.perf_counter(), time.process_time() - c0
         rows = phases.take()
-        # The whole pass: every wait of the main thread, plus each phase's longest pool chains.
-        waited = latency.split(w0, w1)[0] + sum(row["pools"] for row in rows.values())
+        # The whole pass: each phase's critical path, plus the main thread's waits outside the phases.
+        waited = latency.split(w0, w1)[0] - sum(row["main"] for row in rows.values()) + sum(
+            row["latency"] for row in rows.values())
         out[f"{label}Pass"] = report = _pass_report(answer, rows, wall=w1 - w0, cpu=cpu, latency=waited,
                                                     kube=_kube_requests(info["kube"]) - k0,
                                                     received=latency.received - b0)
