@@ -426,8 +426,8 @@ def _install_latency(session: Any, latency: _Latency, calls: Counter[str]) -> No
 
 
 class _GcTime:
-    """Wall seconds the cyclic GC ran in this process (``gc.callbacks``): part of the CPU time, reported so a
-    phase's collections can be told from its own work."""
+    """CPU seconds of the cyclic GC's collections (``gc.callbacks``, the collecting thread's CPU time): part of
+    the CPU time, reported so a phase's collections can be told from its own work."""
 
     def __init__(self) -> None:
         self.seconds, self._start = 0.0, 0.0
@@ -435,9 +435,9 @@ class _GcTime:
 
     def _on(self, phase: str, _info: dict[str, Any]) -> None:
         if phase == "start":
-            self._start = time.perf_counter()
+            self._start = time.thread_time()
         else:
-            self.seconds += time.perf_counter() - self._start
+            self.seconds += time.thread_time() - self._start
 
 
 class _Phases:
