@@ -25,7 +25,9 @@ DynamoDB 10 ms; IAM 100 ms; SSM 50 ms), and per
 Kubernetes request 15 ms (an EKS API server round trip from a Lambda in the region) plus the answer's size
 at 60 MB/s (a 2,000-pod page of ~10 MB: ~0.18 s, as kube-apiserver serialises and sends it).
 Each sleep is recorded with its thread; a phase's latency is the
-waiting on its critical path, derived from those records only (``_Latency``).
+waiting on its critical path, derived from those records only (``_Latency``): the main thread's waits plus
+the longest worker and tagging chains, except within the cluster read (``read_cluster``), whose workers start
+with it and are joined at its end, where the longer of the main thread's waits and the workers' chains counts.
 
 The Lambda estimate: Lambda gives a function one vCPU per 1,769 MB, so the provisioner at the memory size
 the stack deploys (``provisioner.memoryMb``'s default, read from the config model) gets ``memory / 1769``
@@ -695,7 +697,11 @@ def assumptions() -> dict[str, Any]:
         "lambdaCpuShare": round(share, 3),
         "architecture": "arm64 (Graviton) vCPU assumed as fast as one core of this machine for this pure-Python "
                         "work; not measured on Lambda",
-        "estimate": f"(cpu + tlsCpu) / {share:.3f} + latency (critical path of the injected waits)",
+        "estimate": f"(cpu + tlsCpu) / {share:.3f} + latency (critical path of the injected waits: per phase the "
+                    "main thread's waits plus the longest worker and tagging chains; within the cluster read, "
+                    "whose workers start with it and are joined at its end, the longer of the main thread's "
+                    "waits and the longest worker chain)",
+        "gcSeconds": "per phase: CPU seconds of the cyclic GC's collections (part of cpu)",
         "awsLatencySeconds": AWS_LATENCY, "ec2BytesPerSecond": EC2_BYTES_PER_SECOND,
         "kubeLatencySeconds": KUBE_LATENCY,
         "kubeBytesPerSecond": KUBE_BYTES_PER_SECOND, "tlsCpuSecondsPerGiB": TLS_CPU_SECONDS_PER_GIB,
