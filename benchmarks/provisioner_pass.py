@@ -332,25 +332,27 @@ class _Latency:
         """(the waits on the critical path of [t0, t1], the main thread's waits in it). Outside a cluster read,
         the main thread's waits plus the longest worker and tagging chains (as ``within``). Within one, a worker
         started with the read and joined at its end, so the read lasts at most the longer of the main thread's
-        waits there and the longest worker chain, plus the CPU (``estimate`` adds it for every thread): the
-        listing of EC2 instances and the small Kubernetes collections overlap the pod pages."""
+        waits there and the longest chain of waits started in it, plus the CPU (``estimate`` adds it for every
+        thread): the listing of EC2 instances and the small Kubernetes collections overlap the pod pages."""
         with self._lock:
             calls = [c for c in self._calls if t0 <= c[0] < t1]
             reads = [(a, b) for a, b in self.reads if t0 <= a < t1]
         main_in = main_out = 0.0
-        workers, taggers = Counter[int](), Counter[int]()
+        # Worker and tagging chains per thread, apart for waits started within a read and outside one.
+        chains: dict[bool, tuple[Counter[int], Counter[int]]] = {True: (Counter(), Counter()),
+                                                                 False: (Counter(), Counter())}
         for start, tid, tagging, seconds in calls:
+            within = any(a <= start < b for a, b in reads)
             if tid == 0:
-                if any(a <= start < b for a, b in reads):
+                if within:
                     main_in += seconds
                 else:
                     main_out += seconds
-            elif tagging:
-                taggers[tid] += seconds
             else:
-                workers[tid] += seconds
-        pools = max(workers.values(), default=0.0) + max(taggers.values(), default=0.0)
-        path = main_out + max(main_in, pools) if reads else main_in + main_out + pools
+                chains[within][1 if tagging else 0][tid] += seconds
+        pools = {key: max(workers.values(), default=0.0) + max(taggers.values(), default=0.0)
+                 for key, (workers, taggers) in chains.items()}
+        path = main_out + pools[False] + max(main_in, pools[True])
         return path, main_in + main_out
 
     def overlapped(self, t0: float, t1: float) -> float:
