@@ -137,7 +137,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                 continue
             server = "real" if ("[real]" in nodeid or "[real-" in nodeid) else \
                 "emulator" if "[emulator]" in nodeid else "fake" if ("[fake]" in nodeid or "[memory]" in nodeid) else \
-                "aws" if any(f"[{aws}]" in nodeid for aws in ("moto", "sqs", "dynamodb")) else "other"
+                "aws" if any(f"[{aws}]" in nodeid for aws in ("moto", "sqs", "dynamodb", "lambda")) else "other"
             counts.setdefault(server, {}).setdefault(outcome, 0)
             counts[server][outcome] += 1
     if counts:
