@@ -102,7 +102,10 @@ unit: $(PY_STAMP) kube-bin
 	@# pytest exits 5 when it collected no test: that is a failure here, never a pass.
 	@# Two workers: CI has two cores, and most of the suite waits on moto, the emulator and CDK synthesis.
 	@# Each worker that runs a test on the real control plane starts its own (tests/real_kube.py).
-	@$(PY) -m pytest -n 2 --durations=15; rc=$$?; \
+	@# worksteal: each worker starts with half of the tests in order and an idle one takes the second half of
+	@# the other's queue, where the default (load) leaves one worker idle while the other works through the
+	@# tests it was handed last (docs/development.md).
+	@$(PY) -m pytest -n 2 --dist worksteal --durations=15; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 # The HTML report's test opens it in headless Chromium (Debian's package); installed when missing.

@@ -27,6 +27,7 @@ sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 
 from autoscaler import metrics_catalog as mc  # noqa: E402
 from autoscaler.config import (  # noqa: E402
+    DEFAULT_PROVISIONER_MEMORY_MB,
     DEFAULT_PROVISIONER_SCHEDULE,
     ClusterConfig,
     load_cluster_config,
@@ -194,7 +195,8 @@ def bill(stack: Stack, inputs: Inputs, *, option: str, busy: bool) -> Bill:
     when pods go pending, plus a safety pass on the provisioner's schedule), ``watch`` (the planner keeps
     its own watch open, 1-minute schedule), ``watch256`` (the same at 256 MB), ``scheduled`` (a pass per
     minute, nothing else). The template's reaction is costed as deployed; the others as the stack would
-    build them (their default schedules), with the template's memory sizes."""
+    build them (their default schedules and the provisioner's memory per reaction), with the template's other
+    memory sizes."""
     b = Bill()
     cfg = stack.config.provisioner
     prov, disr = stack.functions["provisioner"], stack.functions["disruption"]
@@ -206,13 +208,16 @@ def bill(stack: Stack, inputs: Inputs, *, option: str, busy: bool) -> Bill:
     expression = stack.schedules["provisioner"]["expression"] if deployed else \
         DEFAULT_PROVISIONER_SCHEDULE[option.removesuffix("256")]
     runs = _per_month(expression)
+    # The deployed reaction at the template's memory; another at the cluster file's memoryMb, else its default.
+    memory = prov["memoryMb"] if deployed else (cfg.memory_mb
+                                                or DEFAULT_PROVISIONER_MEMORY_MB[option.removesuffix("256")])
     if option in ("watch", "watch256"):
-        memory = 256 if option == "watch256" else prov["memoryMb"]
+        memory = 256 if option == "watch256" else memory
         seconds = min(float(rate_seconds(expression) or 60), 900.0) - cfg.watch_margin_seconds + pass_s
         _invoked(b, "provisioner", memory_mb=memory, seconds=seconds, invocations=runs, scheduled=runs)
         passes, traces = runs + extra_passes, runs
     elif option == "scheduled":
-        _invoked(b, "provisioner", memory_mb=prov["memoryMb"], seconds=pass_s, invocations=runs, scheduled=runs)
+        _invoked(b, "provisioner", memory_mb=memory, seconds=pass_s, invocations=runs, scheduled=runs)
         passes, traces = runs, runs
     elif option == "watcher":
         # One watcher invocation per period, each watching until END_RESERVE_SECONDS before its timeout (the
@@ -220,7 +225,7 @@ def bill(stack: Stack, inputs: Inputs, *, option: str, busy: bool) -> Bill:
         watcher, watcher_schedule = _watcher_function(stack)
         _scheduled_function(b, "watcher", watcher, seconds=watcher["timeout"] - END_RESERVE_SECONDS,
                             runs=_per_month(watcher_schedule), log_bytes=PLATFORM_LOG_BYTES + WATCHER_LOG_BYTES)
-        _invoked(b, "provisioner", memory_mb=prov["memoryMb"], seconds=pass_s, invocations=runs + extra_passes,
+        _invoked(b, "provisioner", memory_mb=memory, seconds=pass_s, invocations=runs + extra_passes,
                  scheduled=runs)
         passes, traces = runs + extra_passes, runs + extra_passes
     else:

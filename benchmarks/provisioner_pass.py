@@ -25,7 +25,9 @@ DynamoDB 10 ms; IAM 100 ms; SSM 50 ms), and per
 Kubernetes request 15 ms (an EKS API server round trip from a Lambda in the region) plus the answer's size
 at 60 MB/s (a 2,000-pod page of ~10 MB: ~0.18 s, as kube-apiserver serialises and sends it).
 Each sleep is recorded with its thread; a phase's latency is the
-waiting on its critical path, derived from those records only (``_Latency``).
+waiting on its critical path, derived from those records only (``_Latency``): the main thread's waits plus
+the longest worker and tagging chains, except within the cluster read (``read_cluster``), whose workers start
+with it and are joined at its end, where the longer of the main thread's waits and the workers' chains counts.
 
 The Lambda estimate: Lambda gives a function one vCPU per 1,769 MB, so the provisioner at the memory size
 the stack deploys (``provisioner.memoryMb``'s default, read from the config model) gets ``memory / 1769``
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import logging
 import multiprocessing as mp
@@ -133,10 +136,10 @@ provisioner: {watchMode: false}
 
 def deployed_memory_mb() -> int:
     """The provisioner's memory size as the stack deploys it by default (the cluster file's
-    ``provisioner.memoryMb``, infra/functions.py)."""
+    ``provisioner.memoryMb``, else the default reaction's, the watcher's: infra/functions.py)."""
     from autoscaler.config import ProvisionerConfig  # noqa: PLC0415
 
-    return int(ProvisionerConfig().memory_mb)
+    return ProvisionerConfig().memory
 
 
 def cpu_share() -> float:
@@ -288,6 +291,7 @@ class _Latency:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._calls: list[tuple[float, int, bool, float]] = []  # (start, thread, tagging, seconds)
+        self.reads: list[tuple[float, float]] = []  # the cluster reads' windows (``read``)
         self._threads = 0
         self.received = 0  # bytes of every answer (Kubernetes and AWS): what TLS would have decrypted
 
@@ -317,6 +321,39 @@ class _Latency:
     def within(self, t0: float, t1: float) -> float:
         main, pools = self.split(t0, t1)
         return main + pools
+
+    def read(self, t0: float, t1: float) -> None:
+        """[t0, t1] was the cluster read (``read_cluster``): its worker threads started at its start and were
+        joined at its end, so their waits ran beside the main thread's (``critical``)."""
+        with self._lock:
+            self.reads.append((t0, t1))
+
+    def critical(self, t0: float, t1: float) -> tuple[float, float]:
+        """(the waits on the critical path of [t0, t1], the main thread's waits in it). Outside a cluster read,
+        the main thread's waits plus the longest worker and tagging chains (as ``within``). Within one, a worker
+        started with the read and joined at its end, so the read lasts at most the longer of the main thread's
+        waits there and the longest chain of waits started in it, plus the CPU (``estimate`` adds it for every
+        thread): the listing of EC2 instances and the small Kubernetes collections overlap the pod pages."""
+        with self._lock:
+            calls = [c for c in self._calls if t0 <= c[0] < t1]
+            reads = [(a, b) for a, b in self.reads if t0 <= a < t1]
+        main_in = main_out = 0.0
+        # Worker and tagging chains per thread, apart for waits started within a read and outside one.
+        chains: dict[bool, tuple[Counter[int], Counter[int]]] = {True: (Counter(), Counter()),
+                                                                 False: (Counter(), Counter())}
+        for start, tid, tagging, seconds in calls:
+            within = any(a <= start < b for a, b in reads)
+            if tid == 0:
+                if within:
+                    main_in += seconds
+                else:
+                    main_out += seconds
+            else:
+                chains[within][1 if tagging else 0][tid] += seconds
+        pools = {key: max(workers.values(), default=0.0) + max(taggers.values(), default=0.0)
+                 for key, (workers, taggers) in chains.items()}
+        path = main_out + pools[False] + max(main_in, pools[True])
+        return path, main_in + main_out
 
     def overlapped(self, t0: float, t1: float) -> float:
         """The time within [t0, t1] during which at least one request was waiting: requests that really
@@ -392,30 +429,48 @@ def _install_latency(session: Any, latency: _Latency, calls: Counter[str]) -> No
     KubeCluster.watch_raw = slow_watch  # type: ignore[method-assign]
 
 
+class _GcTime:
+    """CPU seconds of the cyclic GC's collections (``gc.callbacks``, the collecting thread's CPU time): part of
+    the CPU time, reported so a phase's collections can be told from its own work."""
+
+    def __init__(self) -> None:
+        self.seconds, self._start = 0.0, 0.0
+        gc.callbacks.append(self._on)
+
+    def _on(self, phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._start
+
+
 class _Phases:
     """Wall, CPU and latency seconds, AWS calls and Kubernetes requests of each phase of the passes."""
 
     def __init__(self, kube_url: str, aws_calls: Counter[str], latency: _Latency) -> None:
         self.kube_url, self.aws_calls, self.latency = kube_url, aws_calls, latency
         self.rows: dict[str, dict[str, Any]] = {}
+        self.gc = _GcTime()
 
     def wrap(self, cls: Any, method: str, phase: str) -> None:
         inner: Callable[..., Any] = getattr(cls, method)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             k0, a0 = _kube_requests(self.kube_url), Counter(self.aws_calls)
-            w0, c0 = time.perf_counter(), time.process_time()
+            w0, c0, g0 = time.perf_counter(), time.process_time(), self.gc.seconds
             try:
                 return inner(*args, **kwargs)
             finally:
                 w1, c1 = time.perf_counter(), time.process_time()
                 k1 = _kube_requests(self.kube_url)
-                row = self.rows.setdefault(phase, {"wall": 0.0, "cpu": 0.0, "latency": 0.0, "pools": 0.0,
-                                                   "aws": Counter(), "kube": Counter()})
+                row = self.rows.setdefault(phase, {"wall": 0.0, "cpu": 0.0, "latency": 0.0, "main": 0.0,
+                                                   "gc": 0.0, "aws": Counter(), "kube": Counter()})
                 row["wall"] += w1 - w0
                 row["cpu"] += c1 - c0
-                row["latency"] += self.latency.within(w0, w1)
-                row["pools"] += self.latency.split(w0, w1)[1]
+                row["gc"] += self.gc.seconds - g0
+                path, main = self.latency.critical(w0, w1)
+                row["latency"] += path
+                row["main"] += main
                 row["aws"].update(Counter(self.aws_calls) - a0)
                 row["kube"].update(k1 - k0)
                 row["peakMiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the peak so far
@@ -456,7 +511,7 @@ def _pass_report(answer: dict[str, Any], rows: dict[str, dict[str, Any]], *, wal
         row = rows.get(name)
         if row is None:
             continue
-        phases[name] = {"wall": round(row["wall"], 3), "cpu": round(row["cpu"], 3),
+        phases[name] = {"wall": round(row["wall"], 3), "cpu": round(row["cpu"], 3), "gcSeconds": round(row["gc"], 3),
                         "latency": round(row["latency"], 3),
                         "estimate": round(_estimate(row["cpu"], row["latency"]), 2),
                         "awsCalls": dict(sorted(row["aws"].items())), "kubeRequests": sum(row["kube"].values()),
@@ -569,6 +624,16 @@ def _measure(pods: int, existing: int, info: dict[str, Any], *, bind: bool = Fal
         return launch(self, plan, *args, **kwargs)
 
     Provisioner._launch = sampled  # type: ignore[method-assign]
+    read_cluster = provisioner_module.read_cluster
+
+    def timed_read(*args: Any, **kwargs: Any) -> Any:
+        r0 = time.perf_counter()
+        try:
+            return read_cluster(*args, **kwargs)
+        finally:
+            latency.read(r0, time.perf_counter())
+
+    provisioner_module.read_cluster = timed_read  # type: ignore[assignment]
     for method, phase in (("_gather", "gather"), ("_plan", "plan"), ("_launch", "launch"),
                           ("_nominate", "events"), ("_lifecycle", "lifecycle")):
         phases.wrap(Provisioner, method, phase)
@@ -603,8 +668,9 @@ def _measure(pods: int, existing: int, info: dict[str, Any], *, bind: bool = Fal
             stats.sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(60)
         w1, cpu = time.perf_counter(), time.process_time() - c0
         rows = phases.take()
-        # The whole pass: every wait of the main thread, plus each phase's longest pool chains.
-        waited = latency.split(w0, w1)[0] + sum(row["pools"] for row in rows.values())
+        # The whole pass: each phase's critical path, plus the main thread's waits outside the phases.
+        waited = latency.split(w0, w1)[0] - sum(row["main"] for row in rows.values()) + sum(
+            row["latency"] for row in rows.values())
         out[f"{label}Pass"] = report = _pass_report(answer, rows, wall=w1 - w0, cpu=cpu, latency=waited,
                                                     kube=_kube_requests(info["kube"]) - k0,
                                                     received=latency.received - b0)
@@ -633,7 +699,11 @@ def assumptions() -> dict[str, Any]:
         "lambdaCpuShare": round(share, 3),
         "architecture": "arm64 (Graviton) vCPU assumed as fast as one core of this machine for this pure-Python "
                         "work; not measured on Lambda",
-        "estimate": f"(cpu + tlsCpu) / {share:.3f} + latency (critical path of the injected waits)",
+        "estimate": f"(cpu + tlsCpu) / {share:.3f} + latency (critical path of the injected waits: per phase the "
+                    "main thread's waits plus the longest worker and tagging chains; within the cluster read, "
+                    "whose workers start with it and are joined at its end, the longer of the main thread's "
+                    "waits and the longest worker chain)",
+        "gcSeconds": "per phase: CPU seconds of the cyclic GC's collections (part of cpu)",
         "awsLatencySeconds": AWS_LATENCY, "ec2BytesPerSecond": EC2_BYTES_PER_SECOND,
         "kubeLatencySeconds": KUBE_LATENCY,
         "kubeBytesPerSecond": KUBE_BYTES_PER_SECOND, "tlsCpuSecondsPerGiB": TLS_CPU_SECONDS_PER_GIB,

@@ -36,7 +36,8 @@ HANDLERS = {
     "watcher": "autoscaler.handlers.watcher.handler",
 }
 # Solving is CPU-bound and Lambda's CPU share grows with memory; the provisioner's and disruption's are set
-# in the cluster file (``memoryMb``, default 1,024), the interruption function mostly waits on drains.
+# in the cluster file (``memoryMb``; the provisioner's default is per reaction, config.DEFAULT_PROVISIONER_MEMORY_MB;
+# disruption's 1,024), the interruption function mostly waits on drains.
 INTERRUPTION_MEMORY_MB = 512
 # The watcher waits on a socket all month: the smallest size (its imports take ~54 MB; docs/cost.md). One invocation
 # per period, each running OVERLAP_SECONDS longer so the next one is watching before it stops; reserved
@@ -149,7 +150,7 @@ class Functions(Construct):
 
     def _memory_mb(self, name: str) -> int:
         if name == "provisioner":
-            return self.config.provisioner.memory_mb
+            return self.config.provisioner.memory
         if name == "disruption":
             return self.config.disruption.memory_mb
         return WATCHER_MEMORY_MB if name == "watcher" else INTERRUPTION_MEMORY_MB

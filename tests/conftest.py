@@ -2,62 +2,23 @@
 
 from __future__ import annotations
 
-import atexit
-import gzip
 import os
 import re
-import tempfile
 from collections.abc import Iterator
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
-import botocore.loaders
-import botocore.session
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from simulator.kube_api import KubeApiServer
+from tests import moto_cost
 
 # jsii prints a banner about the Node.js version when aws_cdk is first imported; noise in test output.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
 
 
-def _moto_base_images() -> str:
-    """moto's own base image catalogue (its amis.json: 44 images, both architectures), as a file for
-    MOTO_AMIS_PATH. Without it every EC2 backend moto builds (at first use and at each reset, several per
-    test) also creates the region's ~1,250 ECS-optimised and "latest" images, each with a snapshot and a
-    volume: a third of a second of CPU per backend, for images no test looks at. The images the tests and the
-    simulator pick (the first available one per architecture) come from this base list either way."""
-    path = Path(tempfile.gettempdir()) / f"moto-amis-{os.getpid()}.json"
-    path.write_bytes(gzip.decompress((resources.files("moto") / "ec2/resources/amis.json.gz").read_bytes()))
-    atexit.register(path.unlink, missing_ok=True)
-    return str(path)
-
-
-# Read when moto's EC2 models are first imported, which no test module does before this conftest runs.
-if "MOTO_AMIS_PATH" not in os.environ:
-    os.environ["MOTO_AMIS_PATH"] = _moto_base_images()
-
-
-def _one_botocore_loader_per_process() -> None:
-    """Every botocore session of the test process reads the service models through one loader. Tests build a
-    fresh ``boto3.Session`` per runtime (hundreds per worker), and each session's own loader parses the JSON
-    models again for every client it makes (EC2's alone is megabytes): most of a moto test's CPU. A Lambda
-    container builds its session once, so sharing the loader (whose cache holds parsed, never modified
-    models) is what a function sees; what is sent and answered is unchanged."""
-    loaders: dict[str | None, botocore.loaders.Loader] = {}
-    create = botocore.loaders.create_loader
-
-    def shared(search_path_string: str | None = None) -> botocore.loaders.Loader:
-        if search_path_string not in loaders:
-            loaders[search_path_string] = create(search_path_string)
-        return loaders[search_path_string]
-
-    botocore.session.create_loader = shared
-
-
-_one_botocore_loader_per_process()
+# moto's EC2 models read MOTO_AMIS_PATH when first imported, which no test module does before this conftest runs.
+moto_cost.install()
 
 
 # What a test is parametrised with, or asks for, when it runs against tests/real_kube.py's control plane.
@@ -137,7 +98,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                 continue
             server = "real" if ("[real]" in nodeid or "[real-" in nodeid) else \
                 "emulator" if "[emulator]" in nodeid else "fake" if ("[fake]" in nodeid or "[memory]" in nodeid) else \
-                "aws" if any(f"[{aws}]" in nodeid for aws in ("moto", "sqs", "dynamodb")) else "other"
+                "aws" if any(f"[{aws}]" in nodeid for aws in ("moto", "sqs", "dynamodb", "lambda")) else "other"
             counts.setdefault(server, {}).setdefault(outcome, 0)
             counts[server][outcome] += 1
     if counts:

@@ -98,6 +98,14 @@ DEFAULT_PROVISIONER_SCHEDULE: dict[str, str] = {"watcher": "rate(10 minutes)", "
                                                 "scheduled": "rate(1 minute)"}
 
 
+# The provisioner's memory per reaction. A pass is CPU-bound (a 50,000-pod burst is seconds of parsing and
+# planning) and Lambda gives one full vCPU at 1,769 MB: woken by the watcher or the schedule, it is billed only
+# while it runs, and a CPU-bound pass's GB-seconds hardly change below one vCPU (half the memory, twice the
+# time), so it gets the whole vCPU (docs/cost.md: +$0.01 a month idle). Watch mode bills the memory for the
+# whole watch, so it stays at 1,024 MB (~$30/month; 256 MB ~$7.5 at ~4x slower planning).
+DEFAULT_PROVISIONER_MEMORY_MB: dict[str, int] = {"watcher": 1769, "watch": 1024, "scheduled": 1769}
+
+
 class ProvisionerConfig(_Model):
     """The provisioner's reaction path, schedule and memory."""
 
@@ -114,9 +122,8 @@ class ProvisionerConfig(_Model):
     # Stop watching this long before the next scheduled run so runs do not pile up behind the
     # reserved concurrency of 1.
     watch_margin_seconds: int = Field(default=10, ge=5, le=60)
-    # Lambda memory (and so CPU share). Watch mode bills it for the whole watch: 1,024 MB is ~$30/month,
-    # 256 MB ~$7.5, at the cost of ~4x slower planning (docs/cost.md).
-    memory_mb: int = Field(default=1024, ge=128, le=10240)
+    # Lambda memory (and so CPU share); default per reaction (DEFAULT_PROVISIONER_MEMORY_MB, ``memory``).
+    memory_mb: int | None = Field(default=None, ge=128, le=10240)
     # The batching window of the watcher and of watch mode (Karpenter's BATCH_IDLE/MAX_DURATION): a shorter
     # idle window reacts sooner to a trickle of pods, at the price of more, smaller passes (docs/provisioner.md).
     batch_idle_seconds: float = Field(default=BATCH_IDLE_SECONDS, gt=0, le=60)
@@ -169,6 +176,11 @@ class ProvisionerConfig(_Model):
     @property
     def schedule_expression(self) -> str:
         return self.schedule or DEFAULT_PROVISIONER_SCHEDULE[self.mode]
+
+    @property
+    def memory(self) -> int:
+        """The memory size deployed: ``memoryMb``, else the reaction's default (DEFAULT_PROVISIONER_MEMORY_MB)."""
+        return self.memory_mb or DEFAULT_PROVISIONER_MEMORY_MB[self.mode]
 
     @property
     def period_seconds(self) -> int:

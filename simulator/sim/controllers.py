@@ -34,7 +34,7 @@ from typing import Any
 
 from simulator.kube_store import ApiError, Store, WatchEvent
 from simulator.sim.engine import EventLoop
-from simulator.sim.scheduler import required_node_affinity, untolerated_taint
+from simulator.sim.selectors import required_node_affinity, untolerated_taint
 
 Obj = dict[str, Any]
 RECONCILE_DELAY = 0.5  # controllers act on the watch within a fraction of a second

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from simulator.sim.controllers import Controllers
 from simulator.sim.engine import EventLoop
-from simulator.sim.scheduler import pod_requests
+from simulator.sim.pod_resources import pod_requests
 
 TOLERANCE = 0.1
 SCALE_DOWN_WINDOW = 300.0

@@ -38,7 +38,7 @@ from simulator.kube_store import ApiError, Store, WatchEvent, now_rfc3339
 from simulator.local import NOT_READY_TAINT
 from simulator.sim.cloud import CloudWorld, InstanceRecord
 from simulator.sim.engine import EventLoop
-from simulator.sim.scheduler import tolerates
+from simulator.sim.selectors import tolerates
 
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 VOLUME_RETRY_SECONDS = 2.0  # the kubelet's volume manager re-checks a pod's volumes this often

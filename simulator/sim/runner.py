@@ -60,11 +60,11 @@ from simulator.sim.facts import (
 )
 from simulator.sim.hpa import Autoscalers, Hpa
 from simulator.sim.interruption import InterruptionQueue
+from simulator.sim.kube_scheduler import KubeScheduler
 from simulator.sim.kubelet import Kubelets, KubeletSettings
 from simulator.sim.nodegroups import KarpenterNodeSet, ManagedNodeGroups, NodeGroup
 from simulator.sim.platform import platform_for
 from simulator.sim.scenario import Scenario, Step, Target
-from simulator.sim.scheduler import KubeScheduler
 from simulator.sim.volumes import Volumes, VolumeSettings
 from simulator.sim.watch import WakeUp, WatchTrigger
 

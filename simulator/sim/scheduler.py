@@ -5,14 +5,25 @@ what decides where pods really land in the simulation, so a bug shared with the 
 itself. It follows the default kube-scheduler profile's filter plugins
 (https://kubernetes.io/docs/reference/scheduling/config/#scheduling-plugins):
 
-- NodeUnschedulable, NodeResourcesFit, NodeAffinity (nodeSelector and required node affinity),
-  TaintToleration (NoSchedule and NoExecute), NodePorts, VolumeZone (PV zone labels and PV node
-  affinity), PodTopologySpread (``DoNotSchedule`` constraints), InterPodAffinity (required affinity and
-  anti-affinity, both the incoming pod's and the existing pods' anti-affinity);
+- NodeUnschedulable, NodeResourcesFit (requests as the API server defaults them from limits, init
+  containers' peak, sidecars, pod-level requests, pod overhead, extended resources, pod slots),
+  NodeAffinity (nodeSelector and required node affinity), TaintToleration (NoSchedule and NoExecute),
+  NodePorts, VolumeZone (PV zone labels and PV node affinity), PodTopologySpread (``DoNotSchedule``
+  constraints: maxSkew, minDomains, matchLabelKeys, the node inclusion policies), InterPodAffinity
+  (required affinity and anti-affinity, both the incoming pod's and the existing pods' anti-affinity, with
+  the terms' namespaces and namespace selectors);
 
 and scores feasible nodes with NodeResourcesFit's ``LeastAllocated`` (the default) or ``MostAllocated``
-strategy over cpu and memory, ties broken by node name (kube-scheduler breaks them at random; the
-simulation must be repeatable). Not modelled: preemption, soft constraints and the other score plugins.
+strategy over cpu and memory, in kube-scheduler's integer arithmetic and on its non-zero requests (a
+container without a cpu or memory request counts 100m / 200Mi in the score, never in the fit).
+``tests/simulator/test_oracle_contract.py`` holds all of this to the real kube-scheduler, case by case.
+
+Intentional simplifications, harmless to the simulation's verdicts (pinned by tests in
+``tests/simulator/test_sim_scheduler.py``): ties are broken by node name (kube-scheduler breaks them at
+random; the simulation must be repeatable); the other score plugins of the default profile
+(NodeResourcesBalancedAllocation, TaintToleration's PreferNoSchedule, preferred node and pod affinity,
+ScheduleAnyway spread, ImageLocality) are not modelled, so where only they would separate feasible nodes
+the oracle's choice is still a node kube-scheduler deems feasible; preemption is not modelled.
 Pods are taken in queue order: priority, then creation time. From 100 nodes on, as kube-scheduler's
 default ``percentageOfNodesToScore`` has it, the filtering of a pod stops once ``feasible_nodes_to_find``
 nodes passed (about 46 % of 500 nodes), starting where the previous pod's search stopped, and only those
@@ -24,25 +35,28 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
+from simulator.sim.node_info import NodeInfo, anti_affinity_terms
+from simulator.sim.pod_resources import pod_requests, quantity, score_requests, score_units
+from simulator.sim.selectors import (
+    label_selector_matches,
+    labels_of,
+    node_selector_term_matches,
+    required_node_affinity,
+    tolerates,
+    untolerated_taint,
+)
+
 Obj = Mapping[str, Any]
 Strategy = Literal["LeastAllocated", "MostAllocated"]
 
-_SUFFIXES = {
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
-    "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
-    "P": Decimal(10**15), "E": Decimal(10**18),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
-}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 HOSTNAME = "kubernetes.io/hostname"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 _ZERO = Decimal(0)
 # kube-scheduler's minFeasibleNodesToFind and minFeasibleNodesPercentageToFind (schedule_one.go)
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -59,132 +73,7 @@ def feasible_nodes_to_find(nodes: int) -> int:
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
-def quantity(value: Any) -> Decimal:
-    """A Kubernetes resource quantity (``500m``, ``1.5Gi``, ``2e3``) as a number of base units."""
-    if isinstance(value, int | float):
-        return Decimal(str(value))
-    match = _QUANTITY.match(str(value).strip())
-    if not match or match.group(2) not in _SUFFIXES:
-        raise ValueError(f"not a Kubernetes quantity: {value!r}")
-    return Decimal(match.group(1)) * _SUFFIXES[match.group(2)]
-
-
-def _sum(into: dict[str, Decimal], requests: Mapping[str, Any]) -> None:
-    for name, value in requests.items():
-        into[name] = into.get(name, Decimal(0)) + quantity(value)
-
-
-def pod_requests(pod: Obj) -> dict[str, Decimal]:
-    """What the pod asks of a node: the containers' requests summed (sidecar init containers included),
-    or the largest ordinary init container if that is more, plus the pod overhead, plus one pod slot."""
-    spec = pod.get("spec") or {}
-    total: dict[str, Decimal] = {}
-    sidecars: dict[str, Decimal] = {}
-    init_peak: dict[str, Decimal] = {}
-    for c in spec.get("initContainers") or ():
-        req = ((c.get("resources") or {}).get("requests")) or {}
-        if c.get("restartPolicy") == "Always":
-            _sum(sidecars, req)
-            continue
-        for name, value in req.items():
-            # An ordinary init container runs beside the sidecars started before it.
-            need = quantity(value) + sidecars.get(name, Decimal(0))
-            init_peak[name] = max(init_peak.get(name, Decimal(0)), need)
-    for c in spec.get("containers") or ():
-        _sum(total, ((c.get("resources") or {}).get("requests")) or {})
-    _sum(total, sidecars)
-    for name, peak in init_peak.items():
-        total[name] = max(total.get(name, Decimal(0)), peak)
-    _sum(total, spec.get("overhead") or {})
-    total["pods"] = total.get("pods", Decimal(0)) + 1
-    return total
-
-
-# ----- label and node selectors ------------------------------------------------------------------
-def match_expression(expr: Obj, labels: Mapping[str, str]) -> bool:
-    """One NodeSelectorRequirement / LabelSelectorRequirement against a label map."""
-    key, op, values = expr.get("key", ""), expr.get("operator", ""), list(expr.get("values") or ())
-    present = key in labels
-    if op == "In":
-        return present and labels[key] in values
-    if op == "NotIn":
-        return not present or labels[key] not in values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt"):
-        if not present or len(values) != 1:
-            return False
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def label_selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelector: None matches nothing (as in affinity terms and spread constraints)."""
-    if selector is None:
-        return False
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    return all(match_expression(e, labels) for e in selector.get("matchExpressions") or ())
-
-
-def node_selector_term_matches(term: Obj, node: Obj) -> bool:
-    """A NodeSelectorTerm: its expressions and fields ANDed; an empty term matches nothing."""
-    exprs, fields = term.get("matchExpressions") or (), term.get("matchFields") or ()
-    if not exprs and not fields:
-        return False
-    labels = _labels(node)
-    name_field = {"metadata.name": node["metadata"]["name"]}
-    return all(match_expression(e, labels) for e in exprs) and all(match_expression(f, name_field) for f in fields)
-
-
-def required_node_affinity(pod: Obj, node: Obj) -> bool:
-    """NodeAffinity filter: nodeSelector (every label) and the required terms (any term)."""
-    spec = pod.get("spec") or {}
-    labels = _labels(node)
-    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-        return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
-    if required is None:
-        return True
-    return any(node_selector_term_matches(t, node) for t in required.get("nodeSelectorTerms") or ())
-
-
-# ----- taints ------------------------------------------------------------------------------------
-def tolerates(toleration: Obj, taint: Obj) -> bool:
-    """v1.Toleration.ToleratesTaint."""
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-        return False
-    op = toleration.get("operator") or "Equal"
-    if not toleration.get("key"):
-        return op == "Exists"
-    if toleration["key"] != taint.get("key"):
-        return False
-    return op == "Exists" or (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-def untolerated_taint(pod: Obj, taints: Iterable[Obj]) -> Obj | None:
-    """The first NoSchedule/NoExecute taint no toleration of the pod matches (PreferNoSchedule is a score)."""
-    tolerations = (pod.get("spec") or {}).get("tolerations") or ()
-    for taint in taints:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(tolerates(t, taint) for t in tolerations):
-            return taint
-    return None
-
-
 # ----- the cluster as the scheduler sees it ------------------------------------------------------
-def _labels(obj: Obj) -> Mapping[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
-
-
 def _host_ports(pod: Obj) -> list[tuple[str, str, int]]:
     """The host ports the pod holds: its app containers' and its sidecars' (restartable init containers run
     for the pod's life; a run-to-completion init container's port is not held), as NodePorts counts them."""
@@ -202,45 +91,6 @@ def _ports_conflict(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
     if a[1] != b[1] or a[2] != b[2]:
         return False
     return a[0] == b[0] or "0.0.0.0" in (a[0], b[0])
-
-
-def _anti_affinity_terms(pod: Obj) -> Sequence[Obj]:
-    return ((((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {})
-            .get("requiredDuringSchedulingIgnoredDuringExecution") or ())
-
-
-@dataclass
-class NodeInfo:
-    """A node and its pods; ``active`` (not terminating, not finished) and ``anti`` (active pods with
-    required anti-affinity) are indexes of ``pods`` kept as pods are added, so the affinity and spread
-    filters do not re-read every pod of the cluster for every node they test."""
-
-    node: Obj
-    allocatable: dict[str, Decimal]
-    requested: dict[str, Decimal] = field(default_factory=dict)
-    pods: list[Obj] = field(default_factory=list)
-    active: list[Obj] = field(default_factory=list)
-    anti: list[Obj] = field(default_factory=list)
-    name: str = field(init=False)
-    # float(allocatable cpu and memory): the score's denominators, converted once
-    scale: dict[str, float] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.name = str(self.node["metadata"]["name"])
-        self.scale = {r: float(self.allocatable.get(r, 0)) for r in ("cpu", "memory")}
-
-    @property
-    def labels(self) -> Mapping[str, str]:
-        return _labels(self.node)
-
-    def add(self, pod: Obj, requests: Mapping[str, Decimal] | None = None) -> None:
-        self.pods.append(pod)
-        if _active(pod):
-            self.active.append(pod)
-            if _anti_affinity_terms(pod):
-                self.anti.append(pod)
-        for name, value in (pod_requests(pod) if requests is None else requests).items():
-            self.requested[name] = self.requested.get(name, Decimal(0)) + value
 
 
 @dataclass
@@ -271,15 +121,13 @@ def pod_key(pod: Obj) -> str:
     return f"{pod['metadata'].get('namespace', 'default')}/{pod['metadata']['name']}"
 
 
-def _active(pod: Obj) -> bool:
-    return not pod["metadata"].get("deletionTimestamp") and \
-        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
 class Snapshot:
-    """Nodes and the pods bound to them, updated as the scheduler assumes its own bindings."""
+    """Nodes and the pods bound to them, updated as the scheduler assumes its own bindings. ``namespaces``
+    (the Namespace objects) give the labels affinity terms' ``namespaceSelector`` reads; without them a
+    non-empty selector is taken to mean the term's own namespace."""
 
-    def __init__(self, nodes: Iterable[Obj], pods: Iterable[Obj], volumes: Volumes | None = None) -> None:
+    def __init__(self, nodes: Iterable[Obj], pods: Iterable[Obj], volumes: Volumes | None = None,
+                 namespaces: Iterable[Obj] | None = None) -> None:
         self.nodes: dict[str, NodeInfo] = {}
         for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
             alloc = {k: quantity(v) for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()}
@@ -290,12 +138,16 @@ class Snapshot:
             if where in self.nodes and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                 self.nodes[where].add(pod)
         self.volumes = volumes or Volumes()
+        # The API server labels every namespace with its name (kubernetes.io/metadata.name).
+        self.namespace_labels: dict[str, Mapping[str, str]] | None = None if namespaces is None else {
+            ns["metadata"]["name"]: {NAMESPACE_NAME_LABEL: ns["metadata"]["name"], **labels_of(ns)}
+            for ns in namespaces}
         # Where the next pod's filtering starts (kube-scheduler's nextStartNodeIndex): the search stops
         # once enough feasible nodes are found, and the next one goes on from where it stopped.
         self.start = 0
         # Bumped on every pod added: a filter's answer for a pod can only change when this does.
         self.version = 0
-        self._requests: dict[int, tuple[Obj, dict[str, Decimal]]] = {}
+        self._requests: dict[int, tuple[Obj, dict[str, Decimal], dict[str, Decimal]]] = {}
         # Filters that read only the pod's spec and the node (not other pods), by pod signature.
         self._static: dict[str, tuple[list[tuple[int, NodeInfo, str | None]], list[int], dict[str, int]]] = {}
         # Every active pod with required anti-affinity, with its node (the InterPodAffinity filter checks
@@ -315,15 +167,24 @@ class Snapshot:
 
     def requests_of(self, pod: Obj) -> dict[str, Decimal]:
         """``pod_requests``, parsed once per pod object."""
+        return self._parsed(pod)[1]
+
+    def score_requests_of(self, pod: Obj) -> dict[str, Decimal]:
+        """``score_requests``, parsed once per pod object."""
+        return self._parsed(pod)[2]
+
+    def _parsed(self, pod: Obj) -> tuple[Obj, dict[str, Decimal], dict[str, Decimal]]:
         cached = self._requests.get(id(pod))
         if cached is None or cached[0] is not pod:
-            cached = self._requests[id(pod)] = (pod, pod_requests(pod))
-        return cached[1]
+            cached = self._requests[id(pod)] = (pod, pod_requests(pod), score_requests(pod))
+        return cached
 
-    def add(self, info: NodeInfo, pod: Obj, requests: Mapping[str, Decimal] | None = None) -> None:
+    def add(self, info: NodeInfo, pod: Obj, requests: Mapping[str, Decimal] | None = None,
+            non_zero: Mapping[str, Decimal] | None = None) -> None:
         """Assume ``pod`` on ``info`` (the scheduler's own binding)."""
         before = len(info.anti)
-        info.add(pod, self.requests_of(pod) if requests is None else requests)
+        info.add(pod, self.requests_of(pod) if requests is None else requests,
+                 self.score_requests_of(pod) if non_zero is None else non_zero)
         if len(info.anti) > before:
             self.anti.append((info, pod))
         self.version += 1
@@ -369,7 +230,7 @@ class Snapshot:
             if pv is None:
                 continue  # unbound (WaitForFirstConsumer): the volume follows the pod
             for key in ZONE_LABELS:
-                zones = _labels(pv).get(key)
+                zones = labels_of(pv).get(key)
                 if zones and info.labels.get(key, info.labels.get(ZONE_LABELS[0])) not in zones.split("__"):
                     return "node(s) had no available volume zone"
             required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required")
@@ -395,12 +256,12 @@ class Snapshot:
                 counts.setdefault(domain, 0)
                 counts[domain] += sum(1 for p in other.active
                                       if p["metadata"].get("namespace") == pod["metadata"].get("namespace")
-                                      and label_selector_matches(selector, _labels(p)))
+                                      and label_selector_matches(selector, labels_of(p)))
             counts.setdefault(info.labels[key], 0)
             fewest = min(counts.values())
             if len(counts) < int(c.get("minDomains") or 1):
                 fewest = 0
-            self_match = 1 if label_selector_matches(selector, _labels(pod)) else 0
+            self_match = 1 if label_selector_matches(selector, labels_of(pod)) else 0
             if counts[info.labels[key]] + self_match - fewest > int(c.get("maxSkew", 1)):
                 return "node(s) didn't match pod topology spread constraints"
         return None
@@ -411,7 +272,7 @@ class Snapshot:
         keys = constraint.get("matchLabelKeys") or ()
         if selector is None or not keys:
             return selector
-        labels = _labels(pod)
+        labels = labels_of(pod)
         extra = [{"key": k, "operator": "In", "values": [labels[k]]} for k in keys if k in labels]
         return {**selector, "matchExpressions": [*(selector.get("matchExpressions") or ()), *extra]}
 
@@ -440,23 +301,29 @@ class Snapshot:
             if key in info.labels and self._domain_has_match(term, ns, key, info.labels[key]):
                 return "node(s) didn't match pod anti-affinity rules"
         for other, existing in self.anti:
-            for term in _anti_affinity_terms(existing):
+            for term in anti_affinity_terms(existing):
                 key = term.get("topologyKey", "")
                 if key in other.labels and info.labels.get(key) == other.labels[key] and \
                         self._term_selects(term, existing["metadata"].get("namespace", "default"), pod):
                     return "node(s) didn't satisfy existing pods anti-affinity rules"
         return None
 
-    @staticmethod
-    def _term_selects(term: Obj, owner_ns: str, pod: Obj) -> bool:
-        namespaces = term.get("namespaces") or [owner_ns]
-        if term.get("namespaceSelector") is not None and not term.get("namespaces"):
-            namespaces = []  # an empty namespaceSelector means every namespace
-            if term["namespaceSelector"] != {}:
-                namespaces = [owner_ns]  # namespace labels are not modelled: the owner's namespace
-        if namespaces and pod["metadata"].get("namespace", "default") not in namespaces:
-            return False
-        return label_selector_matches(term.get("labelSelector"), _labels(pod))
+    def _term_selects(self, term: Obj, owner_ns: str, pod: Obj) -> bool:
+        """Whether a pod affinity term selects ``pod``: in its namespaces (``namespaces`` and those
+        ``namespaceSelector`` matches, the term owner's own when it names neither) and matching its labels."""
+        ns = pod["metadata"].get("namespace", "default")
+        names = term.get("namespaces") or ()
+        selector = term.get("namespaceSelector")
+        if not names and selector is None:
+            names = (owner_ns,)
+        in_scope = ns in names
+        if not in_scope and selector is not None:
+            if self.namespace_labels is not None or selector == {}:  # an empty selector: every namespace
+                in_scope = label_selector_matches(selector, (self.namespace_labels or {}).get(
+                    ns, {NAMESPACE_NAME_LABEL: ns}))
+            else:
+                in_scope = ns == owner_ns  # namespace labels unknown: the owner's namespace
+        return in_scope and label_selector_matches(term.get("labelSelector"), labels_of(pod))
 
     def _domain_has_match(self, term: Obj, ns: str, key: str, domain: str) -> bool:
         return any(self._term_selects(term, ns, p)
@@ -549,19 +416,23 @@ class Snapshot:
         return cached
 
     @staticmethod
-    def score(pod: Obj, info: NodeInfo, strategy: Strategy, want: Mapping[str, Decimal] | None = None) -> float:
-        """NodeResourcesFit's score over cpu and memory (weight 1 each), 0-100 (``want``: the pod's
-        requests when already parsed)."""
-        want = pod_requests(pod) if want is None else want
-        total = 0.0
-        for name in ("cpu", "memory"):
-            alloc = info.scale[name]
-            if alloc <= 0:
+    def score(pod: Obj, info: NodeInfo, strategy: Strategy, want: Mapping[str, Decimal] | None = None) -> int:
+        """NodeResourcesFit's score over cpu and memory (weight 1 each), 0-100, in kube-scheduler's integer
+        arithmetic (so its ties are the oracle's ties), on the non-zero requests of the node's pods and of
+        ``pod`` (``want``: its ``score_requests`` when already parsed). A resource the node has none of
+        is left out of the average."""
+        want = score_requests(pod) if want is None else want
+        total = counted = 0
+        for name, capacity in info.scale.items():
+            if capacity <= 0:
                 continue
-            used = float(info.requested.get(name, _ZERO) + want.get(name, _ZERO))
-            share = min(used / alloc, 1.0)
-            total += (1.0 - share if strategy == "LeastAllocated" else share) * 100
-        return total / 2
+            used = score_units(name, info.non_zero.get(name, _ZERO) + want.get(name, _ZERO))
+            if strategy == "LeastAllocated":
+                total += 0 if used > capacity else (capacity - used) * 100 // capacity
+            else:
+                total += min(used, capacity) * 100 // capacity
+            counted += 1
+        return total // counted if counted else 0
 
 
 def _signature(pod: Obj) -> str:
@@ -595,50 +466,9 @@ def schedule(pending: Sequence[Obj], snapshot: Snapshot, *, strategy: Strategy =
             why = tuple(f"{n} {r}" for r, n in sorted(reasons.items()))
             out.append(Decision(pod_key(pod), None, (f"0/{total} nodes are available", *why)))
             continue
-        want = snapshot.requests_of(pod)
+        want = snapshot.score_requests_of(pod)
         best = min(ok, key=lambda info: (-Snapshot.score(pod, info, strategy, want), info.name))
-        snapshot.add(best, {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": best.name}}, want)
+        snapshot.add(best, {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": best.name}},
+                     snapshot.requests_of(pod), want)
         out.append(Decision(pod_key(pod), best.name))
     return out
-
-
-class KubeScheduler:
-    """The oracle run against the emulator's store: binds through the pods/binding subresource and
-    marks pods it cannot place ``PodScheduled=False, reason=Unschedulable`` (what the autoscaler and
-    Karpenter watch for), rewriting the condition only when its message changes."""
-
-    def __init__(self, store: Any, *, strategy: Strategy = "LeastAllocated") -> None:
-        self.store, self.strategy = store, strategy
-        self.bound: list[tuple[str, str]] = []  # (pod key, node) in binding order, for the report
-        self.next_start = 0  # kube-scheduler's nextStartNodeIndex, kept from one run to the next
-
-    def run(self) -> list[Decision]:
-        pods = self.store.view("pods")
-        pending = [p for p in pods if wants_scheduling(p)]
-        if not pending:
-            return []
-        snapshot = Snapshot(self.store.view("nodes"), pods,
-                            Volumes.of(self.store.view("persistentvolumeclaims"),
-                                       self.store.view("persistentvolumes")))
-        by_key = {pod_key(p): p for p in pending}
-        snapshot.start = self.next_start % len(snapshot.nodes) if snapshot.nodes else 0
-        decisions = schedule(pending, snapshot, strategy=self.strategy)
-        self.next_start = snapshot.start
-        for d in decisions:
-            ns, name = d.pod.split("/", 1)
-            if d.node is not None:
-                self.store.bind(ns, name, d.node, echo=False)
-                self.bound.append((d.pod, d.node))
-            else:
-                self._mark_unschedulable(by_key[d.pod], d.message)
-        return decisions
-
-    def _mark_unschedulable(self, pod: Obj, message: str) -> None:
-        conditions = list((pod.get("status") or {}).get("conditions") or ())
-        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
-        if current and current.get("status") == "False" and current.get("message") == message:
-            return
-        conditions = [c for c in conditions if c.get("type") != "PodScheduled"]
-        conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message})
-        self.store.patch("pods", pod["metadata"].get("namespace", "default"), pod["metadata"]["name"],
-                         {"status": {"conditions": conditions}}, echo=False)

@@ -63,7 +63,8 @@ def test_snapshot_of_a_live_cluster_is_planned(kube_api: KubeApiServer, monkeypa
     # Then it holds the cluster's objects, the region's catalogue and the in-flight instance
     assert code == 0, err
     assert "wrote" in err and "4 pods (3 pending), 1 nodes" in err
-    doc = yaml.safe_load(out.read_text())
+    # (libyaml, the safe loader in C: the region's whole catalogue is megabytes, seconds of CPU in pure Python)
+    doc = yaml.load(out.read_text(), Loader=yaml.CSafeLoader)
     assert doc["region"] == REGION
     assert sorted(p["metadata"]["name"] for p in doc["pods"]) == ["bound", "web-0", "web-1", "web-2"]
     assert [d["metadata"]["name"] for d in doc["daemonSets"]] == ["agent"]

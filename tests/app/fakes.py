@@ -2,12 +2,15 @@
 here, ``FakeCluster`` in ``fakes_cluster.py``, ``FakeCloud`` in ``fakes_cloud.py`` (the claim store's is the
 product's own ``app/claims.MemoryClaimStore``). Each is held to the real adapter's contract by the tests in
 ``tests/adapters/contract/``, which run the same test functions against the fake and against the adapter on
-moto, the emulator or the real kube-apiserver."""
+moto, the emulator or the real kube-apiserver. ``Replacements`` is the ``ReplacementRequester``'s fake
+(``tests/adapters/contract/test_replacement_contract.py``)."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from autoscaler.app.ports import CloudError
 
@@ -41,4 +44,30 @@ class MemoryQueue:
             raise CloudError(f"change_message_visibility: ReceiptHandleIsInvalid: {receipt_handle}",
                              operation="change_message_visibility", code="ReceiptHandleIsInvalid", status=400)
         self.changes.append((self._handles[receipt_handle], seconds))
+        return True
+
+
+@dataclass
+class Replacements:
+    """``ReplacementRequester`` as the provisioner function sees it: ``requests`` holds each event the
+    provisioner was invoked with (the cross-function payload of docs/interruption.md), in order. With
+    ``provisioner`` False no function is configured: nothing is sent and the caller is told so.
+    ``failures`` are raised by the next requests, ``refusing`` by every request while it is set (what Lambda
+    answers when the function is gone or throttled); ``refused`` counts both. A refused request reaches no one."""
+
+    provisioner: bool = True
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[Exception] = field(default_factory=list)
+    refusing: Exception | None = None
+    refused: int = 0
+
+    def request_replacement(self, *, source: Literal["interruption", "disruption"], nodes: Sequence[str],
+                            unavailable: Sequence[tuple[str, str, str]], event_id: str) -> bool:
+        if not self.provisioner:
+            return False
+        if self.failures or self.refusing is not None:
+            self.refused += 1
+            raise self.failures.pop(0) if self.failures else self.refusing  # type: ignore[misc]
+        self.requests.append({"source": source, "kind": "replacement", "nodes": list(nodes),
+                              "unavailable": [list(u) for u in unavailable], "eventId": event_id})
         return True

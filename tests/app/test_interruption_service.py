@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import pytest
 
@@ -26,6 +26,7 @@ from autoscaler.domain.ownership import launch_tags
 from autoscaler.metrics_catalog import RecordingSink
 from simulator.kube_store import Store
 from tests import kube_objects as ko
+from tests.app.fakes import Replacements
 from tests.app.fakes_cloud import FakeCloud
 from tests.app.fakes_cluster import FakeCluster
 from tests.events import load_event
@@ -46,26 +47,6 @@ class InlineExecutor(Executor):
         except BaseException as exc:
             future.set_exception(exc)
         return future
-
-
-@dataclass
-class Replacements:
-    """``ReplacementRequester`` that records each request sent; ``failures`` are raised by the next requests,
-    ``refusing`` by every request while it is set; ``refused`` counts both."""
-
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    failures: list[Exception] = field(default_factory=list)
-    refusing: Exception | None = None
-    refused: int = 0
-
-    def request_replacement(self, *, source: Literal["interruption", "disruption"], nodes: Sequence[str],
-                            unavailable: Sequence[tuple[str, str, str]], event_id: str) -> bool:
-        if self.failures or self.refusing is not None:
-            self.refused += 1
-            raise self.failures.pop(0) if self.failures else self.refusing  # type: ignore[misc]
-        self.requests.append({"source": source, "nodes": list(nodes), "unavailable": [list(u) for u in unavailable],
-                              "eventId": event_id})
-        return True
 
 
 @dataclass
@@ -179,7 +160,7 @@ def test_spot_warning_cordons_requests_replacement_drains_critical_pods_last_and
     assert world.node("n1") is None and world.state(iid) == "shutting-down"
     assert world.cluster.eviction_requests == ["default/web-1", "default/web-2", "kube-system/coredns"]
     assert world.pods_on("n1") == ["kube-system/node-agent"]
-    assert world.replacements.requests == [{"source": "interruption", "nodes": ["n1"],
+    assert world.replacements.requests == [{"source": "interruption", "kind": "replacement", "nodes": ["n1"],
                                             "unavailable": [["m5.large", ZONE, "spot"]], "eventId": "spot-1"}]
     assert [e["reason"] for e in world.cluster.events() if e["involvedObject"]["name"] == "n1"] == ["SpotInterrupted"]
 

@@ -78,6 +78,17 @@ def test_reaction_picks_the_schedule_and_watch(given: dict[str, Any], mode: str,
     assert (cfg.mode, cfg.schedule_expression, cfg.watch_seconds) == (mode, schedule, watch_seconds)
 
 
+@pytest.mark.parametrize(("given", "memory"), [
+    ({}, 1769),  # woken by the watcher: billed only while it runs, so one full vCPU for a CPU-bound pass
+    ({"reaction": "scheduled"}, 1769),
+    ({"reaction": "watch"}, 1024),  # billed for the whole watch
+    ({"reaction": "watch", "memoryMb": 2048}, 2048),
+    ({"memoryMb": 512}, 512),
+])
+def test_the_memory_defaults_per_reaction(given: dict[str, Any], memory: int) -> None:
+    assert ProvisionerConfig.model_validate(given).memory == memory
+
+
 @pytest.mark.parametrize(("given", "message"), [
     ({"reaction": "webhook"}, "Input should be 'watcher', 'watch' or 'scheduled'"),
     ({"reaction": "watcher", "watchMode": True}, "watchMode: true contradicts reaction: watcher; watchMode is "

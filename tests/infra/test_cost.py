@@ -19,13 +19,14 @@ def template(demo: Synth, tmp_path: Path) -> Path:
 
 
 def test_the_bill_follows_the_template(template: Path) -> None:
-    # Given the demo stack's template (reaction: watcher, provisioner at 1,024 MB, 16 alarms)
+    # Given the demo stack's template (reaction: watcher, provisioner at 1,769 MB: one vCPU, 15 alarms)
     stack = read_stack(cluster=ROOT / "clusters" / "demo.yaml", template=template)
-    assert stack.functions["provisioner"]["memoryMb"] == 1024 and stack.alarms == 15
+    assert stack.functions["provisioner"]["memoryMb"] == 1769 and stack.alarms == 15
     # When the idle month is costed
     watch = bill(stack, Inputs(), option="watch", busy=False)
     scheduled = bill(stack, Inputs(), option="scheduled", busy=False)
-    # Then watch mode is 50 s plus the measured pass of 1,024 MB every minute, and dashboard and alarms are list prices
+    # Then watch mode (not deployed: its default 1,024 MB) is 50 s plus the measured pass every minute, and dashboard
+    # and alarms are list prices
     assert watch.items["lambda:provisioner"] == pytest.approx(
         43_800 * (50 + Inputs().provisioner_pass_seconds) * 0.0000133334, rel=1e-3)
     assert watch.items["dashboard"] == 3.0 and watch.items["alarms"] == 1.5
@@ -56,9 +57,9 @@ def test_memory_in_the_template_changes_the_bill(template: Path, tmp_path: Path)
     small = tmp_path / "small.json"
     small.write_text(json.dumps(data))
     stack = read_stack(cluster=ROOT / "clusters" / "demo.yaml", template=small)
-    # Then watch mode costs a quarter
-    assert bill(stack, Inputs(), option="watch", busy=False).items["lambda:provisioner"] == pytest.approx(
-        43_800 * (50 + Inputs().provisioner_pass_seconds) * 0.25 * 0.0000133334, rel=1e-3)
+    # Then the deployed reaction's passes (the watcher's safety pass every 10 minutes) cost 256 MB's worth
+    assert bill(stack, Inputs(), option="watcher", busy=False).items["lambda:provisioner"] == pytest.approx(
+        4_380 * Inputs().provisioner_pass_seconds * 0.25 * 0.0000133334, abs=1e-4)  # items are rounded to 1e-4
 
 
 def test_item21_the_idle_pass_durations_are_the_measured_ones() -> None:

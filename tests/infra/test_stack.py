@@ -101,7 +101,7 @@ def test_functions_runtime_tracing_logs_and_powertools(demo: Synth, name: str) -
     assert demo.resources[next(k for k in demo.resources if k.startswith(log_group))]["Properties"][
         "RetentionInDays"] == 30
     assert "VpcConfig" not in props
-    assert props["MemorySize"] == {"provisioner": 1024, "interruption": 512, "disruption": 512}[name]
+    assert props["MemorySize"] == {"provisioner": 1769, "interruption": 512, "disruption": 512}[name]
 
 
 def test_provisioner_runs_alone_and_its_schedule_is_the_watchers_safety_pass(demo: Synth) -> None:
@@ -188,7 +188,7 @@ def test_full_config_puts_functions_in_the_vpc_and_applies_its_settings(full: Sy
             "SubnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
             "SecurityGroupIds": ["sg-0123456789abcdef0"]}
     assert _function(full, "provisioner")["Timeout"] == 60  # watch mode off
-    # memoryMb from the cluster file; the defaults are 1,024 MB (and 512 MB for interruption)
+    # memoryMb from the cluster file (the defaults: the provisioner's per reaction, 512 MB for interruption)
     assert {n: _function(full, n)["MemorySize"] for n in full.stack.functions.all} == {  # type: ignore[attr-defined]
         "provisioner": 256, "interruption": 512, "disruption": 512}
     _, schedule = full.one("AWS::Scheduler::Schedule", "FunctionsDisruptionSchedule")

@@ -9,15 +9,9 @@ from typing import Any
 import pytest
 
 from simulator.kube_store import Store
-from simulator.sim.scheduler import (
-    KubeScheduler,
-    Snapshot,
-    Volumes,
-    feasible_nodes_to_find,
-    pod_requests,
-    quantity,
-    schedule,
-)
+from simulator.sim.kube_scheduler import KubeScheduler
+from simulator.sim.pod_resources import pod_requests, quantity, score_requests
+from simulator.sim.scheduler import Snapshot, Volumes, feasible_nodes_to_find, schedule
 
 Obj = dict[str, Any]
 
@@ -255,6 +249,68 @@ def test_scoring_least_and_most_allocated() -> None:
     bound = [pod("x", cpu="4", on="busy")]
     assert place(pod("p"), nodes, bound) == "idle"
     assert place(pod("p"), nodes, bound, strategy="MostAllocated") == "busy"
+
+
+def test_requests_default_from_limits_and_pod_level_requests_replace_the_containers() -> None:
+    # Given a container with only a limit, and a pod whose pod-level requests replace its containers' cpu
+    limited = {**pod("a"), "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "3"}}}]}}
+    pod_level = pod("b", cpu="1", resources={"requests": {"cpu": "3"}})
+    # Then the API server's defaulting and PodRequests' rules are what the fit reads
+    assert pod_requests(limited)["cpu"] == Decimal(3)
+    assert pod_requests(pod_level)["cpu"] == Decimal(3) and pod_requests(pod_level)["memory"] == Decimal(2**30)
+
+
+def test_the_score_counts_non_zero_requests_for_containers_without_one() -> None:
+    # Given a container without a memory request and one without any request
+    assert score_requests(pod("a", cpu="1", memory="0")) == {"cpu": Decimal(1), "memory": Decimal(0)}
+    best_effort = {**pod("b"), "spec": {"containers": [{"name": "c"}]}}
+    # Then the score counts 100m and 200Mi for what is missing (an explicit zero stays zero); the fit does not
+    assert score_requests(best_effort) == {"cpu": Decimal("0.1"), "memory": Decimal(200 * 2**20)}
+    assert "cpu" not in pod_requests(best_effort)
+    # And a node holding only best-effort pods is not as empty as an idle one
+    assert place(best_effort, [node("busy"), node("idle")], [{**best_effort, "spec": {
+        **best_effort["spec"], "nodeName": "busy"}, "status": {"phase": "Running"}}]) == "idle"
+
+
+def test_scores_tie_in_integers_and_ties_go_to_the_first_name() -> None:
+    # Given two nodes whose float shares differ by less than one point of kube-scheduler's integer score
+    nodes = [node("b-busier", cpu="4"), node("a-idle", cpu="4")]
+    bound = [pod("x", cpu="10m", memory="0", on="b-busier")]
+    snapshot = Snapshot(nodes, bound)
+    scores = {info.name: Snapshot.score(pod("p", cpu="900m"), info, "LeastAllocated")
+              for info in snapshot.nodes.values()}
+    # Then both score the same (a tie kube-scheduler breaks at random), and the oracle takes the first name
+    assert scores["a-idle"] == scores["b-busier"]
+    assert place(pod("p", cpu="900m"), nodes, bound) == "a-idle"
+
+
+def test_only_the_fit_score_separates_feasible_nodes() -> None:
+    # An intentional simplification (the module's docstring): a PreferNoSchedule taint, preferred affinity
+    # or balanced allocation would move kube-scheduler to the other node; the oracle scores the fit alone
+    # and breaks the tie by name, still a node kube-scheduler deems feasible.
+    nodes = [node("a", taints=[{"key": "k", "effect": "PreferNoSchedule"}]), node("b")]
+    preferred = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                                             "values": ["b"]}]}}]}}
+    assert place(pod("p", affinity=preferred), nodes) == "a"
+
+
+def test_namespace_selectors_read_the_namespaces_labels() -> None:
+    # Given a pod of namespace "data" (labelled team=db) on n1, and a pod whose anti-affinity selects team=db
+    data_pod = {**pod("x", cpu="100m", memory="100Mi", on="n1"), "metadata": {"name": "x", "namespace": "data",
+                                                                         "labels": {"app": "db"}}}
+    term = {"topologyKey": "kubernetes.io/hostname", "namespaceSelector": {"matchLabels": {"team": "db"}},
+            "labelSelector": {"matchLabels": {"app": "db"}}}
+    incoming = pod("p", cpu="100m", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        term]}})
+    nodes = [node("n1", cpu="8", memory="32Gi"), node("n2", cpu="1", memory="2Gi")]
+    namespaces = [{"metadata": {"name": "default"}}, {"metadata": {"name": "data", "labels": {"team": "db"}}}]
+    # Then the oracle keeps away from n1 (n1 would otherwise win: it has more room)
+    [decision] = schedule([incoming], Snapshot(nodes, [data_pod], namespaces=namespaces))
+    assert decision.node == "n2"
+    # And without the namespaces' labels a non-empty selector means the term's own namespace only
+    [decision] = schedule([incoming], Snapshot(nodes, [data_pod]))
+    assert decision.node == "n1"
 
 
 def test_pods_placed_in_one_pass_see_each_other() -> None:

@@ -25,6 +25,21 @@ from autoscaler.domain.nodepool import NodePool
 from autoscaler.domain.plan import PlanInput
 from autoscaler.metrics_catalog import MetricsSink
 
+# An EMF document carries at most 100 values of one metric (Powertools writes a document when a metric reaches
+# them), and CloudWatch computes the dashboard's p90 from the values it receives: a pass sends at most this many
+# values of PodToLaunchSeconds, one document's worth, however many pods it launched for.
+POD_TO_LAUNCH_VALUES = 100
+
+
+def quantile_sample(values: Sequence[float], at_most: int) -> list[float]:
+    """``values`` sorted when there are at most ``at_most`` of them; otherwise ``at_most`` order statistics at
+    evenly spaced ranks (the midpoints of ``at_most`` equal slices of the sorted values), so any percentile of the
+    sample is the same percentile of all values within ``1 / at_most`` of their rank."""
+    ordered = sorted(values)
+    if len(ordered) <= at_most:
+        return ordered
+    return [ordered[(2 * i + 1) * len(ordered) // (2 * at_most)] for i in range(at_most)]
+
 
 def emit_pass_metrics(sink: MetricsSink, *, result: PassResult, snap: PlanInput, plan_seconds: float,
                       owned: Sequence[CloudInstance] | None, pods: Mapping[str, Pod], node_pools: Sequence[NodePool],
@@ -48,12 +63,10 @@ def emit_pass_metrics(sink: MetricsSink, *, result: PassResult, snap: PlanInput,
     for (pool, it, ct, zone), n in sorted(launched.items()):
         sink.emit(mc.NODES_LAUNCHED, n, NodePool=pool, InstanceType=it, CapacityType=ct, Zone=zone)
     _emit_failures(sink, result)
-    for g in result.groups:
-        if g.launched:
-            for key in g.pods:
-                pod = pods.get(key)
-                if pod is not None and pod.created_at:
-                    sink.emit(mc.POD_TO_LAUNCH_SECONDS, max(0.0, now - pod.created_at))
+    waited = [max(0.0, now - pod.created_at) for g in result.groups if g.launched
+              for pod in map(pods.get, g.pods) if pod is not None and pod.created_at]
+    for seconds in quantile_sample(waited, POD_TO_LAUNCH_VALUES):
+        sink.emit(mc.POD_TO_LAUNCH_SECONDS, seconds)
     _emit_usage(sink, snap, result, node_pools)
     _emit_fleet(sink, snap, now=now)
     if result.lifecycle is not None and result.lifecycle.timed_out:

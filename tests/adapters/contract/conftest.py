@@ -20,7 +20,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from simulator.kube_api import KubeApiServer
 from simulator.kube_store import ApiError, Store
 from tests import real_kube
 from tests.app.fakes_cluster import FakeCluster
+from tests.waiting import wait_for
 
 SERVERS = ("real", "emulator")
 # A test of the port alone: it also holds the service tests' fake (tests/app/fakes_cluster.py) to the contract.
@@ -158,18 +159,6 @@ class Server:
         else:
             assert self.emulator is not None
             self.emulator.store.compact()
-
-
-def wait_for(check: Callable[[], Any], *, timeout: float = 60.0, what: str = "condition") -> Any:
-    """Poll ``check`` until it returns something truthy (the real server's controllers are asynchronous)."""
-    end = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="session")

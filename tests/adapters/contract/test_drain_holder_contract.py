@@ -12,7 +12,7 @@ cordoned for ever. EC2 is in-process moto (the instance the node runs on)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,28 +29,17 @@ from autoscaler.domain.interruption import InterruptionEvent, parse_event
 from autoscaler.domain.keys import DRAIN_HOLDER_ANNOTATION
 from tests.adapters.aws.helpers import CLUSTER, REGION, builtin_images
 from tests.adapters.contract.conftest import Server
+from tests.app.fakes import Replacements
 from tests.events import load_event
 from tests.kube_objects import pod
 from tests.moto_env import moto_environment
 
 
 @dataclass
-class Requests:
-    """The replacement-request port: records what each invocation asked for."""
-
-    sent: list[tuple[str, ...]] = field(default_factory=list)
-
-    def request_replacement(self, *, source: str, nodes: Sequence[str], unavailable: Sequence[tuple[str, str, str]],
-                            event_id: str) -> bool:
-        self.sent.append(tuple(nodes))
-        return True
-
-
-@dataclass
 class Invocation:
     name: str
     cluster: KubeCluster
-    requests: Requests
+    requests: Replacements
     service: InterruptionService
     lease: DrainLease
     conflicts: list[ConflictError] = field(default_factory=list)
@@ -73,7 +62,7 @@ def ec2_instance(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[AwsCloud, st
 
 def _invocation(server: Server, cloud: AwsCloud, name: str, *, until: float | None = None) -> Invocation:
     cluster = server.cluster("interruption")
-    requests = Requests()
+    requests = Replacements()
     service = InterruptionService(cluster=cluster, cloud=cloud, replacements=requests, clock=SystemClock(),
                                   cluster_name=CLUSTER.name, poll_interval=0.2, retry_interval=0.5)
     lease = DrainLease(f"request-{name}/{name}", until if until is not None else time.time() + 600)
@@ -123,12 +112,13 @@ def test_item14_the_late_reader_sees_another_holder_and_stops(
     first, late = _invocation(server, cloud, "first"), _invocation(server, cloud, "late")
     # Given the first invocation took the node (cordoned, replacement requested), its drain not yet started
     begun = first.service.begin(event, lease=first.lease)
-    assert [o.outcome for o in begun] == [Outcome.CORDONED] and first.requests.sent == [(node_name,)]
+    assert [o.outcome for o in begun] == [Outcome.CORDONED]
+    assert [r["nodes"] for r in first.requests.requests] == [[node_name]]
     # When the other reads the node after that write and handles the same interruption
     outcome = late.handle(event)
     # Then it sees the first as holder and stops: no eviction, no replacement request, no conflict needed
     assert [i.outcome for i in outcome.instances] == [Outcome.ALREADY_DRAINING]
-    assert late.requests.sent == [] and late.conflicts == []
+    assert late.requests.requests == [] and late.conflicts == []
     assert not _evictions_of(server, ns)
     assert _holder(server, node_name) == first.lease.holder
 
@@ -148,7 +138,7 @@ def test_item14_the_early_reader_loses_on_409_and_stops(
     # Then its conditional write was refused (409), it read again, saw the first as holder and stopped
     assert [i.outcome for i in outcome.instances] == [Outcome.ALREADY_DRAINING]
     assert len(early.conflicts) == 1 and early.conflicts[0].status == 409
-    assert early.requests.sent == [] and not _evictions_of(server, ns)
+    assert early.requests.requests == [] and not _evictions_of(server, ns)
     assert _holder(server, node_name) == first.lease.holder
 
 

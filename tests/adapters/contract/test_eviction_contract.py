@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from tests.adapters.contract.conftest import Server, port_level, wait_for
+from tests.adapters.contract.conftest import Server, port_level
 from tests.kube_objects import pdb, pod
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.contract
 

@@ -1,5 +1,6 @@
 """A fake more forgiving than the adapter is a defect, and the contract suite catches it: each test here plants
-one forgiving variant of the service tests' fakes (``tests/app/fakes_cluster.py``, ``tests/app/fakes_cloud.py``)
+one forgiving variant of the service tests' fakes (``tests/app/fakes_cluster.py``, ``tests/app/fakes_cloud.py``,
+``tests/app/fakes.py``)
 and shows that the contract test holding that promise fails against it (as ``tests/test_layers.py`` plants
 import violations), while the honest fake passes it."""
 
@@ -19,10 +20,13 @@ from tests.adapters.contract import (
     test_cloud_port_contract,
     test_cluster_port_contract,
     test_eviction_contract,
+    test_replacement_contract,
     test_writes_contract,
 )
 from tests.adapters.contract.conftest import Server
 from tests.adapters.contract.test_cloud_port_contract import fake_region
+from tests.adapters.contract.test_replacement_contract import fake_provisioner
+from tests.app.fakes import Replacements
 from tests.app.fakes_cloud import FakeCloud
 from tests.app.fakes_cluster import FakeCluster
 
@@ -125,3 +129,32 @@ def test_a_forgiving_cloud_fake_fails_the_contract(fake: type[FakeCloud], contra
     with pytest.raises((AssertionError, pytest.fail.Exception)):
         contract(next(fake_region(fake)))
     contract(next(fake_region(FakeCloud)))
+
+
+class SendsToAFunctionThatIsGone(Replacements):
+    """Delivers the request whatever Lambda would answer: the caller never learns to retry."""
+
+    def request_replacement(self, **request: Any) -> bool:
+        self.refusing = None
+        return super().request_replacement(**request)
+
+
+class SendsWithoutAProvisioner(Replacements):
+    """Reports a request sent when no provisioner function is configured."""
+
+    def request_replacement(self, **request: Any) -> bool:
+        super().request_replacement(**request)
+        return True
+
+
+@pytest.mark.parametrize(("fake", "contract"), [
+    (SendsToAFunctionThatIsGone,
+     test_replacement_contract.test_a_request_lambda_refuses_raises_a_typed_error_and_reaches_no_one),
+    (SendsWithoutAProvisioner,
+     test_replacement_contract.test_without_a_provisioner_nothing_is_sent_and_the_caller_is_told),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_a_forgiving_replacements_fake_fails_the_contract(fake: type[Replacements],
+                                                          contract: Callable[..., None]) -> None:
+    with pytest.raises((AssertionError, pytest.fail.Exception)):
+        contract(next(fake_provisioner(fake)))
+    contract(next(fake_provisioner(Replacements)))

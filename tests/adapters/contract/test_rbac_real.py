@@ -15,8 +15,9 @@ from autoscaler.adapters.kube.node_watch import KubeNodeWatch
 from autoscaler.app.ports import ClusterError
 from autoscaler.domain.models import Taint
 from tests import real_kube
-from tests.adapters.contract.conftest import Server, wait_for
+from tests.adapters.contract.conftest import Server
 from tests.kube_objects import node, pod
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.contract
 FUNCTIONS = ("provisioner", "disruption", "interruption")

@@ -8,8 +8,9 @@ import pytest
 
 from autoscaler.app.ports import ClusterError, ConflictError
 from autoscaler.domain.models import ObjectRef, Taint
-from tests.adapters.contract.conftest import Server, port_level, wait_for
+from tests.adapters.contract.conftest import Server, port_level
 from tests.kube_objects import node, pod
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.contract
 MERGE = "application/merge-patch+json"

@@ -32,6 +32,7 @@ from autoscaler.metrics_catalog import RecordingSink
 from simulator.local import CLAIMS_TABLE, PAUSE_IMAGE, AwsAccount, Catalog, LambdaContext, aws_account, demo_config
 from tests import real_kube
 from tests.e2e.real_kube.node_agent import NodeAgent
+from tests.waiting import wait_for
 
 RBAC_DIR = Path(__file__).resolve().parents[3] / "infra" / "rbac"
 PENDING = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
@@ -49,22 +50,6 @@ def _guide_config() -> ClusterConfig:
 
 
 GUIDE_CONFIG = _guide_config()
-
-
-def wait_for(check: Callable[[], Any], *, timeout: float = 90.0, what: str = "condition",
-             step: Callable[[], None] | None = None) -> Any:
-    """Poll ``check`` (after ``step``, e.g. a provisioner pass) until it is truthy; the real control plane is
-    asynchronous and the machine may be busy, so the bound is generous and nothing asserts a duration."""
-    end = time.monotonic() + timeout
-    while True:
-        if step is not None:
-            step()
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.2)
 
 
 @dataclass

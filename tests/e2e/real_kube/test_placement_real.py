@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.real_kube.conftest import RealCluster, wait_for
+from tests.e2e.real_kube.conftest import RealCluster
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.real_kube, pytest.mark.e2e]
 ZONE = "topology.kubernetes.io/zone"

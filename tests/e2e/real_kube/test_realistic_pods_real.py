@@ -31,7 +31,7 @@ import pytest
 
 from benchmarks._realistic import compare_with, pod_bytes, realistic_pod
 from tests import real_kube
-from tests.e2e.real_kube.conftest import wait_for
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.real_kube, pytest.mark.e2e]
 

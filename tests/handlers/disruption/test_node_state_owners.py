@@ -6,7 +6,6 @@ functions read each other's annotations without an owner."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from typing import Any
 
 from autoscaler.app.interruption import InterruptionService
@@ -16,20 +15,8 @@ from autoscaler.domain.node_state import Owner, read_state
 from autoscaler.handlers import provisioner
 from simulator.local import LambdaContext
 from tests.adapters.aws.helpers import CLUSTER
+from tests.app.fakes import Replacements
 from tests.events import load_event
-
-
-class RecordingRequester:
-    """The replacement-request port: records each request and reports it sent (the provisioner function
-    is invoked asynchronously, so the caller only learns that the request was queued)."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, ...]] = []
-
-    def request_replacement(self, *, source: str, nodes: Sequence[str], unavailable: Sequence[tuple[str, str, str]],
-                            event_id: str) -> bool:
-        self.requests.append(tuple(nodes))
-        return True
 
 
 def _event(name: str, instance_id: str) -> InterruptionEvent:
@@ -44,7 +31,7 @@ def _event(name: str, instance_id: str) -> InterruptionEvent:
 
 
 def _interruption(w: Any) -> InterruptionService:
-    return InterruptionService(cluster=w.cluster, cloud=w.cloud, replacements=RecordingRequester(), clock=w.clock,
+    return InterruptionService(cluster=w.cluster, cloud=w.cloud, replacements=Replacements(), clock=w.clock,
                                cluster_name=CLUSTER.name)
 
 

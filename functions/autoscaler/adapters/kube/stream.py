@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -14,17 +15,44 @@ from kubernetes.client import ApiClient
 from kubernetes.client.rest import RESTResponse
 
 
+class _GcPauses:
+    """The pauses in progress, across threads. The cyclic GC's switch is one per process, so a list finishing
+    on one thread must not switch it back on under another thread's list: the gather lists the small
+    collections on a worker thread while the pods are listed, and a plain disable/enable pair there left the
+    pod list with the GC on (measured: the lean decode of a 2,000-pod page at 0.14 s of CPU instead of 0.03 s)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._resume = False  # whether the GC was on when the first pause in progress began
+
+    def begin(self) -> None:
+        with self._lock:
+            if self._count == 0:
+                self._resume = gc.isenabled()
+                gc.disable()
+            self._count += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self._count -= 1
+            if self._count == 0 and self._resume:
+                gc.enable()
+
+
+_PAUSES = _GcPauses()
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Parsing a large list allocates millions of objects that all stay alive, so every cyclic-GC
-    pass is wasted work (measured: 5.6 s -> 2.3 s for 50,000 pods). Pause it for the list only."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    pass is wasted work (measured: 5.6 s -> 2.3 s for 50,000 pods). Pause it for the list only: the GC comes
+    back on when the last pause in progress (on any thread) ends, and only if it was on when the first began."""
+    _PAUSES.begin()
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        _PAUSES.end()
 
 
 def watch_events(raw: Any) -> Iterator[dict[str, Any]]:

@@ -80,6 +80,28 @@ class LabelGroups:
         return tuple((group, samples[group], count) for group, count in counts.items())
 
 
+@dataclass(eq=False, slots=True)
+class GroupHolders:
+    """The existing nodes holding bound pods of one label group: (position in the existing nodes, node, how
+    many of the group's pods it holds), in the nodes' order."""
+
+    sample: Pod
+    holders: list[tuple[int, ExistingNode, int]] = field(default_factory=list)
+
+
+def holders_by_group(existing: Sequence[ExistingNode]) -> dict[int, GroupHolders]:
+    """Each label group's holders. A selector that selects none of a group's pods skips all of its nodes, so
+    counting matching pods visits only the nodes of the groups it selects, not every node of the cluster."""
+    out: dict[int, GroupHolders] = {}
+    for position, node in enumerate(existing):
+        for group, sample, count in node.label_groups:
+            entry = out.get(group)
+            if entry is None:
+                entry = out[group] = GroupHolders(sample)
+            entry.holders.append((position, node, count))
+    return out
+
+
 def existing_nodes(snap: PlanInput, keys: Sequence[str], pools: Sequence[NodePoolView]) -> list[ExistingNode]:
     """The schedulable existing nodes and the in-flight instances not registered yet."""
     bound = bound_pods(snap.pods)

@@ -18,7 +18,7 @@ from autoscaler.domain.models import (
     untolerated_taints,
 )
 from autoscaler.domain.nodepool import requirement_allows
-from autoscaler.domain.scheduling.existing_node import ExistingNode
+from autoscaler.domain.scheduling.existing_node import ExistingNode, GroupHolders, holders_by_group
 from autoscaler.domain.scheduling.instance_type_index import InstanceTypeIndex
 from autoscaler.domain.scheduling.pod_class import PodClass, selects
 from autoscaler.domain.scheduling.pool_type import INFINITE_PRICE
@@ -57,6 +57,7 @@ class Topology:
         self.pinned: dict[int, set[str]] = {}  # class id -> keys it must take one value of
         self.bound_anti: list[tuple[ExistingNode, Pod]] = [
             (node, pod) for node in existing for pod in node.bound if pod.pod_anti_affinity]
+        self._holders: dict[int, GroupHolders] | None = None  # built at the first count (bound pods do not change)
 
     def hard_anti(self, pod: Pod) -> Iterable[PodAffinityTerm]:
         """The pod's anti-affinity terms that bind other pods too (not the preferences taken as required)."""
@@ -178,21 +179,36 @@ class Topology:
                         spread: TopologySpreadConstraint | None = None) -> dict[str, int]:
         """Pods matching ``selector`` per domain of ``key``: bound ones plus those this plan has put in
         a domain already. For a spread constraint only nodes its node policies admit count."""
-        counts: dict[str, int] = defaultdict(int)
         label = label_of(key)
         namespace = cls.sample.namespace
-        matched: dict[int, bool] = {}  # label group -> whether the selector selects its pods
-        for node in self.existing:
-            value = node.labels.get(label)
-            if value is None or (spread is not None and not self.spread_node(cls, node, spread)):
+        if self._holders is None:
+            self._holders = holders_by_group(self.existing)
+        # Only the nodes of the groups the selector selects (a selector decides alike for a group's pods);
+        # each domain comes first where its first counted node stands among the existing nodes, as a walk
+        # over every node would have met it.
+        found: dict[str, list[int]] = {}  # value -> [position of its first counted node, pods]
+        spread_ok: dict[int, bool] = {}  # position -> whether the spread's node policies admit the node
+        for entry in self._holders.values():
+            if not selects(selector, owner_namespace=namespace, candidate=entry.sample, namespaces=namespaces):
                 continue
-            for group, sample, count in node.label_groups:
-                hit = matched.get(group)
-                if hit is None:
-                    hit = matched[group] = selects(selector, owner_namespace=namespace, candidate=sample,
-                                                   namespaces=namespaces)
-                if hit:
-                    counts[value] += count
+            for position, node, count in entry.holders:
+                value = node.labels.get(label)
+                if value is None:
+                    continue
+                if spread is not None:
+                    admitted = spread_ok.get(position)
+                    if admitted is None:
+                        admitted = spread_ok[position] = self.spread_node(cls, node, spread)
+                    if not admitted:
+                        continue
+                seen = found.get(value)
+                if seen is None:
+                    found[value] = [position, count]
+                else:
+                    seen[0], seen[1] = min(seen[0], position), seen[1] + count
+        counts: dict[str, int] = defaultdict(int)
+        for value, (_, count) in sorted(found.items(), key=lambda item: item[1][0]):
+            counts[value] = count
         for other in self.classes:
             placed = self.placed_counts(other, label)
             if placed and selects(selector, owner_namespace=namespace, candidate=other, namespaces=namespaces):
