@@ -37,6 +37,9 @@ def creds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: FIXED)
+    # boto3's default session caches the credentials it resolved first: a session made by an earlier test in
+    # this process (with moto's "testing" keys) would sign with those instead of the keys set above
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     auth._ENDPOINTS.clear()
 
 

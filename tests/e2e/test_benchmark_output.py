@@ -34,6 +34,8 @@ def test_a_small_whole_pass_reports_its_phases_and_a_second_pass_launches_nothin
     assert set(first["phases"]) >= {"gather", "plan", "launch", "events"}
     assert first["phases"]["launch"]["awsCalls"]["ec2.CreateFleet"] >= 1
     # the injected CreateFleet wait is in the launch latency, and the estimate holds the CPU and the latency
-    assert first["phases"]["launch"]["latency"] >= 1.5 and first["estimate"] >= first["latency"] + first["cpu"]
+    # (the estimate is printed to 0.01 s, its parts to 0.001 s: at one full vCPU it may round below their sum)
+    assert first["phases"]["launch"]["latency"] >= 1.5
+    assert first["estimate"] >= first["latency"] + first["cpu"] - 0.005
     assert second["instancesLaunched"] == 0
     assert first["kubeRequests"] >= 5 and "GET pods" in first["kubeRequestsByVerb"]
