@@ -12,6 +12,7 @@ import pytest
 from autoscaler import config as config_module
 from autoscaler.config import ConfigError, check_cluster_file, load_cluster_config
 from autoscaler.domain.errors import Problem
+from autoscaler.source_file import parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = (ROOT / "clusters" / "demo.yaml").read_text()
@@ -240,11 +241,10 @@ def test_unreadable_files_fail_fast_without_a_traceback(tmp_path: Path, monkeypa
     # (the YAML parser is watched: "fast" means an oversized or binary file is refused before it is parsed,
     # which holds however busy the machine is, where a timing bound would not)
     parses: list[str] = []
-    real_parse = config_module.parse_yaml
 
     def watched_parse(text: str) -> Any:
         parses.append(text)
-        return real_parse(text)
+        return parse_yaml(text)
     monkeypatch.setattr(config_module, "parse_yaml", watched_parse)
     # When it is loaded
     with pytest.raises(ConfigError) as exc:
