@@ -175,6 +175,30 @@ def test_a_side_by_side_entry_without_the_peer_still_judges_our_plan(tmp_path: A
     assert run_karpenter(slow, tmp_path / "snapshot.json", timeout=0.2) is None
 
 
+def test_karpenter_bounded_like_its_provisioner_defers_pods_and_its_cost_is_not_compared(tmp_path: Any) -> None:
+    # A peer whose Solve hit the provisioner's one-minute bound placed some pods and left the rest pending for
+    # its next round: the driver passes the bound, reports the deferred pods, and gives no cost ratio (Karpenter's
+    # $/h then covers fewer pods than ours).
+    import json
+
+    from benchmarks.peers import run_one, table
+
+    args = tmp_path / "args"
+    out = {"karpenterVersion": "v1.15.0", "awsProviderVersion": "v1.15.0", "instanceTypes": 1, "pendingPods": 20,
+           "existingNodes": 0, "nodeClaims": [], "existingNodePods": {}, "totalPerHour": 0.0, "unschedulable": [],
+           "solveSeconds": 61.0, "solveOnlySeconds": 60.5, "solveCpuSeconds": 60.0, "concurrency": 5,
+           "solveTimeoutSeconds": 60.0, "timedOut": True, "deferredPods": 20, "assumptions": []}
+    peer = tmp_path / "bounded-peer"
+    peer.write_text(f"#!/bin/sh\necho \"$@\" > {args}\ncat <<'EOF'\n{json.dumps(out)}\nEOF\n")
+    peer.chmod(0o755)
+    entry = run_one("plain", 20, 0, peer, repeats=1, timeout=60, solve_bound=60)
+    assert "-solve-timeout 60s" in args.read_text()
+    assert entry["deferredKarpenter"] == 20 and entry["karpenter"]["timedOut"]
+    assert entry["costRatio"] is None and entry["targets"]["cost"] is None
+    assert entry["targets"]["solve"]  # ours, unbounded, against Karpenter's 61 s
+    assert "cost not comparable" in table([entry])
+
+
 def test_our_plan_keeps_a_zone_affinity_pair_in_one_zone() -> None:
     # The input on which Karpenter's scheduler may leave the two replicas NodeClaims with no common zone
     # (docs/scheduling.md); ours puts them on two nodes of one zone, and the fit check agrees.

@@ -14,6 +14,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -109,7 +110,13 @@ type output struct {
 	SolveOnlySeconds   float64             `json:"solveOnlySeconds"`
 	SolveCPUSeconds    float64             `json:"solveCpuSeconds"`
 	Concurrency        int                 `json:"concurrency"`
-	Assumptions        []string            `json:"assumptions"`
+	// SolveTimeoutSeconds is the bound on Solve (Karpenter's provisioner: one minute); 0 when unbounded.
+	SolveTimeoutSeconds float64 `json:"solveTimeoutSeconds"`
+	// TimedOut: Solve stopped at the bound. DeferredPods are the pending pods it neither placed nor failed by
+	// then: Karpenter leaves them pending for its next provisioning round.
+	TimedOut     bool     `json:"timedOut"`
+	DeferredPods int      `json:"deferredPods"`
+	Assumptions  []string `json:"assumptions"`
 }
 
 // items decodes a bare list or an object wrapping one (a kubectl List's "items", a describe response's key).
@@ -265,7 +272,7 @@ func daemonSetPods(dss []appsv1.DaemonSet) []*corev1.Pod {
 	})
 }
 
-func run(in io.Reader, concurrency, fakeTypes int) (*output, error) {
+func run(in io.Reader, concurrency, fakeTypes int, solveTimeout time.Duration) (*output, error) {
 	var snap snapshot
 	dec := json.NewDecoder(in)
 	if err := dec.Decode(&snap); err != nil {
@@ -380,8 +387,16 @@ func run(in io.Reader, concurrency, fakeTypes int) (*output, error) {
 	s := scheduler.NewScheduler(ctx, kube, pools, cluster, stateNodes, topology, byPool, daemonSetPods(dss),
 		events.NewRecorder(&record.FakeRecorder{}), clk, nil, nil, opts...)
 	solveStart := time.Now()
-	results, err := s.Solve(ctx, pending)
-	if err != nil {
+	solveCtx, cancel := ctx, context.CancelFunc(func() {})
+	if solveTimeout > 0 {
+		// As the provisioner's Schedule: Solve under a one-minute context; what it placed by then is launched,
+		// the rest stays pending for the next round.
+		solveCtx, cancel = context.WithTimeout(ctx, solveTimeout)
+	}
+	results, err := s.Solve(solveCtx, pending)
+	cancel()
+	timedOut := errors.Is(err, context.DeadlineExceeded)
+	if err != nil && !timedOut {
 		return nil, fmt.Errorf("solve: %w", err)
 	}
 	results = results.TruncateInstanceTypes(ctx, scheduler.MaxInstanceTypes)
@@ -393,20 +408,25 @@ func run(in io.Reader, concurrency, fakeTypes int) (*output, error) {
 		InstanceTypes: len(instanceTypes), PendingPods: len(pending), ExistingNodes: len(stateNodes),
 		ExistingNodePods: map[string][]string{}, NodeClaims: []nodeClaimOut{}, Unschedulable: []unschedulableOut{},
 		SolveSeconds: end.Sub(start).Seconds(), SolveOnlySeconds: end.Sub(solveStart).Seconds(), SolveCPUSeconds: cpuEnd - cpuStart, Concurrency: concurrency,
+		SolveTimeoutSeconds: solveTimeout.Seconds(), TimedOut: timedOut,
 		Assumptions: []string{
 			"scheduler set up as Karpenter's scheduling_benchmark_test.go (fake cloud provider and client, real state.Cluster)",
 			"scheduler options as Karpenter's provisioner passes them (reserved-capacity fallback off, default minValues policy)",
 			"instance types from the AWS provider's NewInstanceType on the snapshot's DescribeInstanceTypes (VM memory overhead 7.5%)",
 			"launch picks the cheapest available offering compatible with each NodeClaim's requirements",
 			"solveSeconds covers NewTopology + NewScheduler + Solve + TruncateInstanceTypes (wall clock); solveCpuSeconds the process's CPU time over the same span, all threads",
+			"with solveTimeoutSeconds > 0, Solve runs under that context deadline as the provisioner's (one minute in sigs.k8s.io/karpenter's provisioner.go); deferredPods are left for its next round",
 		},
 	}
+	placed := len(results.PodErrors)
 	for _, n := range results.ExistingNodes {
+		placed += len(n.Pods)
 		if len(n.Pods) > 0 {
 			out.ExistingNodePods[n.Name()] = lo.Map(n.Pods, func(p *corev1.Pod, _ int) string { return key(p) })
 		}
 	}
 	for _, claim := range results.NewNodeClaims {
+		placed += len(claim.Pods)
 		best, bestType := (*cloudprovider.Offering)(nil), ""
 		for _, it := range claim.InstanceTypeOptions {
 			o := it.Offerings.Available().Compatible(claim.Requirements).Cheapest()
@@ -429,6 +449,7 @@ func run(in io.Reader, concurrency, fakeTypes int) (*output, error) {
 		out.Unschedulable = append(out.Unschedulable, unschedulableOut{Pod: key(p), Error: err.Error()})
 	}
 	sort.Slice(out.Unschedulable, func(i, j int) bool { return out.Unschedulable[i].Pod < out.Unschedulable[j].Pod })
+	out.DeferredPods = len(pending) - placed
 	out.TotalPerHour = math.Round(out.TotalPerHour*1e6) / 1e6
 	return out, nil
 }
@@ -460,6 +481,7 @@ func main() {
 	input := flag.String("input", "-", "snapshot JSON file ('-' for stdin)")
 	concurrency := flag.Int("concurrency", 5, "scheduler.NumConcurrentReconciles (Karpenter's benchmark uses 5)")
 	fakeTypes := flag.Int("fake-instance-types", 0, "diagnosis: use Karpenter's fake.InstanceTypes(N) instead of the snapshot's catalogue")
+	solveTimeout := flag.Duration("solve-timeout", 0, "bound Solve as Karpenter's provisioner does (1m); 0: unbounded")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -485,7 +507,7 @@ func main() {
 		defer f.Close()
 		in = f
 	}
-	out, err := run(in, *concurrency, *fakeTypes)
+	out, err := run(in, *concurrency, *fakeTypes, *solveTimeout)
 	if err == nil {
 		err = json.NewEncoder(os.Stdout).Encode(out)
 	}
