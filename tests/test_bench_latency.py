@@ -1,36 +1,56 @@
 """The benchmarks' latency model (``benchmarks/provisioner_pass._Latency``): waits that really ran at the
-same time on different threads are charged once, waits one after another add up."""
+same time on different threads are charged once, waits one after another add up. Where the overlap itself is
+judged, the waits' start times are set by the test, not taken from threads a busy machine may start late."""
 
 from __future__ import annotations
 
 import threading
 import time
 
+import pytest
+
+from benchmarks import provisioner_pass
 from benchmarks.provisioner_pass import _Latency
 
 WAIT = 0.05
 
 
-def test_waits_at_the_same_time_count_once_and_waits_in_turn_add_up() -> None:
-    # Given a main-thread wait and a worker wait that run at the same time
+class Timeline:
+    """The benchmark module's ``time`` for the overlap model: ``perf_counter`` reads a time the test sets and
+    ``sleep`` returns at once, so each wait starts exactly when the test says (real threads started under
+    load begin late, and the overlap is what is being judged)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        return None
+
+
+def test_waits_at_the_same_time_count_once_and_waits_in_turn_add_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    timeline = Timeline()
+    monkeypatch.setattr(provisioner_pass, "time", timeline)
+    # Given a worker wait at 0 s and a main-thread wait at 0.01 s (they overlap by 0.04 s)
     latency = _Latency()
-    t0 = time.perf_counter()
     worker = threading.Thread(target=latency.spend, args=(WAIT,))
     worker.start()
-    latency.spend(WAIT)
     worker.join()
-    t1 = time.perf_counter()
+    timeline.now = 0.01
+    latency.spend(WAIT)
     # When they are charged
-    # Then the overlapped model charges about one wait, the summed model two
-    assert WAIT <= latency.overlapped(t0, t1) < 1.6 * WAIT
-    assert latency.within(t0, t1) == 2 * WAIT
+    # Then the overlapped model charges their union (0.06 s, about one wait), the summed model two
+    assert latency.overlapped(0.0, 1.0) == pytest.approx(0.06)
+    assert latency.within(0.0, 1.0) == 2 * WAIT
     # And given two more waits one after the other, both are charged in full
-    t2 = time.perf_counter()
+    timeline.now = 1.0
     latency.spend(WAIT)
+    timeline.now = 1.0 + WAIT
     latency.spend(WAIT)
-    t3 = time.perf_counter()
-    assert latency.within(t2, t3) == 2 * WAIT
-    assert abs(latency.overlapped(t2, t3) - 2 * WAIT) < 1e-6
+    assert latency.within(1.0, 2.0) == 2 * WAIT
+    assert latency.overlapped(1.0, 2.0) == pytest.approx(2 * WAIT)
 
 
 def test_a_cluster_reads_workers_overlap_its_main_thread_and_other_workers_add_up() -> None:
