@@ -10,6 +10,8 @@ from contextlib import contextmanager
 import pytest
 from moto import mock_aws
 
+from simulator.moto_server import SerialMotoServer
+
 
 @contextmanager
 def moto_environment(monkeypatch: pytest.MonkeyPatch, region: str) -> Iterator[None]:
@@ -30,3 +32,14 @@ def moto_server_environment(monkeypatch: pytest.MonkeyPatch, endpoint: str, regi
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=120):
         pass
+
+
+@contextmanager
+def running_moto_server() -> Iterator[SerialMotoServer]:
+    """A moto server on a free local port whose requests reach moto one at a time; stopped on exit."""
+    server = SerialMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

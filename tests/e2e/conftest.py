@@ -11,18 +11,16 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from simulator.local import Catalog, LocalCluster, demo_config, moto_catalog
-from simulator.moto_server import SerialMotoServer
 from tests.handlers.conftest import aws, world
+from tests.moto_env import running_moto_server
 
 __all__ = ["aws", "local", "local_catalog", "make_local", "moto_server", "world"]
 
 
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[ThreadedMotoServer]:
-    server = SerialMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    yield server
-    server.stop()
+    with running_moto_server() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -28,9 +28,8 @@ from autoscaler.app.launcher import new_claim_id
 from autoscaler.domain.fleet import FleetRequest
 from simulator.ec2_tokens import ClientTokens
 from simulator.local import moto_catalog
-from simulator.moto_server import SerialMotoServer
 from tests.adapters.aws.helpers import CLUSTER, REGION, make_network, node_class, seed_eks_amis
-from tests.moto_env import moto_environment, moto_server_environment
+from tests.moto_env import moto_environment, moto_server_environment, running_moto_server
 
 MOTOS = ("in-process", "server")
 
@@ -51,10 +50,8 @@ class Ec2:
 
 @pytest.fixture(scope="module")
 def moto_server() -> Iterator[ThreadedMotoServer]:
-    server = SerialMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    yield server
-    server.stop()
+    with running_moto_server() as server:
+        yield server
 
 
 @pytest.fixture(params=MOTOS)

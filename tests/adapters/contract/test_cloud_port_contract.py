@@ -25,7 +25,6 @@ from autoscaler.domain.nodeclass import NodeClass
 from autoscaler.domain.ownership import OwnershipError
 from simulator.ec2_tokens import ClientTokens
 from simulator.local import moto_catalog
-from simulator.moto_server import SerialMotoServer
 from tests.adapters.aws.helpers import (
     CLUSTER,
     REGION,
@@ -36,7 +35,7 @@ from tests.adapters.aws.helpers import (
     seed_eks_amis,
 )
 from tests.app.fakes_cloud import FakeCloud
-from tests.moto_env import moto_server_environment
+from tests.moto_env import moto_server_environment, running_moto_server
 
 ZONE = "us-east-1a"
 
@@ -68,11 +67,9 @@ def fake_region(cls: type[FakeCloud] = FakeCloud) -> Iterator[Region]:
 
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
-    server = SerialMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    with running_moto_server() as server:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
 
 
 def _moto(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> Iterator[Region]:
