@@ -12,7 +12,8 @@ from autoscaler.domain.models import Pod, Requirement
 from autoscaler.domain.plan import Unschedulable
 from autoscaler.domain.scheduling.existing_node import ExistingNode
 from autoscaler.domain.scheduling.instance_type_index import InstanceTypeIndex
-from autoscaler.domain.scheduling.pod_class import PodClass, selects
+from autoscaler.domain.scheduling.pod_class import PodClass
+from autoscaler.domain.scheduling.selector_index import selects
 from autoscaler.domain.scheduling.spread import spread, water_fill
 from autoscaler.domain.scheduling.topology import Topology, is_generic
 from autoscaler.domain.scheduling.vector import UNBOUNDED

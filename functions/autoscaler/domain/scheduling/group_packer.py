@@ -146,8 +146,12 @@ class GroupPacker:
             return None
         if all(cls.request == items[0][0].request for cls, _ in items):
             return None
-        fitting = {cls.id: sum(1 for pool_type in types if fits_within(cls.request, pool_type.allocatable))
-                   for cls, _ in items}
+        by_request: dict[tuple[int, ...], int] = {}  # classes of one request fit the same types: counted once
+        for cls, _ in items:
+            if cls.request not in by_request:
+                by_request[cls.request] = sum(1 for pool_type in types
+                                              if fits_within(cls.request, pool_type.allocatable))
+        fitting = {cls.id: by_request[cls.request] for cls, _ in items}
         fewest = min(fitting.values())
         big = [(cls, count) for cls, count in items if fitting[cls.id] == fewest]
         rest = [(cls, count) for cls, count in items if fitting[cls.id] > fewest]

@@ -1,8 +1,10 @@
 """The new nodes a plan opens: every one (for the output) and those that may still take pods, opened
-within the NodePools' limits, and filled from pods still to place balancing CPU against memory."""
+within the NodePools' limits, and filled from pods still to place balancing CPU against memory (the chunks
+to fill from kept on a ``ChunkShelf``)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from autoscaler.domain import resources as res
@@ -42,26 +44,98 @@ class OpenedNodes:
         cpu, memory = self.keys.index(res.CPU), self.keys.index(res.MEMORY)
         live = sorted(chunks, key=lambda chunk: (chunk.cls.request[memory] / max(chunk.cls.request[cpu], 1),
                                                  chunk.cls.id))
+        shelf = ChunkShelf(live, cpu, memory)
         for node in self.open:
-            live = [chunk for chunk in live if chunk.left]
-            if not live:
+            if not shelf.remaining:
                 return
             low, high = 0, len(live) - 1
             cpu_limit, memory_limit = max(node.limit[cpu], 1), max(node.limit[memory], 1)
             while low <= high:
                 free = node.free
+                if free[2] < 1:  # no pod fits: the rest of the walk would take nothing
+                    break
+                # A step that takes nothing leaves ``free`` and so the side alone: the walk goes on from that
+                # side's next chunk that may fit, skipping those that cannot (and those with no pods left).
                 take_low = free[cpu] / cpu_limit >= free[memory] / memory_limit
-                chunk = live[low] if take_low else live[high]
+                if take_low:
+                    low = position = shelf.next_fit(low, high, free[cpu], free[memory])
+                else:
+                    high = position = shelf.previous_fit(high, low, free[cpu], free[memory])
+                if low > high:
+                    break
+                chunk = live[position]
                 cls, left = chunk.cls, chunk.left
-                taken = 0
-                if left and free[cpu] >= cls.request[cpu] and free[memory] >= cls.request[memory] and free[2] >= 1:
-                    want = min(left, max(1, fit_count(node.limit, cls.request) // 16))
-                    taken = node.can_add(cls, chunk.zones, chunk.capacity_types, want)
+                want = min(left, max(1, fit_count(node.limit, cls.request) // 16))
+                taken = node.can_add(cls, chunk.zones, chunk.capacity_types, want)
                 if taken > 0:
                     node.add(cls, taken)
                     chunk.left = left - taken
+                    if chunk.left == 0:
+                        shelf.emptied(position)
                 if taken <= 0 or chunk.left == 0:
                     if take_low:
                         low += 1
                     else:
                         high -= 1
+
+
+class ChunkShelf:
+    """The chunks ``OpenedNodes.fill`` walks, in its order, with the least CPU and memory request per block
+    of chunks that still have pods, so that a node's walk jumps over the blocks none of which fits it.
+    Walking every chunk for every node was nodes x chunks: 4,000 nodes opened for hostname anti-affinity
+    times 2,400 chunks at 20,000 pods of Karpenter's mix."""
+
+    BLOCK = 32
+
+    def __init__(self, chunks: list[PodChunk], cpu: int, memory: int) -> None:
+        self.chunks, self.cpu, self.memory = chunks, cpu, memory
+        self.remaining = sum(1 for chunk in chunks if chunk.left)  # chunks with pods left
+        self.least = [self._least(start) for start in range(0, len(chunks), self.BLOCK)]
+
+    def _least(self, start: int) -> tuple[float, float]:
+        cpu_least, memory_least = math.inf, math.inf
+        for chunk in self.chunks[start:start + self.BLOCK]:
+            if chunk.left:
+                cpu_least = min(cpu_least, chunk.cls.request[self.cpu])
+                memory_least = min(memory_least, chunk.cls.request[self.memory])
+        return cpu_least, memory_least
+
+    def emptied(self, position: int) -> None:
+        """The chunk at ``position`` has no pods left."""
+        self.remaining -= 1
+        block = position // self.BLOCK
+        self.least[block] = self._least(block * self.BLOCK)
+
+    def _fits(self, position: int, free_cpu: int, free_memory: int) -> bool:
+        chunk = self.chunks[position]
+        request = chunk.cls.request
+        return bool(chunk.left) and request[self.cpu] <= free_cpu and request[self.memory] <= free_memory
+
+    def next_fit(self, low: int, high: int, free_cpu: int, free_memory: int) -> int:
+        """The first position in ``low..high`` whose chunk has pods left and fits the free CPU and memory;
+        ``high + 1`` when none does."""
+        position = low
+        while position <= high:
+            block = position // self.BLOCK
+            end = min((block + 1) * self.BLOCK, high + 1)
+            cpu_least, memory_least = self.least[block]
+            if cpu_least <= free_cpu and memory_least <= free_memory:
+                for candidate in range(position, end):
+                    if self._fits(candidate, free_cpu, free_memory):
+                        return candidate
+            position = end
+        return high + 1
+
+    def previous_fit(self, high: int, low: int, free_cpu: int, free_memory: int) -> int:
+        """The last position in ``low..high`` whose chunk has pods left and fits; ``low - 1`` when none does."""
+        position = high
+        while position >= low:
+            block = position // self.BLOCK
+            start = max(block * self.BLOCK, low)
+            cpu_least, memory_least = self.least[block]
+            if cpu_least <= free_cpu and memory_least <= free_memory:
+                for candidate in range(position, start - 1, -1):
+                    if self._fits(candidate, free_cpu, free_memory):
+                        return candidate
+            position = start - 1
+        return low - 1

@@ -10,18 +10,16 @@ from dataclasses import dataclass, field
 
 from autoscaler.domain.keys import HOSTNAME_LABEL
 from autoscaler.domain.models import (
-    ALL_NAMESPACES,
-    LabelSelector,
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
-    PodAffinityTerm,
     StorageClass,
     TopologySpreadConstraint,
     host_ports_overlap,
 )
 from autoscaler.domain.plan import PlanInput, Unschedulable
 from autoscaler.domain.scheduling.requirements import Variant, required_variants, variants
+from autoscaler.domain.scheduling.selector_index import SelectorIndex, selects
 from autoscaler.domain.scheduling.target import Target
 from autoscaler.domain.scheduling.vector import UNBOUNDED, Vec, vector
 
@@ -101,19 +99,6 @@ class PodChunk:
     zones: frozenset[str] | None
     capacity_types: frozenset[str] | None
     left: int
-
-
-def selects(term: PodAffinityTerm | LabelSelector | None, *, owner_namespace: str, candidate: Pod | PodClass,
-            namespaces: tuple[str, ...] = ()) -> bool:
-    """Whether an affinity term (or a spread constraint's selector) of a pod in ``owner_namespace``
-    selects ``candidate``: a pod, or the pods of a class."""
-    sample = candidate if isinstance(candidate, Pod) else candidate.sample
-    if isinstance(term, PodAffinityTerm):
-        namespaces, term = term.namespaces, term.label_selector
-    allowed = namespaces or (owner_namespace,)
-    if sample.namespace not in allowed and ALL_NAMESPACES not in allowed:
-        return False
-    return term is not None and term.matches(sample.labels)
 
 
 def selected_label_keys(pods: Iterable[Pod]) -> frozenset[str]:
@@ -203,29 +188,37 @@ def _pin_to_volume_zones(cls: PodClass, claims: Mapping[tuple[str, str], Persist
 
 
 def _add_conflicts(classes: list[PodClass]) -> None:
-    """Conflicts (hostname anti-affinity both ways, shared host ports) and per-node caps."""
+    """Conflicts (hostname anti-affinity both ways, shared host ports) and per-node caps. Each selector is
+    answered once for every class (``SelectorIndex``), not once per pair of classes."""
+    selected = SelectorIndex(classes)
     shaped = [cls for cls in classes if cls.sample.pod_anti_affinity or cls.sample.host_ports
               or cls.sample.pod_affinity
               or any(term.topology_key == HOSTNAME_LABEL for term in cls.sample.topology_spread)]
+    avoided_by: dict[int, set[int]] = {}  # class id -> the classes whose hostname anti-affinity selects it
+    for owner in classes:
+        for term in owner.sample.pod_anti_affinity:
+            if term.topology_key == HOSTNAME_LABEL:
+                for target in selected.selected(term, owner_namespace=owner.sample.namespace):
+                    avoided_by.setdefault(target.id, set()).add(owner.id)
+    with_ports = [cls for cls in classes if cls.sample.host_ports]
     for cls in shaped:
         sample = cls.sample
         for constraint in sample.topology_spread:
             if constraint.topology_key == HOSTNAME_LABEL:
-                ids = frozenset(other.id for other in classes if selects(
-                    constraint.label_selector, owner_namespace=sample.namespace, candidate=other))
+                ids = frozenset(other.id for other in selected.selected(constraint.label_selector,
+                                                                        owner_namespace=sample.namespace))
                 cls.host_spread.append((constraint.max_skew, ids, constraint))
                 if cls.id in ids:
                     cls.cap = min(cls.cap, constraint.max_skew)
+        partners = set(avoided_by.get(cls.id, ()))
+        for term in sample.pod_anti_affinity:
+            if term.topology_key == HOSTNAME_LABEL:
+                partners.update(other.id for other in selected.selected(term, owner_namespace=sample.namespace))
         ports = sample.host_ports
-        for other in classes:
-            anti = any(term.topology_key == HOSTNAME_LABEL and selects(term, owner_namespace=sample.namespace,
-                                                                       candidate=other)
-                       for term in sample.pod_anti_affinity)
-            anti = anti or any(term.topology_key == HOSTNAME_LABEL and selects(
-                term, owner_namespace=other.sample.namespace, candidate=cls) for term in other.sample.pod_anti_affinity)
-            shared = bool(ports) and host_ports_overlap(ports, other.sample.host_ports)
-            if anti or shared:
-                cls.conflicts.add(other.id)
-                other.conflicts.add(cls.id)
+        if ports:
+            partners.update(other.id for other in with_ports if host_ports_overlap(ports, other.sample.host_ports))
+        for other_id in sorted(partners):  # in class order, as a walk over every class would add them
+            cls.conflicts.add(other_id)
+            classes[other_id].conflicts.add(cls.id)
         if cls.id in cls.conflicts:
             cls.cap = 1

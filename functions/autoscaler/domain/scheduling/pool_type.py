@@ -23,12 +23,21 @@ class PoolType:
     allocatable_by_offering: dict[tuple[str, str], Vec] = field(default_factory=dict)
     # (zones, capacity types) -> sizing price: asked ~10^5 times per plan for a few dozen distinct keys
     sizing_prices: dict[tuple[frozenset[str], frozenset[str]], float] = field(default_factory=dict)
+    # (zones, capacity type) -> ``allocatable_on``: asked for every type a launch walks, for a few distinct keys
+    allocatable_by_zones: dict[tuple[frozenset[str], str], Vec] = field(default_factory=dict)
 
-    def allocatable_on(self, zones: Iterable[str], capacity_type: str) -> Vec:
+    def allocatable_on(self, zones: frozenset[str], capacity_type: str) -> Vec:
         """Its allocatable on a node of ``capacity_type`` in one of ``zones``: what each such offering of it
         leaves beside the DaemonSets landing there, the least of them (``allocatable`` when unknown)."""
         if not self.overhead:
             return self.allocatable  # no DaemonSet may land: nothing to be exact about
+        key = (zones, capacity_type)
+        room = self.allocatable_by_zones.get(key)
+        if room is None:
+            room = self.allocatable_by_zones[key] = self._allocatable_on(zones, capacity_type)
+        return room
+
+    def _allocatable_on(self, zones: frozenset[str], capacity_type: str) -> Vec:
         exact = [self.allocatable_by_offering.get((zone, capacity_type)) for zone in zones
                  if (zone, capacity_type) in self.offerings]
         if not exact or any(room is None for room in exact):

@@ -26,10 +26,11 @@ from autoscaler.domain.scheduling.node_mix import duals
 from autoscaler.domain.scheduling.node_pool_view import node_pool_views
 from autoscaler.domain.scheduling.opened_nodes import OpenedNodes
 from autoscaler.domain.scheduling.plan_writer import write_plan
-from autoscaler.domain.scheduling.pod_class import PodChunk, PodClass, build_classes, selects
+from autoscaler.domain.scheduling.pod_class import PodChunk, PodClass, build_classes
 from autoscaler.domain.scheduling.pool_type import INFINITE_PRICE
 from autoscaler.domain.scheduling.prepared import Prepared, pending_pods, plan_keys
 from autoscaler.domain.scheduling.rejection import Criterion, Rejection
+from autoscaler.domain.scheduling.selector_index import selects
 from autoscaler.domain.scheduling.spread import spread, water_fill
 from autoscaler.domain.scheduling.target import Target
 from autoscaler.domain.scheduling.topology import Topology
@@ -300,11 +301,10 @@ class Scheduler:
             if (zones is not None and not node.zones & zones) or (
                     capacity_types is not None and not node.capacity_types & capacity_types):
                 continue
-            if not node.admits(cls, cls.variant) or node.conflicts_with(cls):
+            taken = min(count, fit_count(node.free, cls.request))  # the cheapest test first: most nodes are full
+            if taken <= 0 or not node.admits(cls, cls.variant) or node.conflicts_with(cls):
                 continue
-            taken = min(count, fit_count(node.free, cls.request))
-            if taken > 0:
-                taken = min(taken, node.room_for(cls))
+            taken = min(taken, node.room_for(cls))
             if taken > 0:
                 node.add(cls, taken)
                 count -= taken
@@ -407,11 +407,13 @@ class Scheduler:
         dimensions = range(len(self.keys))
         total = [sum(other.request[index] * len(other.pods) for other in in_pool) for index in dimensions]
         nodes, family_demand = 1, [0] * len(self.keys)
+        by_id = {other.id: other for other in in_pool}
         for shaped in in_pool:
             if not shaped.shapes_nodes:
                 continue
-            family = [other for other in in_pool if other.id == shaped.id or other.id in shaped.conflicts
-                      or any(other.id in ids for _, ids, _constraint in shaped.host_spread)]
+            # in class order (``in_pool``'s), from the ids its family names rather than a walk over the pool
+            members = {shaped.id, *shaped.conflicts}.union(*(ids for _, ids, _constraint in shaped.host_spread))
+            family = [by_id[member] for member in sorted(members) if member in by_id]
             need = math.ceil(sum(len(other.pods) for other in family) / max(shaped.cap, 1))
             if need > nodes:
                 nodes = need

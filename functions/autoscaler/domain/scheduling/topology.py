@@ -20,10 +20,11 @@ from autoscaler.domain.models import (
 from autoscaler.domain.nodepool import requirement_allows
 from autoscaler.domain.scheduling.existing_node import ExistingNode, GroupHolders, holders_by_group
 from autoscaler.domain.scheduling.instance_type_index import InstanceTypeIndex
-from autoscaler.domain.scheduling.pod_class import PodClass, selects
+from autoscaler.domain.scheduling.pod_class import PodClass
 from autoscaler.domain.scheduling.pool_type import INFINITE_PRICE
 from autoscaler.domain.scheduling.rejection import Rejection
 from autoscaler.domain.scheduling.requirements import Variant
+from autoscaler.domain.scheduling.selector_index import SelectorIndex, selects
 from autoscaler.domain.scheduling.target import Target
 from autoscaler.domain.scheduling.vector import fit_count, fits_within
 
@@ -58,6 +59,11 @@ class Topology:
         self.bound_anti: list[tuple[ExistingNode, Pod]] = [
             (node, pod) for node in existing for pod in node.bound if pod.pod_anti_affinity]
         self._holders: dict[int, GroupHolders] | None = None  # built at the first count (bound pods do not change)
+        self.selected = SelectorIndex(classes)  # which classes a selector selects
+        # label -> the classes whose hard anti-affinity has a term on it, in class order (``banned_by_others``);
+        # classes[:_avoiders_seen] are sorted in
+        self._avoiders: dict[str, list[PodClass]] = {}
+        self._avoiders_seen = 0
 
     def hard_anti(self, pod: Pod) -> Iterable[PodAffinityTerm]:
         """The pod's anti-affinity terms that bind other pods too (not the preferences taken as required)."""
@@ -209,9 +215,9 @@ class Topology:
         counts: dict[str, int] = defaultdict(int)
         for value, (_, count) in sorted(found.items(), key=lambda item: item[1][0]):
             counts[value] = count
-        for other in self.classes:
+        for other in self.selected.selected(selector, owner_namespace=namespace, namespaces=namespaces):
             placed = self.placed_counts(other, label)
-            if placed and selects(selector, owner_namespace=namespace, candidate=other, namespaces=namespaces):
+            if placed:
                 for value, count in placed.items():
                     counts[value] += count
         return counts
@@ -234,13 +240,22 @@ class Topology:
             if value is not None and any(label_of(term.topology_key) == label and selects(
                     term, owner_namespace=pod.namespace, candidate=cls) for term in self.hard_anti(pod)):
                 out.add(value)
-        for other in self.classes:
+        for other in self.avoiders(label):
             placed = self.placed_counts(other, label)
             if placed and any(label_of(term.topology_key) == label and selects(
                     term, owner_namespace=other.sample.namespace, candidate=cls)
                     for term in self.hard_anti(other.sample)):
                 out |= {value for value, count in placed.items() if count}
         return out
+
+    def avoiders(self, label: str) -> list[PodClass]:
+        """The classes whose required anti-affinity (preferences taken as required aside) has a term on
+        ``label``, in class order: the only ones that can ban a domain of it."""
+        for other in self.classes[self._avoiders_seen:]:
+            for term_label in dict.fromkeys(label_of(term.topology_key) for term in self.hard_anti(other.sample)):
+                self._avoiders.setdefault(term_label, []).append(other)
+        self._avoiders_seen = len(self.classes)
+        return self._avoiders.get(label, [])
 
     # --- order -------------------------------------------------------------------------------------------
 
@@ -251,10 +266,15 @@ class Topology:
         key)."""
         follows: dict[int, list[PodClass]] = defaultdict(list)
         live = [cls for cls in order if cls.error is None]
+        position = {cls.id: number for number, cls in enumerate(live)}
         with_terms = [cls for cls in live if cls.sample.pod_affinity or cls.sample.pod_anti_affinity]
         for follower in with_terms:
             namespace = follower.sample.namespace
-            for other in live:
+            # Only the classes one of its terms selects (``SelectorIndex``), in ``live`` order as a walk over
+            # every class would meet them.
+            matched = {other.id: other for term in (*follower.sample.pod_affinity, *follower.sample.pod_anti_affinity)
+                       for other in self.selected.selected(term, owner_namespace=namespace) if other.id in position}
+            for other in sorted(matched.values(), key=lambda other: position[other.id]):
                 if other is follower:
                     continue
                 for term in follower.sample.pod_affinity:
@@ -274,9 +294,10 @@ class Topology:
         for _node, pod in self.bound_anti:  # bound pods' anti-affinity on other keys: the pods it selects take a value
             for term in self.hard_anti(pod):
                 if is_generic(term.topology_key):
-                    for other in live:
-                        if selects(term, owner_namespace=pod.namespace, candidate=other):
-                            self.pinned.setdefault(other.id, set()).add(term.topology_key)
+                    selected = [other for other in self.selected.selected(term, owner_namespace=pod.namespace)
+                                if other.id in position]
+                    for other in sorted(selected, key=lambda other: position[other.id]):
+                        self.pinned.setdefault(other.id, set()).add(term.topology_key)
         if not follows:
             return order
         out: list[PodClass] = []
