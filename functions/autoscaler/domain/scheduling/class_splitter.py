@@ -4,12 +4,12 @@ handing the pods a spread cannot place to a child class that gives up a preferre
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
 from autoscaler.domain.models import Pod, Requirement
 from autoscaler.domain.plan import Unschedulable
+from autoscaler.domain.scheduling.class_queue import ClassQueue
 from autoscaler.domain.scheduling.existing_node import ExistingNode
 from autoscaler.domain.scheduling.instance_type_index import InstanceTypeIndex
 from autoscaler.domain.scheduling.pod_class import PodClass
@@ -29,10 +29,10 @@ class ClassSplitter:
         self.unschedulable = unschedulable
         self.requeue: list[PodClass] = []  # classes made while placing, to be placed next
 
-    def split_all(self, queue: deque[PodClass]) -> None:
+    def split_all(self, queue: ClassQueue) -> None:
         """Replace the head of ``queue`` by its children while it has a key to be split on."""
         while queue:
-            cls = queue[0]
+            cls = queue.head()
             key = self.topology.generic_key(cls) if cls.error is None else None
             if key is None:
                 return

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from autoscaler.domain import resources as res
 from autoscaler.domain.scheduling.new_node import NewNode
-from autoscaler.domain.scheduling.pod_class import PodChunk
+from autoscaler.domain.scheduling.pod_class import PodChunk, PodClass
 from autoscaler.domain.scheduling.pool_type import PoolType
 from autoscaler.domain.scheduling.target import Target
 from autoscaler.domain.scheduling.vector import fit_count
@@ -20,6 +20,10 @@ class OpenedNodes:
         self.keys = keys
         self.open: list[NewNode] = []  # new nodes that may still take pods
         self.every: list[NewNode] = []  # every new node, for the output
+        # ``keep_useful``: the floor of its last call (every open node had room for it then), and the nodes
+        # opened or given pods (``put``) since, the only ones a floor no higher can drop
+        self.floor: Sequence[int] | None = None
+        self.changed: list[NewNode] = []
 
     def open_node(self, target: Target, pool_type: PoolType, zones: frozenset[str],
                   capacity_types: frozenset[str]) -> NewNode | None:
@@ -30,12 +34,27 @@ class OpenedNodes:
                        tuple(0 for _ in self.keys), zones, capacity_types)
         self.open.append(node)
         self.every.append(node)
+        self.changed.append(node)
         return node
+
+    def put(self, node: NewNode, cls: PodClass, count: int) -> None:
+        """Put ``count`` pods of ``cls`` on ``node`` (``NewNode.add``) while classes are being placed."""
+        node.add(cls, count)
+        self.changed.append(node)
 
     def keep_useful(self, floor: Sequence[int]) -> None:
         """Drop from the open nodes those without room for ``floor`` (the smallest remaining request), so
-        scans stay short."""
-        self.open = [node for node in self.open if fit_count(node.free, floor) > 0]
+        scans stay short. When no part of ``floor`` is higher than last time, only the nodes opened or
+        given pods since can lack room for it: checking every node on every call was nodes x classes."""
+        last = self.floor
+        if last is not None and all(new <= old for new, old in zip(floor, last, strict=True)):
+            failing = {id(node) for node in self.changed if fit_count(node.free, floor) == 0}
+            if failing:
+                self.open = [node for node in self.open if id(node) not in failing]
+        else:
+            self.open = [node for node in self.open if fit_count(node.free, floor) > 0]
+        self.floor = floor
+        self.changed = []
 
     def fill(self, chunks: list[PodChunk]) -> None:
         """Fill the nodes opened so far from ``chunks`` (their ``left`` decremented in place): per node,

@@ -11,12 +11,12 @@ those nodes and is then packed per group (``group_packer.py``); ``plan_writer.py
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Collection, Mapping
 
 from autoscaler.domain.keys import CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_KEYS, ZONE_LABEL
 from autoscaler.domain.models import PodAffinityTerm, TopologySpreadConstraint
 from autoscaler.domain.plan import Plan, PlanInput
+from autoscaler.domain.scheduling.class_queue import ClassQueue
 from autoscaler.domain.scheduling.class_splitter import ClassSplitter
 from autoscaler.domain.scheduling.existing_node import ExistingNode, existing_nodes
 from autoscaler.domain.scheduling.group_packer import GroupPacker
@@ -72,7 +72,7 @@ class Scheduler:
                 cls.error = self.index.resolve(cls, self.existing)
         self.place_launched_for()
         # Pod (anti-)affinity targets come before the classes that follow or avoid them.
-        queue = deque(self.topology.affinity_order(order))
+        queue = ClassQueue(self.topology.affinity_order(order))
         flexible: list[PodChunk] = []  # pods of unshaped classes still to place
         placed_classes = 0
         while queue:
@@ -87,8 +87,7 @@ class Scheduler:
                 continue
             placed_classes += 1
             if placed_classes % 8 == 0 and queue:  # drop nodes no remaining class could use
-                self.opened.keep_useful(tuple(min(other.request[index] for other in queue)
-                                              for index in range(len(self.keys))))
+                self.opened.keep_useful(queue.floor())
             if cls.error is not None:
                 cls.reject(len(cls.pods) - cls.placed, cls.error, self.plan.unschedulable)
                 continue
@@ -277,7 +276,7 @@ class Scheduler:
                 continue
             taken = node.can_add(cls, zones, capacity_types, count)
             if taken > 0:
-                node.add(cls, taken)
+                self.opened.put(node, cls, taken)
                 count -= taken
         if count == 0:
             return
@@ -383,7 +382,7 @@ class Scheduler:
                     reason = Rejection(target.pool.name, Criterion.LIMIT_REACHED_ON,
                                        (target.pool.exceeded_limit(chosen),)).render()
                     break
-                node.add(cls, taken)
+                self.opened.put(node, cls, taken)
                 count -= taken
                 if single:
                     break
