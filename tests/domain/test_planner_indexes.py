@@ -110,7 +110,8 @@ def test_building_classes_asks_selectors_in_proportion_to_the_classes(monkeypatc
 
 def _chunks(rng: random.Random, count: int) -> list[PodChunk]:
     return [PodChunk(_class(number, {}, request=(rng.choice((100, 250, 500, 1000)), rng.choice((128, 512, 2048)), 1)),
-                     None, None, rng.choice((0, 1, 3))) for number in range(count)]
+                     rng.choice((None, frozenset({"a"}), frozenset({"b"}), frozenset({"a", "c"}))), None,
+                     rng.choice((0, 1, 3))) for number in range(count)]
 
 
 def test_chunk_shelf_finds_the_chunk_a_walk_over_every_chunk_would_reach() -> None:
@@ -118,17 +119,21 @@ def test_chunk_shelf_finds_the_chunk_a_walk_over_every_chunk_would_reach() -> No
     chunks = _chunks(rng, 150)
     shelf = ChunkShelf(chunks, 0, 1)
 
-    def fits(position: int, cpu: int, memory: int) -> bool:
+    def fits(position: int, cpu: int, memory: int, zones: frozenset[str]) -> bool:
         chunk = chunks[position]
-        return bool(chunk.left) and chunk.cls.request[0] <= cpu and chunk.cls.request[1] <= memory
+        return (bool(chunk.left) and chunk.cls.request[0] <= cpu and chunk.cls.request[1] <= memory
+                and (chunk.zones is None or bool(chunk.zones & zones)))
 
     for _ in range(400):
         low, high = sorted(rng.sample(range(len(chunks)), 2))
         cpu, memory = rng.choice((50, 100, 300, 2000)), rng.choice((100, 600, 4096))
-        forward = next((position for position in range(low, high + 1) if fits(position, cpu, memory)), high + 1)
-        backward = next((position for position in range(high, low - 1, -1) if fits(position, cpu, memory)), low - 1)
-        assert shelf.next_fit(low, high, cpu, memory) == forward
-        assert shelf.previous_fit(high, low, cpu, memory) == backward
+        zones = rng.choice((frozenset({"a"}), frozenset({"b"}), frozenset({"c"}), frozenset({"a", "b", "c"})))
+        forward = next((position for position in range(low, high + 1) if fits(position, cpu, memory, zones)),
+                       high + 1)
+        backward = next((position for position in range(high, low - 1, -1) if fits(position, cpu, memory, zones)),
+                        low - 1)
+        assert shelf.next_fit(low, high, cpu, memory, zones) == forward
+        assert shelf.previous_fit(high, low, cpu, memory, zones) == backward
         emptied = rng.randrange(len(chunks))
         if chunks[emptied].left:
             chunks[emptied].left = 0

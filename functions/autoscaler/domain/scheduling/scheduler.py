@@ -59,6 +59,11 @@ class Scheduler:
         self.splitter = ClassSplitter(self.classes, self.existing, self.index, self.topology, self.plan.unschedulable)
         self.packer = GroupPacker(self.keys, self.index, self.opened)
         self.shares: dict[int, tuple[Vec, tuple[float, ...]]] = {}  # NodePool index -> ``share``
+        # The existing nodes that may still take a pod: a node without room for the least request of every
+        # class (classes split off later keep their parent's request) never will, and leaves this list.
+        self.roomy: list[ExistingNode] = list(self.existing)
+        self.least: Vec | None = tuple(min(amounts) for amounts in zip(*(cls.request for cls in self.classes),
+                                                                       strict=True)) if self.classes else None
 
     def run(self) -> Plan:
         order = sorted(self.classes, key=lambda cls: (
@@ -294,19 +299,26 @@ class Scheduler:
     def place_existing(self, cls: PodClass, zones: frozenset[str] | None, capacity_types: frozenset[str] | None,
                        count: int, candidates: list[ExistingNode] | None = None) -> int:
         """Put what fits on existing nodes and in-flight instances; returns how many are left."""
-        for node in self.existing if candidates is None else candidates:
+        full: set[int] = set()  # ids of nodes found without room for any class
+        for node in self.roomy if candidates is None else candidates:
             if count == 0:
                 break
             if (zones is not None and not node.zones & zones) or (
                     capacity_types is not None and not node.capacity_types & capacity_types):
                 continue
             taken = min(count, fit_count(node.free, cls.request))  # the cheapest test first: most nodes are full
-            if taken <= 0 or not node.admits(cls, cls.variant) or node.conflicts_with(cls):
+            if taken <= 0:
+                if self.least is not None and fit_count(node.free, self.least) == 0:
+                    full.add(id(node))
+                continue
+            if not node.admits(cls, cls.variant) or node.conflicts_with(cls):
                 continue
             taken = min(taken, node.room_for(cls))
             if taken > 0:
                 node.add(cls, taken)
                 count -= taken
+        if full:  # walking every existing node for every chunk was chunks x nodes
+            self.roomy = [node for node in self.roomy if id(node) not in full]
         return count
 
     def hostname_affinity(self, cls: PodClass) -> list[ExistingNode | NewNode] | None:
