@@ -1,8 +1,11 @@
 """An independent fit check for planned nodes: could kube-scheduler bind each node's pods to it?
 
 It judges both planners (ours and Karpenter's), so it imports nothing computational from ``autoscaler.*``:
-it reads the raw snapshot (``kubectl get -o json`` objects and ``aws ec2 describe-instance-types`` output)
-and computes what it needs itself. A planned node is (instance type, zone, capacity type, NodePool, pods).
+it reads the raw snapshot (``kubectl get -o json`` objects and ``aws ec2 describe-instance-types`` output);
+what a pod requests, selectors, node affinity and tolerations are the simulation's kube-scheduler oracle's
+(``simulator/sim/pod_resources.py`` and ``selectors.py``, held to the real kube-scheduler by
+tests/simulator/test_oracle_contract.py), so the two judges cannot disagree on them. A planned node is
+(instance type, zone, capacity type, NodePool, pods).
 
 Checked per node: requests of its pods plus the DaemonSet pods that would run there (template tolerates
 the node's taints and matches its labels) within allocatable, for cpu, memory, pods and nvidia.com/gpu;
@@ -28,6 +31,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.sim.pod_resources import pod_requests
+from simulator.sim.pod_resources import quantity as parse_quantity
+from simulator.sim.selectors import (
+    label_selector_matches,
+    match_expression,
+    required_node_affinity,
+    untolerated_taint,
+)
+
 Raw = Mapping[str, Any]
 MI = 2**20
 GPU = "nvidia.com/gpu"
@@ -35,37 +47,17 @@ ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 NODEPOOL = "karpenter.sh/nodepool"
-_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 
 
 def quantity(value: Any, *, millis: bool = False) -> int:
-    """A Kubernetes quantity as an int (CPU in millicores when ``millis``)."""
-    s = str(value)
-    scale = 1000 if millis else 1
-    if s.endswith("m"):
-        return math.ceil(float(s[:-1]) * scale / 1000)
-    for suffix, mult in _SUFFIX.items():
-        if s.endswith(suffix):
-            return math.ceil(float(s[: -len(suffix)]) * mult * scale)
-    return math.ceil(float(s) * scale)
+    """A Kubernetes quantity as an int, rounded up (CPU in millicores when ``millis``)."""
+    return math.ceil(parse_quantity(value) * (1000 if millis else 1))
 
 
 def _requests(spec: Raw) -> dict[str, int]:
-    """Effective requests: sum of containers, at least the largest init container, plus one pod slot."""
-    def one(c: Raw) -> dict[str, int]:
-        req = dict((c.get("resources") or {}).get("limits") or {})
-        req.update((c.get("resources") or {}).get("requests") or {})
-        return {k: quantity(v, millis=k == "cpu") for k, v in req.items()}
-
-    total: dict[str, int] = defaultdict(int)
-    for c in spec.get("containers") or ():
-        for k, v in one(c).items():
-            total[k] += v
-    for c in spec.get("initContainers") or ():
-        for k, v in one(c).items():
-            total[k] = max(total[k], v)
-    total["pods"] = 1
-    return dict(total)
+    """What a pod asks of a node as kube-scheduler's fit counts it (the oracle's ``pod_requests``: init and
+    sidecar containers, pod-level resources, overhead, one pod slot), in millicores and base units."""
+    return {name: quantity(value, millis=name == "cpu") for name, value in pod_requests({"spec": spec}).items()}
 
 
 @dataclass(frozen=True)
@@ -104,56 +96,14 @@ def type_info(raw: Raw) -> TypeInfo:
     return TypeInfo(name, labels, alloc)
 
 
-def _matches_expr(expr: Raw, labels: Mapping[str, str]) -> bool:
-    key, op, values = expr["key"], expr["operator"], [str(v) for v in expr.get("values") or ()]
-    val = labels.get(key)
-    if op == "In":
-        return val is not None and val in values
-    if op == "NotIn":
-        return val is None or val not in values
-    if op == "Exists":
-        return val is not None
-    if op == "DoesNotExist":
-        return val is None
-    if op in ("Gt", "Lt"):
-        if val is None:
-            return False
-        return int(val) > int(values[0]) if op == "Gt" else int(val) < int(values[0])
-    raise ValueError(f"fit check: unknown operator {op!r}")
-
-
-def selector_matches(selector: Raw | None, labels: Mapping[str, str]) -> bool:
-    if selector is None:
-        return False
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    return all(_matches_expr(e, labels) for e in selector.get("matchExpressions") or ())
-
-
 def _node_affinity_ok(spec: Raw, labels: Mapping[str, str]) -> bool:
-    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
-        return False
-    req = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-           .get("requiredDuringSchedulingIgnoredDuringExecution"))
-    if not req:
-        return True
-    return any(all(_matches_expr(e, labels) for e in term.get("matchExpressions") or ())
-               for term in req.get("nodeSelectorTerms") or ())
+    """nodeSelector and required node affinity against a node's labels (the oracle's NodeAffinity filter)."""
+    return required_node_affinity({"spec": spec}, {"metadata": {"name": labels.get(HOST, ""), "labels": labels}})
 
 
 def _tolerates(spec: Raw, taints: Sequence[Raw]) -> bool:
-    tolerations = spec.get("tolerations") or ()
-    for taint in taints:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(
-            (t.get("operator") == "Exists" and (not t.get("key") or t.get("key") == taint["key"]))
-            or (t.get("key") == taint["key"] and t.get("value", "") == taint.get("value", ""))
-            if (not t.get("effect") or t.get("effect") == taint["effect"]) else False
-            for t in tolerations
-        ):
-            return False
-    return True
+    """Every NoSchedule/NoExecute taint tolerated (the oracle's TaintToleration filter)."""
+    return untolerated_taint({"spec": spec}, taints) is None
 
 
 @dataclass
@@ -200,7 +150,7 @@ class FitCheck:
 
     def _pool_allows(self, pool: Raw, labels: Mapping[str, str]) -> bool:
         reqs = pool["spec"]["template"]["spec"].get("requirements") or ()
-        return all(_matches_expr(r, labels) for r in reqs)
+        return all(match_expression(r, labels) for r in reqs)
 
     def nodes(self, planned: Iterable[Mapping[str, Any]], existing: Mapping[str, Sequence[str]]) -> list[Node]:
         """``planned``: dicts with instanceType, zone, capacityType, nodePool, pods."""
@@ -270,7 +220,8 @@ class FitCheck:
                     continue
                 ns = pod["metadata"].get("namespace", "default")
                 clash = [o for o in here if o != k and o.split("/")[0] == ns
-                         and selector_matches(term.get("labelSelector"), self.pods[o]["metadata"].get("labels") or {})]
+                         and label_selector_matches(term.get("labelSelector"),
+                                                    self.pods[o]["metadata"].get("labels") or {})]
                 if clash:
                     bad.append(f"{n.name}: {k} has hostname anti-affinity to {clash[0]} on the same node")
         return bad
@@ -284,7 +235,7 @@ class FitCheck:
             candidates = min((self._by_label.get(w, ()) for w in wanted), key=len)
         else:
             candidates = self._by_namespace.get(ns, ())
-        return [k for k in candidates if selector_matches(selector, self.pods[k]["metadata"].get("labels") or {})]
+        return [k for k in candidates if label_selector_matches(selector, self.pods[k]["metadata"].get("labels") or {})]
 
     def _spread_and_affinity(self, nodes: list[Node], where: Mapping[str, Node]) -> list[str]:
         bad = []
@@ -325,7 +276,7 @@ class FitCheck:
             term, ns = constraint[sig], sig[0]
             sel = term.get("labelSelector")
             seeds = {n.labels.get(ZONE) for o, n in bound if o.split("/")[0] == ns
-                     and selector_matches(sel, self.pods[o]["metadata"].get("labels") or {})}
+                     and label_selector_matches(sel, self.pods[o]["metadata"].get("labels") or {})}
             pending_zones = {where[o].labels.get(ZONE) for o in members}
             if len(pending_zones - seeds) > (0 if seeds else 1):
                 bad.append(f"{members[0]} (+{len(members) - 1}): zone pod affinity group spans zones "

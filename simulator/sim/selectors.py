@@ -18,7 +18,7 @@ def labels_of(obj: Obj) -> Mapping[str, str]:
 # ----- label and node selectors ------------------------------------------------------------------
 def match_expression(expr: Obj, labels: Mapping[str, str]) -> bool:
     """One NodeSelectorRequirement / LabelSelectorRequirement against a label map."""
-    key, op, values = expr.get("key", ""), expr.get("operator", ""), list(expr.get("values") or ())
+    key, op, values = expr.get("key", ""), expr.get("operator", ""), [str(v) for v in expr.get("values") or ()]
     present = key in labels
     if op == "In":
         return present and labels[key] in values

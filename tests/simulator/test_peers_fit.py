@@ -213,3 +213,27 @@ def test_our_plan_keeps_a_zone_affinity_pair_in_one_zone() -> None:
     assert FitCheck(doc).check(nodes, existing_assignments(result.existing)).ok
     split = [{**nodes[0]}, {**nodes[1], "zone": "us-east-1f" if nodes[0]["zone"] != "us-east-1f" else "us-east-1a"}]
     assert "spans zones" in FitCheck(doc).check(split, {}).violations[0]
+
+
+def test_pod_overhead_and_pod_level_requests_count_as_kube_scheduler_counts_them() -> None:
+    # The fit check reads requests with the oracle's rules (held to the real kube-scheduler): overhead is added,
+    # pod-level requests replace the containers'.
+    fits = pod("a", cpu="1800m", memory="1Gi", labels={})
+    assert FitCheck(_snap([fits])).check([_node("default/a")], {}).ok
+    with_overhead = copy.deepcopy(fits)
+    with_overhead["spec"]["overhead"] = {"cpu": "200m"}
+    result = FitCheck(_snap([with_overhead])).check([_node("default/a")], {})
+    assert not result.ok and "cpu requested 2000 > allocatable 1930" in result.violations[0]
+    pair = [pod(n, cpu="1800m", memory="1Gi", labels={}) for n in ("a", "b")]
+    assert not FitCheck(_snap(pair)).check([_node("default/a", "default/b")], {}).ok
+    for each in pair:
+        each["spec"]["resources"] = {"requests": {"cpu": "900m"}}
+    assert FitCheck(_snap(pair)).check([_node("default/a", "default/b")], {}).ok
+
+
+def test_an_empty_node_selector_term_matches_no_node() -> None:
+    # kube-scheduler: a NodeSelectorTerm with no expressions and no fields selects nothing.
+    empty: dict[str, Any] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}}
+    stuck = pod("a", cpu="100m", memory="64Mi", labels={}, affinity=empty)
+    result = FitCheck(_snap([stuck])).check([_node("default/a")], {})
+    assert any("node selector / affinity does not match" in v for v in result.violations)
