@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import boto3
 import moto
 from moto.core import DEFAULT_ACCOUNT_ID
+from moto.ec2.models import ec2_backends
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
@@ -56,7 +57,7 @@ from simulator.ec2_reservations import CapacityReservationStub
 from simulator.ec2_tokens import ClientTokens
 from simulator.kube_api import KubeApiServer
 from simulator.kube_inprocess import install as install_in_process
-from simulator.moto_server import SerialMotoServer
+from simulator.moto_server import MOTO_LOCK, SerialMotoServer
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 LIVE_STATES = ("pending", "running")
@@ -168,14 +169,18 @@ class Network:
 _IMAGES: dict[str, dict[str, str]] = {}
 
 
-def _builtin_images(ec2: Any, region: str) -> dict[str, str]:
-    """One of moto's built-in images per architecture (the same after every reset: looked up once)."""
+def _builtin_images(region: str) -> dict[str, str]:
+    """One of moto's built-in images per architecture (the same after every reset: looked up once), the first
+    of each in the order DescribeImages(Owners=[amazon]) lists them, read from moto's backend in process:
+    its answer over HTTP, ~1,300 images serialised, took a second of CPU."""
     if region not in _IMAGES:
+        with MOTO_LOCK:
+            amis = ec2_backends[DEFAULT_ACCOUNT_ID][region].describe_images(owners=["amazon"])
         images: dict[str, str] = {}
-        for img in ec2.describe_images(Owners=["amazon"])["Images"]:
-            arch = img.get("Architecture", "")
-            if arch in ("x86_64", "arm64") and arch not in images and img.get("State") == "available":
-                images[arch] = img["ImageId"]
+        for ami in amis:
+            arch = ami.architecture or ""
+            if arch in ("x86_64", "arm64") and arch not in images and ami.state == "available":
+                images[arch] = ami.id
         _IMAGES[region] = images
     return _IMAGES[region]
 
@@ -198,7 +203,7 @@ def make_account(session: boto3.Session, config: ClusterConfig, *, region: str =
     assume = json.dumps({"Version": "2012-10-17", "Statement": [
         {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
     iam.create_role(RoleName=config.node_role_name, AssumeRolePolicyDocument=assume)
-    for arch, image in _builtin_images(ec2, region).items():
+    for arch, image in _builtin_images(region).items():
         for name in eks_image_parameters(k8s_version, arch):
             put_public_parameter(name, image, region=region)
     return Network(vpc_id=vpc, subnets=subnets, security_group=sg)
@@ -218,7 +223,7 @@ def publish_image(ec2: Any, *, region: str, k8s_version: str, name: str) -> dict
     (newer than every image before it, so name- and tag-based selector terms pick it too), published
     under the parameters the ``@latest`` aliases read. Returns EC2 architecture -> new image id."""
     out = {}
-    for arch, base in _builtin_images(ec2, region).items():
+    for arch, base in _builtin_images(region).items():
         image = ec2.copy_image(SourceImageId=base, SourceRegion=region, Name=f"{name}-{arch}")["ImageId"]
         for parameter in eks_image_parameters(k8s_version, arch):
             put_public_parameter(parameter, image, region=region)

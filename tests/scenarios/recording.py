@@ -1,9 +1,9 @@
-"""The committed record of each shipped scenario's run (tests/scenarios/records/NAME.json): its summary as
-readable JSON and a sha256 of each part of its replay (timeline, samples, events, invocations, assertions,
-summary, handler errors) and of the whole, the Cluster-Autoscaler baseline's too when an assertion compares
-with it. A test runs the scenario once and compares with the record: a run that depends on the process
-(hash seed, set or dict order, ids) or an unintended change of behaviour fails it, naming the part that
-differs.
+"""The committed record of each shipped scenario's run (tests/scenarios/records/NAME.json): its summary,
+timeline and events, readable, and a sha256 of each part of its replay (timeline, samples, events,
+invocations, assertions, summary, handler errors) and of the whole; the Cluster-Autoscaler baseline's too
+when an assertion compares with it. A test runs the scenario once and compares with the record: a run that
+depends on the process (hash seed, set or dict order, ids) or an unintended change of behaviour fails it,
+naming the parts that differ and showing the summary, timeline and events diffs.
 
 After an intended change of behaviour, re-record (every scenario, or the ones named) and commit the files;
 ``--check`` compares with the committed records instead, writing nothing (exit status 1 when one differs):
@@ -100,11 +100,14 @@ def _how(name: str) -> str:
 
 
 def _digested(replay: str) -> dict[str, Any]:
-    """``replay`` (canonical JSON) as the sha256 of the whole and of each part, plus its readable summary."""
+    """``replay`` (canonical JSON) as the sha256 of the whole and of each part, plus its readable summary,
+    timeline and events (a few kB: a mismatch shows where the story changed)."""
     parts = json.loads(replay)
     return {"sha256": hashlib.sha256(replay.encode()).hexdigest(),
             "parts_sha256": {key: _sha(value) for key, value in sorted(parts.items())},
-            "summary": parts["summary"]}
+            "summary": parts["summary"],
+            "timeline": [f"{e['t']:8.1f}  {e['source']}: {e['text']}" for e in parts["timeline"]],
+            "events": [f"{e['t']:8.1f}  {e['kind']}: {e['what']}" for e in parts["events"]]}
 
 
 def _sha(value: Any) -> str:
@@ -136,6 +139,9 @@ def differences(expected: dict[str, Any], actual: dict[str, Any]) -> str:
         lines.append(f"{who}: parts that differ from the record: {', '.join(changed) or '(none: whole only)'}")
         lines += difflib.unified_diff(as_text(want["summary"]).splitlines(), as_text(got["summary"]).splitlines(),
                                       f"recorded {who} summary", f"this {who} summary", lineterm="", n=1)
+        for part in ("timeline", "events"):
+            lines += difflib.unified_diff(want.get(part, []), got.get(part, []), f"recorded {who} {part}",
+                                          f"this {who} {part}", lineterm="", n=2)
     return "\n".join(lines)
 
 
