@@ -22,6 +22,7 @@ workload controllers in the emulator: ``scale`` creates and deletes a Deployment
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
@@ -101,8 +102,10 @@ def on_demand_prices(region: str = REGION) -> dict[str, float]:
     return {k: float(v) for k, v in data["regions"][region].items()}
 
 
+@functools.cache
 def spot_price(instance_type: str, zone: str, on_demand: float) -> float:
-    """Deterministic synthetic spot price: 55-75 % off on-demand by family, +1 % per zone letter."""
+    """Deterministic synthetic spot price: 55-75 % off on-demand by family, +1 % per zone letter (remembered:
+    every DescribeSpotPriceHistory of a simulation asks for hundreds of types in every zone)."""
     family = instance_type.split(".", maxsplit=1)[0]
     discount = 0.55 + (int(hashlib.sha256(family.encode()).hexdigest()[:4], 16) % 21) / 100
     return round(on_demand * (1 - discount) * (1 + 0.01 * (ord(zone[-1]) - ord("a"))), 5)
