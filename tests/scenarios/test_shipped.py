@@ -1,8 +1,8 @@
 """Every shipped scenario (simulator/scenarios/*.yaml) meets its own assertions and replays its committed
-record (tests/scenarios/records/NAME.json, tests/scenarios/recording.py): run once, each part of the record
+record (tests/scenarios/records/, written by tests/scenarios/recording.py): run once, each part of the record
 (timeline, samples, events, invocations, assertions, summary; the Cluster-Autoscaler baseline's too when an
 assertion compares with it) has the recorded sha256. The record was written by another process, under
-another hash seed, so a run depending on the process (set or dict order, ids) fails here, as does any change
+its own hash seed, so a run depending on the process (set or dict order, ids) fails here, as does any change
 of behaviour that was not re-recorded. inflate.yaml's assertions have their own test (test_inflate.py, with
 the registration race); the two large-steady scenarios (2 virtual hours of 500 nodes) replay their record at
 a reduced size (every replica count, HPA bound and load divided by 20, their first 40 virtual minutes with
