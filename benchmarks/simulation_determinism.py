@@ -1,7 +1,8 @@
 """Determinism at full size: each scenario run twice, the whole record (timeline, samples, events, summary,
-assertions) compared byte for byte. ``make test`` compares every shipped scenario's two runs, the two
-large-steady ones at 1/20 of their size (tests/scenarios/test_shipped.py): at full size they are 2 virtual
-hours of 500 nodes and 5,000 pods, minutes of CPU each, so this benchmark (in ``make bench``) runs them.
+assertions) compared byte for byte. ``make test`` compares every shipped scenario's run with its committed
+record (tests/scenarios/records/), the two large-steady ones at 1/20 of their size
+(tests/scenarios/test_shipped.py): at full size they are 2 virtual hours of 500 nodes and 5,000 pods,
+minutes of CPU each, so this benchmark (in ``make bench``) runs them twice.
 
 Prints ONE JSON object: per scenario, whether the two runs are identical, the sha256 of the record, each
 run's wall and process CPU seconds, launches and assertions failed. Exit status 1 when a pair differs.

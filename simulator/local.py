@@ -22,6 +22,7 @@ workload controllers in the emulator: ``scale`` creates and deletes a Deployment
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
@@ -39,6 +40,7 @@ from typing import Any, Protocol
 import boto3
 import moto
 from moto.core import DEFAULT_ACCOUNT_ID
+from moto.ec2.models import ec2_backends
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
@@ -56,7 +58,7 @@ from simulator.ec2_reservations import CapacityReservationStub
 from simulator.ec2_tokens import ClientTokens
 from simulator.kube_api import KubeApiServer
 from simulator.kube_inprocess import install as install_in_process
-from simulator.moto_server import SerialMotoServer
+from simulator.moto_server import MOTO_LOCK, SerialMotoServer
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 LIVE_STATES = ("pending", "running")
@@ -100,8 +102,10 @@ def on_demand_prices(region: str = REGION) -> dict[str, float]:
     return {k: float(v) for k, v in data["regions"][region].items()}
 
 
+@functools.cache
 def spot_price(instance_type: str, zone: str, on_demand: float) -> float:
-    """Deterministic synthetic spot price: 55-75 % off on-demand by family, +1 % per zone letter."""
+    """Deterministic synthetic spot price: 55-75 % off on-demand by family, +1 % per zone letter (remembered:
+    every DescribeSpotPriceHistory of a simulation asks for hundreds of types in every zone)."""
     family = instance_type.split(".", maxsplit=1)[0]
     discount = 0.55 + (int(hashlib.sha256(family.encode()).hexdigest()[:4], 16) % 21) / 100
     return round(on_demand * (1 - discount) * (1 + 0.01 * (ord(zone[-1]) - ord("a"))), 5)
@@ -168,14 +172,18 @@ class Network:
 _IMAGES: dict[str, dict[str, str]] = {}
 
 
-def _builtin_images(ec2: Any, region: str) -> dict[str, str]:
-    """One of moto's built-in images per architecture (the same after every reset: looked up once)."""
+def _builtin_images(region: str) -> dict[str, str]:
+    """One of moto's built-in images per architecture (the same after every reset: looked up once), the first
+    of each in the order DescribeImages(Owners=[amazon]) lists them, read from moto's backend in process:
+    its answer over HTTP, ~1,300 images serialised, took a second of CPU."""
     if region not in _IMAGES:
+        with MOTO_LOCK:
+            amis = ec2_backends[DEFAULT_ACCOUNT_ID][region].describe_images(owners=["amazon"])
         images: dict[str, str] = {}
-        for img in ec2.describe_images(Owners=["amazon"])["Images"]:
-            arch = img.get("Architecture", "")
-            if arch in ("x86_64", "arm64") and arch not in images and img.get("State") == "available":
-                images[arch] = img["ImageId"]
+        for ami in amis:
+            arch = ami.architecture or ""
+            if arch in ("x86_64", "arm64") and arch not in images and ami.state == "available":
+                images[arch] = ami.id
         _IMAGES[region] = images
     return _IMAGES[region]
 
@@ -198,7 +206,7 @@ def make_account(session: boto3.Session, config: ClusterConfig, *, region: str =
     assume = json.dumps({"Version": "2012-10-17", "Statement": [
         {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
     iam.create_role(RoleName=config.node_role_name, AssumeRolePolicyDocument=assume)
-    for arch, image in _builtin_images(ec2, region).items():
+    for arch, image in _builtin_images(region).items():
         for name in eks_image_parameters(k8s_version, arch):
             put_public_parameter(name, image, region=region)
     return Network(vpc_id=vpc, subnets=subnets, security_group=sg)
@@ -218,7 +226,7 @@ def publish_image(ec2: Any, *, region: str, k8s_version: str, name: str) -> dict
     (newer than every image before it, so name- and tag-based selector terms pick it too), published
     under the parameters the ``@latest`` aliases read. Returns EC2 architecture -> new image id."""
     out = {}
-    for arch, base in _builtin_images(ec2, region).items():
+    for arch, base in _builtin_images(region).items():
         image = ec2.copy_image(SourceImageId=base, SourceRegion=region, Name=f"{name}-{arch}")["ImageId"]
         for parameter in eks_image_parameters(k8s_version, arch):
             put_public_parameter(parameter, image, region=region)
@@ -278,6 +286,21 @@ def _lazy_ec2(session: boto3.Session) -> Callable[[], Any]:
     return client
 
 
+_LOADERS: list[Any] = []
+
+
+def _session(region: str) -> boto3.Session:
+    """A fresh boto3 session (its own event handlers, clients and credentials) reading the AWS service models
+    through one loader for the process: each session's own loader would parse them again (EC2's alone takes
+    a third of a second), once per run of a simulation."""
+    session = boto3.Session(region_name=region)
+    if not _LOADERS:
+        _LOADERS.append(session._loader)
+    session._session.register_component("data_loader", _LOADERS[0])
+    session._loader = _LOADERS[0]
+    return session
+
+
 @dataclass
 class AwsAccount:
     """The AWS side of a local cluster: moto as a server and what the autoscaler needs to find in it."""
@@ -316,7 +339,7 @@ def aws_account(config: ClusterConfig | None = None, *, catalog: Catalog | None 
         with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"),
                                     timeout=120):
             pass
-        session = boto3.Session(region_name=config.region)
+        session = _session(config.region)
         install_price_data(session, region=config.region)
         tokens = ClientTokens().install(session.events)
         install_launch_template_groups(session.events, _lazy_ec2(session))

@@ -30,6 +30,7 @@ def install() -> None:
     serialise_catalogue_answers_once()
     back_up_each_table_once_per_transaction()
     read_a_resources_tags_by_its_id()
+    parse_timestamps_as_the_functions_do()
 
 
 def moto_base_images() -> str:
@@ -152,3 +153,18 @@ def read_a_resources_tags_by_its_id() -> None:
 
     get_tags.__wrapped__ = TaggedEC2Resource.get_tags  # type: ignore[attr-defined]
     TaggedEC2Resource.get_tags = get_tags  # type: ignore[method-assign]
+
+
+def parse_timestamps_as_the_functions_do() -> None:
+    """Every botocore client of the test process parses response timestamps with the functions' own parser
+    (``autoscaler.adapters.aws._calls.fast_timestamp``, which ``handlers/runtime.py`` and
+    ``AwsCloud.from_session`` install on every deployed session), not with botocore's default (dateutil).
+    Tests build their clients from the default session, which never had it: an unfiltered
+    DescribeSpotPriceHistory (6,436 records, what the pricing adapter asks every spot TTL) then spent most of a
+    disruption or provisioner test's CPU in dateutil. Each value parses to the same instant either way
+    (tests/test_moto_cost.py compares them); clients now parse as the deployed ones do."""
+    import botocore.parsers
+
+    from autoscaler.adapters.aws._calls import fast_timestamp
+
+    botocore.parsers.DEFAULT_TIMESTAMP_PARSER = fast_timestamp

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import urllib3
+
 REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "tools" / "kube" / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
@@ -110,6 +112,13 @@ class ControlPlane:
     url: str = ""
     etcd_url: str = ""
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # Kept-alive connections to the API server, shared by the threads of the test (a pool is thread-safe).
+    # A connection per request cost a TLS handshake on both sides and a fresh SSL context (the system's CA
+    # store read again): most of the CPU of a test that polls the control plane for a condition.
+    _pool: urllib3.PoolManager = field(init=False, repr=False, default_factory=lambda: urllib3.PoolManager(
+        cert_reqs=ssl.CERT_NONE, assert_hostname=False, maxsize=8,
+        # A kept-alive connection the server closed is opened again; a request is never sent twice.
+        retries=urllib3.Retry(total=2, connect=2, read=0, status=0, redirect=0, other=0)))
 
     # ----- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> ControlPlane:
@@ -200,7 +209,7 @@ class ControlPlane:
                 if proc.poll() is not None:
                     raise ControlPlaneError(f"{name} exited with {proc.returncode} while waiting for {what}:\n"
                                             + self.log_tail(name))
-            with contextlib.suppress(OSError, ControlPlaneError):
+            with contextlib.suppress(OSError, urllib3.exceptions.HTTPError, ControlPlaneError):
                 if ready():
                     return
             time.sleep(0.1)
@@ -229,16 +238,11 @@ class ControlPlane:
                 content_type: str = "application/json", timeout: float = 30.0) -> tuple[int, Any]:
         """One request as ``identity``: (HTTP status, parsed JSON body or text)."""
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {identity.token}", "Accept": "application/json",
-            **({"Content-Type": content_type} if data is not None else {})})
-        ctx = ssl.create_default_context()
-        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-        try:
-            with urllib.request.urlopen(req, context=ctx, timeout=timeout) as resp:
-                status, raw = resp.status, resp.read()
-        except urllib.error.HTTPError as err:
-            status, raw = err.code, err.read()
+        headers = {"Authorization": f"Bearer {identity.token}", "Accept": "application/json",
+                   **({"Content-Type": content_type} if data is not None else {})}
+        resp = self._pool.request(method, self.url + path, body=data, headers=headers, timeout=timeout,
+                                  redirect=False)
+        status, raw = resp.status, resp.data
         try:
             return status, json.loads(raw) if raw else None
         except ValueError:

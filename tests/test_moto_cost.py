@@ -8,12 +8,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import botocore.parsers
 import pytest
+from botocore.utils import parse_timestamp
 from moto.backends import get_backend
 from moto.core.responses import ActionResult
 from moto.dynamodb import models as dynamodb_models
 from moto.ec2.models.core import TaggedEC2Resource
 
+from autoscaler.adapters.aws._calls import fast_timestamp
 from tests.moto_env import moto_environment
 
 REGION = "us-east-1"
@@ -31,6 +34,7 @@ def test_the_savings_are_installed_in_the_test_process() -> None:
     assert ActionResult.execute_result.__module__ == "tests.moto_cost"
     assert type(dynamodb_models.copy).__name__ == "_TableBackups"
     assert TaggedEC2Resource.get_tags.__module__ == "tests.moto_cost"
+    assert botocore.parsers.DEFAULT_TIMESTAMP_PARSER is fast_timestamp
 
 
 def test_a_resources_tags_are_the_ones_moto_finds_by_scanning_every_resource(aws: None) -> None:
@@ -65,6 +69,26 @@ def test_a_catalogue_answer_served_again_is_what_moto_serialises_afresh(aws: Non
     assert first == again == fresh
     assert {p["InstanceType"] for p in first["SpotPriceHistory"]} == {"m5.large", "c5.xlarge"}
     assert other != first and {p["InstanceType"] for p in other["SpotPriceHistory"]} == {"m5.large"}
+
+
+@pytest.mark.parametrize("value", [
+    "2006-01-02T15:04:05.999999999Z",  # moto's spot price stamp: nanoseconds
+    "2026-11-26T14:08:00.000Z", "2026-11-26T14:08:00Z", "2026-11-26T14:08:00+00:00", "2026-11-26T16:08:00+02:00",
+    "2026-11-26T14:08:00",  # no zone: botocore reads it as UTC
+    "Thu, 26 Nov 2026 14:08:00 GMT", "1795702080", "1795702080.5",  # RFC 822 and epoch seconds
+])
+def test_a_timestamp_parses_to_the_instant_botocores_own_parser_gives(value: str) -> None:
+    parsed, botocores = fast_timestamp(value), parse_timestamp(value)
+    assert parsed == botocores and parsed.utcoffset() == botocores.utcoffset()
+
+
+def test_a_client_parses_moto_answers_with_the_functions_parser(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = {"InstanceTypes": ["m5.large"], "Filters": [{"Name": "availability-zone", "Values": ["us-east-1a"]}]}
+    parsed = boto3.client("ec2", region_name=REGION).describe_spot_price_history(**asked)["SpotPriceHistory"]
+    monkeypatch.setattr(botocore.parsers, "DEFAULT_TIMESTAMP_PARSER", parse_timestamp)
+    botocores = boto3.client("ec2", region_name=REGION).describe_spot_price_history(**asked)["SpotPriceHistory"]
+    assert len(parsed) == 1 and parsed == botocores
+    assert parsed[0]["Timestamp"].tzinfo is not None
 
 
 def _items(db: Any) -> list[tuple[str, str]]:

@@ -203,7 +203,7 @@ class Simulation:
             log=self.log)
         self.containers = Containers(self.loop, lambda: self.runtime)
         self.hpas = Autoscalers(self.loop, self.controllers, log=self.log)
-        image = _builtin_images(self.cloud.ec2, env.config.region)["x86_64"]
+        image = _builtin_images(env.config.region)["x86_64"]
         self.node_groups = ManagedNodeGroups(
             self.loop, store, self.cloud, self.runtime.cloud.instance_types, env.config.region,
             env.network.subnets, image, log=self.log)

@@ -3,15 +3,12 @@ definitions (each scenario run resets moto and starts a fresh Kubernetes API emu
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.e2e.conftest import local_catalog, moto_server
+from tests.scenarios.recording import SCENARIOS
 
-__all__ = ["local_catalog", "moto_server"]
-
-SCENARIOS = Path(__file__).resolve().parents[2] / "simulator" / "scenarios"
+__all__ = ["SCENARIOS", "local_catalog", "moto_server"]
 
 
 @pytest.fixture(autouse=True)

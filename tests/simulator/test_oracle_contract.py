@@ -433,6 +433,12 @@ def _decided(plane: real_kube.ControlPlane, namespace: str, name: str) -> Obj | 
     return current if unschedulable else None
 
 
+def _bound(plane: real_kube.ControlPlane, namespace: str, name: str) -> Obj | None:
+    """The pod once bound to a node."""
+    current: Obj = plane.must("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    return current if current["spec"].get("nodeName") else None
+
+
 def _runtime_class(plane: real_kube.ControlPlane) -> None:
     """The RuntimeClass whose admission sets a pod's overhead (a pod may not set one by itself)."""
     if plane.request("GET", f"/apis/node.k8s.io/v1/runtimeclasses/{RUNTIME_CLASS}")[0] == 404:
@@ -506,8 +512,11 @@ def _nodes_schedulable(plane: real_kube.ControlPlane, objects: Objects) -> None:
             "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
             "nodeSelector": {HOST: name}, "tolerations": [{"operator": "Exists"}]}})
         probes.append((probe, name))
+    # Waited for until bound, not merely decided: a probe created before kube-scheduler's cache has its node
+    # is first found unschedulable ("no nodes available"), then retried when the node's add event arrives.
     for probe, name in probes:
-        bound = _wait(lambda probe=probe: _decided(plane, ns, probe), what=f"the probe pod on {name}")
+        bound = _wait(lambda probe=probe: _bound(plane, ns, probe),
+                      what=f"the probe pod bound on {name} (the node schedulable)")
         assert bound["spec"].get("nodeName") == name, f"{name} is not schedulable: {bound['status']}"
     for probe, _ in probes:
         plane.must("DELETE", f"/api/v1/namespaces/{ns}/pods/{probe}", {"gracePeriodSeconds": 0})

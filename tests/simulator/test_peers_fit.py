@@ -233,7 +233,8 @@ def test_pod_overhead_and_pod_level_requests_count_as_kube_scheduler_counts_them
 
 def test_an_empty_node_selector_term_matches_no_node() -> None:
     # kube-scheduler: a NodeSelectorTerm with no expressions and no fields selects nothing.
-    empty: dict[str, Any] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}}
+    required = {"nodeSelectorTerms": [{}]}
+    empty: dict[str, Any] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
     stuck = pod("a", cpu="100m", memory="64Mi", labels={}, affinity=empty)
     result = FitCheck(_snap([stuck])).check([_node("default/a")], {})
     assert any("node selector / affinity does not match" in v for v in result.violations)

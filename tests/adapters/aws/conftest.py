@@ -9,25 +9,23 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from autoscaler.adapters.aws.cloud import AwsCloud
 from autoscaler.adapters.clock import ManualClock
 from simulator.ec2_tokens import ClientTokens
+from simulator.local import Catalog
+from simulator.local import moto_catalog as local_moto_catalog
 from tests.adapters.aws.helpers import CLUSTER, REGION, Network, make_network, seed_eks_amis
 from tests.moto_env import moto_environment
 
 
 @pytest.fixture(scope="session")
-def moto_catalog() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """moto's full instance catalog, fetched once per session: serialising ~1,400 types takes seconds, so
-    tests that are not about the catalog prime InstanceCatalog.load() with it instead of re-fetching."""
-    with mock_aws():
-        ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
-        infos = [i for p in ec2.get_paginator("describe_instance_types").paginate() for i in p["InstanceTypes"]]
-        offerings = [o for p in ec2.get_paginator("describe_instance_type_offerings").paginate(
-            LocationType="availability-zone") for o in p["InstanceTypeOfferings"]]
-    return infos, offerings
+def moto_catalog() -> Catalog:
+    """moto's full instance catalog (DescribeInstanceTypes / DescribeInstanceTypeOfferings answers), read
+    from the package data moto answers from: tests that are not about the catalog prime
+    InstanceCatalog.load() with it instead of fetching ~1,400 types (seconds of CPU per process).
+    test_catalog_network.py holds it equal to what the catalog reads from moto."""
+    return local_moto_catalog(REGION)
 
 
 @pytest.fixture

@@ -14,11 +14,15 @@ from autoscaler.domain.nodeclass import SelectorTerm
 from tests.adapters.aws.helpers import Network
 
 
-def test_catalog_converts_types_and_zones_and_a_warm_call_makes_no_requests(ec2: Any) -> None:
+def test_catalog_converts_types_and_zones_and_a_warm_call_makes_no_requests(ec2: Any, moto_catalog: Any) -> None:
     clock = ManualClock()
     catalog = InstanceCatalog(ec2, clock=clock)
     types = catalog.instance_types()
     assert len(types) > 500  # moto ships the real EC2 catalog
+    # What the other tests prime the catalog with (moto's package data) is what it reads from moto
+    primed = InstanceCatalog(ec2, clock=clock)
+    primed.load(*moto_catalog)
+    assert dict(primed.instance_types()) == dict(types) and dict(primed.offered()) == dict(catalog.offered())
     m5 = types["m5.large"]
     assert (m5.architecture, m5.vcpus, m5.memory_mib) == ("amd64", 2, 8192)
     assert types["m6g.large"].architecture == "arm64"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,9 +19,16 @@ from tests.kube_objects import node, pod
 pytestmark = pytest.mark.contract
 
 
-def _collect(stream: Any, out: list[dict[str, Any]]) -> None:
-    for event in stream:
-        out.append(event)
+def _collect(stream: Any, out: list[dict[str, Any]], until: Callable[[list[dict[str, Any]]], bool]) -> None:
+    """The stream's events into ``out`` until ``until(out)`` holds (or the watch ends at its timeout, a bound,
+    never the wait): then the stream is closed, as the informer leaves a watch it is done with."""
+    try:
+        for event in stream:
+            out.append(event)
+            if until(out):
+                return
+    finally:
+        stream.close()
 
 
 def _names(events: list[dict[str, Any]], ns: str) -> list[tuple[str, str]]:
@@ -35,7 +43,8 @@ def test_the_pending_pod_watch_from_a_list_version(server: Server, ns: str) -> N
     assert "before" in {i["metadata"]["name"] for i in items if i["metadata"]["namespace"] == ns}
     events: list[dict[str, Any]] = []
     thread = threading.Thread(target=_collect, args=(
-        watcher.watch_unbound_pods_raw(resource_version=version, timeout_seconds=4), events))
+        watcher.watch_unbound_pods_raw(resource_version=version, timeout_seconds=60), events,
+        lambda seen: ("ADDED", "last") in _names(seen, ns)))
     thread.start()
     server.create(f"/api/v1/namespaces/{ns}/pods", pod("after", namespace=ns))
     # Bound: it leaves the selection, which the stream reports as DELETED.
@@ -43,28 +52,36 @@ def test_the_pending_pod_watch_from_a_list_version(server: Server, ns: str) -> N
                "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
     server.must("POST", f"/api/v1/namespaces/{ns}/pods/after/binding", binding)
     server.create(f"/api/v1/namespaces/{ns}/pods", pod("bound-at-once", namespace=ns, node="n1"))
-    thread.join(timeout=30)
+    # A watch delivers in resourceVersion order: once this later pending pod is seen, the one created bound
+    # would have been seen before it, had the selector let it through.
+    server.create(f"/api/v1/namespaces/{ns}/pods", pod("last", namespace=ns))
+    thread.join(timeout=90)
     assert not thread.is_alive()
     # In between, the real kube-scheduler may write its PodScheduled=False (MODIFIED) while no node fits.
-    assert [e for e in _names(events, ns) if e[0] != "MODIFIED"] == [("ADDED", "after"), ("DELETED", "after")]
+    assert [e for e in _names(events, ns) if e[0] != "MODIFIED"] == [
+        ("ADDED", "after"), ("DELETED", "after"), ("ADDED", "last")]
 
 
 def test_the_node_wake_watch_with_its_label_selector(server: Server, ns: str, node_name: str) -> None:
     watch = server.cluster("watcher")
     pool, initialized = NODE_WAKE_SELECTOR.split(",")
     _, version = watch.list_parsed("/api/v1/nodes", lambda raw: raw, label_selector=NODE_WAKE_SELECTOR)
+    def mine(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        return [(e["type"], e["object"]["metadata"]["name"]) for e in events
+                if e["type"] != "BOOKMARK" and e["object"]["metadata"]["name"] == node_name]
+
     events: list[dict[str, Any]] = []
     thread = threading.Thread(target=_collect, args=(watch.watch_raw(
-        "/api/v1/nodes", resource_version=version, timeout_seconds=4, label_selector=NODE_WAKE_SELECTOR), events))
+        "/api/v1/nodes", resource_version=version, timeout_seconds=60, label_selector=NODE_WAKE_SELECTOR), events,
+        lambda seen: ("DELETED", node_name) in mine(seen)))
     thread.start()
     server.create("/api/v1/nodes", node(node_name, labels={pool: "default"}))
     server.must("PATCH", f"/api/v1/nodes/{node_name}", {"metadata": {"labels": {initialized[1:]: "true"}}},
                 content_type="application/merge-patch+json")
-    thread.join(timeout=30)
-    mine = [(e["type"], e["object"]["metadata"]["name"]) for e in events
-            if e["type"] != "BOOKMARK" and e["object"]["metadata"]["name"] == node_name]
+    thread.join(timeout=90)
+    assert not thread.is_alive()
     # In between, the real node lifecycle controller may taint the new node (MODIFIED).
-    assert [e for e in mine if e[0] != "MODIFIED"] == [("ADDED", node_name), ("DELETED", node_name)]
+    assert [e for e in mine(events) if e[0] != "MODIFIED"] == [("ADDED", node_name), ("DELETED", node_name)]
 
 
 def test_a_watch_ends_at_its_timeout_with_a_bookmark(server: Server, ns: str) -> None:
