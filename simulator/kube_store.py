@@ -209,11 +209,34 @@ def pdb_status(pdb: Mapping[str, Any], pods: list[Obj]) -> PdbStatus:
     return PdbStatus(expected, healthy, desired, max(0, healthy - desired))
 
 
+def label_selector_problems(selector: Mapping[str, Any], where: str) -> list[str]:
+    """apimachinery's ValidateLabelSelector on the operators: In/NotIn need values, Exists/DoesNotExist take
+    none, and no other operator (Gt/Lt are node selector operators) belongs in a LabelSelector."""
+    problems = []
+    for index, expr in enumerate(selector.get("matchExpressions") or ()):
+        at, operator, values = f"{where}.matchExpressions[{index}]", expr.get("operator"), expr.get("values") or []
+        if operator in ("In", "NotIn") and not values:
+            problems.append(f"{at}.values: Required value: must be specified when `operator` is 'In' or 'NotIn'")
+        elif operator in ("Exists", "DoesNotExist") and values:
+            problems.append(f"{at}.values: Forbidden: may not be specified when `operator` is 'Exists' or "
+                            "'DoesNotExist'")
+        elif operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            problems.append(f'{at}.operator: Invalid value: "{operator}": not a valid selector operator')
+    return problems
+
+
 def _check_create_request(res: Resource, obj: Obj, namespace: str | None) -> None:
     """What the API server's create strategies and validation do to a created object before it is stored."""
     if res.plural == "pods":
         # PrepareForCreate: the status is the server's; the kubelet reports the rest through pods/status.
         obj["status"] = {"phase": "Pending"}
+    elif res.plural == "poddisruptionbudgets":
+        selector = (obj.get("spec") or {}).get("selector")
+        problems = label_selector_problems(selector, "spec.selector") if selector else []
+        if problems:
+            name = (obj.get("metadata") or {}).get("name")
+            listed = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+            raise ApiError(422, "Invalid", f'PodDisruptionBudget.policy "{name}" is invalid: {listed}')
     elif res.plural == "events" and not obj.get("eventTime"):
         # core/v1 Event validation: the involved object is in the Event's namespace ("default" or none for a
         # cluster-scoped object).
@@ -410,8 +433,9 @@ class Store:
                request: bool = False) -> Obj:
         """``request``: a create sent to the API (``kube_api``), held to the API server's rules: a pod's
         status is the server's (Pending), the namespace must exist (404), an Event's involved object must be
-        in its namespace (422). Without it (tests and the simulator seeding the store) objects are stored as
-        given and a missing namespace is created."""
+        in its namespace (422), a PodDisruptionBudget's selector uses label selector operators only (422).
+        Without it (tests and the simulator seeding the store) objects are stored as given and a missing
+        namespace is created."""
         res = self._res(plural)
         new = copy.deepcopy(dict(obj))
         if request:

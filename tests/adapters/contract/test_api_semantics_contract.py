@@ -147,3 +147,22 @@ def test_discovery_names_what_kubectl_needs(server: Server) -> None:
     names = {r["name"] for r in server.must("GET", "/api/v1")["resources"]}
     assert {"pods", "pods/eviction", "pods/binding", "nodes", "events", "persistentvolumeclaims",
             "persistentvolumes", "namespaces"} <= names
+
+
+@pytest.mark.parametrize(("expression", "field"), [
+    ({"key": "app", "operator": "Gt", "values": ["1"]}, "spec.selector.matchExpressions[0].operator"),
+    ({"key": "app", "operator": "In", "values": []}, "spec.selector.matchExpressions[0].values"),
+    ({"key": "app", "operator": "Exists", "values": ["web"]}, "spec.selector.matchExpressions[0].values"),
+], ids=["an operator label selectors do not have", "In without values", "Exists with values"])
+def test_a_disruption_budget_with_an_invalid_label_selector_is_refused(server: Server, ns: str,
+                                                                        expression: dict[str, object],
+                                                                        field: str) -> None:
+    # A PodDisruptionBudget's selector is a LabelSelector: In/NotIn need values, Exists/DoesNotExist take none,
+    # and Gt/Lt (node selector operators) are not among its operators. The API server refuses the object (422,
+    # naming the field) rather than storing a budget whose selector would match pods by an unknown rule.
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "bad", "namespace": ns},
+           "spec": {"minAvailable": 1, "selector": {"matchExpressions": [expression]}}}
+    status, body = server.request("POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", pdb)
+    assert status == 422 and body["reason"] == "Invalid", body
+    assert field in body["message"], body["message"]
+    assert server.get(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/bad") is None
