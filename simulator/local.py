@@ -52,6 +52,7 @@ from autoscaler.config import ENV_CLAIMS_TABLE, ClusterConfig, load_cluster_conf
 from autoscaler.handlers.runtime import ENV_KUBE_ENDPOINT, Runtime, build_runtime, set_runtime
 from autoscaler.metrics_catalog import MetricsSink, RecordingSink
 from simulator import eks_node
+from simulator.botocore_models import one_loader_per_process
 from simulator.ec2_groups import install_launch_template_groups
 from simulator.ec2_instance import NODEPOOL_TAG, Ec2Instance, ec2_instance
 from simulator.ec2_reservations import CapacityReservationStub
@@ -286,21 +287,6 @@ def _lazy_ec2(session: boto3.Session) -> Callable[[], Any]:
     return client
 
 
-_LOADERS: list[Any] = []
-
-
-def _session(region: str) -> boto3.Session:
-    """A fresh boto3 session (its own event handlers, clients and credentials) reading the AWS service models
-    through one loader for the process: each session's own loader would parse them again (EC2's alone takes
-    a third of a second), once per run of a simulation."""
-    session = boto3.Session(region_name=region)
-    if not _LOADERS:
-        _LOADERS.append(session._loader)
-    session._session.register_component("data_loader", _LOADERS[0])
-    session._loader = _LOADERS[0]
-    return session
-
-
 @dataclass
 class AwsAccount:
     """The AWS side of a local cluster: moto as a server and what the autoscaler needs to find in it."""
@@ -339,7 +325,8 @@ def aws_account(config: ClusterConfig | None = None, *, catalog: Catalog | None 
         with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"),
                                     timeout=120):
             pass
-        session = _session(config.region)
+        one_loader_per_process()
+        session = boto3.Session(region_name=config.region)
         install_price_data(session, region=config.region)
         tokens = ClientTokens().install(session.events)
         install_launch_template_groups(session.events, _lazy_ec2(session))

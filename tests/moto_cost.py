@@ -15,8 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import botocore.loaders
-import botocore.session
+from simulator.botocore_models import one_loader_per_process  # botocore only: moto is not imported yet
 
 # EC2's catalogue answers: moto builds them from its static tables for the region and the request alone.
 CATALOGUE_ACTIONS = frozenset({"DescribeSpotPriceHistory", "DescribeInstanceTypes", "DescribeInstanceTypeOfferings"})
@@ -26,7 +25,7 @@ def install() -> None:
     """Every saving below, once per process (moto's EC2 models read MOTO_AMIS_PATH when first imported)."""
     if "MOTO_AMIS_PATH" not in os.environ:
         os.environ["MOTO_AMIS_PATH"] = moto_base_images()
-    one_botocore_loader_per_process()
+    one_loader_per_process()
     serialise_catalogue_answers_once()
     back_up_each_table_once_per_transaction()
     read_a_resources_tags_by_its_id()
@@ -43,23 +42,6 @@ def moto_base_images() -> str:
     path.write_bytes(gzip.decompress((resources.files("moto") / "ec2/resources/amis.json.gz").read_bytes()))
     atexit.register(path.unlink, missing_ok=True)
     return str(path)
-
-
-def one_botocore_loader_per_process() -> None:
-    """Every botocore session of the test process reads the service models through one loader. Tests build a
-    fresh ``boto3.Session`` per runtime (hundreds per worker), and each session's own loader parses the JSON
-    models again for every client it makes (EC2's alone is megabytes): most of a moto test's CPU. A Lambda
-    container builds its session once, so sharing the loader (whose cache holds parsed, never modified
-    models) is what a function sees; what is sent and answered is unchanged."""
-    loaders: dict[str | None, botocore.loaders.Loader] = {}
-    create = botocore.loaders.create_loader
-
-    def shared(search_path_string: str | None = None) -> botocore.loaders.Loader:
-        if search_path_string not in loaders:
-            loaders[search_path_string] = create(search_path_string)
-        return loaders[search_path_string]
-
-    botocore.session.create_loader = shared
 
 
 def serialise_catalogue_answers_once() -> None:
