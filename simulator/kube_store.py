@@ -225,18 +225,29 @@ def label_selector_problems(selector: Mapping[str, Any], where: str) -> list[str
     return problems
 
 
+# The resources whose registry strategy refuses an update without a resourceVersion
+# (AllowUnconditionalUpdate false); the others here take one as "whatever is stored now".
+CONDITIONAL_UPDATES_ONLY = frozenset({"poddisruptionbudgets"})
+
+
+def _check_budget_selector(obj: Obj) -> None:
+    """ValidatePodDisruptionBudget on the selector, which the API server runs on create and on every update
+    (policy/v1 lets an update change the selector): a budget with an invalid one is refused, 422."""
+    selector = (obj.get("spec") or {}).get("selector")
+    problems = label_selector_problems(selector, "spec.selector") if selector else []
+    if problems:
+        name = (obj.get("metadata") or {}).get("name")
+        listed = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+        raise ApiError(422, "Invalid", f'PodDisruptionBudget.policy "{name}" is invalid: {listed}')
+
+
 def _check_create_request(res: Resource, obj: Obj, namespace: str | None) -> None:
     """What the API server's create strategies and validation do to a created object before it is stored."""
     if res.plural == "pods":
         # PrepareForCreate: the status is the server's; the kubelet reports the rest through pods/status.
         obj["status"] = {"phase": "Pending"}
     elif res.plural == "poddisruptionbudgets":
-        selector = (obj.get("spec") or {}).get("selector")
-        problems = label_selector_problems(selector, "spec.selector") if selector else []
-        if problems:
-            name = (obj.get("metadata") or {}).get("name")
-            listed = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
-            raise ApiError(422, "Invalid", f'PodDisruptionBudget.policy "{name}" is invalid: {listed}')
+        _check_budget_selector(obj)
     elif res.plural == "events" and not obj.get("eventTime"):
         # core/v1 Event validation: the involved object is in the Event's namespace ("default" or none for a
         # cluster-scoped object).
@@ -518,6 +529,8 @@ class Store:
             raise ApiError(422, "Invalid", f'{res.kind} "{key[1]}" is invalid: metadata.finalizers: Forbidden: '
                            f"no new finalizers can be added if the object is being deleted, found new finalizers "
                            f"{sorted(added)}")
+        if res.plural == "poddisruptionbudgets":
+            _check_budget_selector(new)
         self._decorate(res, new)
         if res.plural == "namespaces":
             _namespace_name_label(new)
@@ -539,6 +552,9 @@ class Store:
 
     def replace(self, plural: str, namespace: str | None, name: str, obj: Mapping[str, Any]) -> Obj:
         res = self._res(plural)
+        if plural in CONDITIONAL_UPDATES_ONLY and not (obj.get("metadata") or {}).get("resourceVersion"):
+            raise ApiError(422, "Invalid", f'{plural}.{res.group} "{name}" is invalid: metadata.resourceVersion: '
+                           "Invalid value: 0: must be specified for an update")
         with self._lock:
             key, old = self._existing(res, plural, namespace, name)
             return self._write(res, key, copy.deepcopy(dict(obj)), old)

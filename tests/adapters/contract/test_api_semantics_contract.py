@@ -166,3 +166,47 @@ def test_a_disruption_budget_with_an_invalid_label_selector_is_refused(server: S
     assert status == 422 and body["reason"] == "Invalid", body
     assert field in body["message"], body["message"]
     assert server.get(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/bad") is None
+
+
+@pytest.mark.parametrize("how", ["put", "merge-patch"])
+def test_an_update_that_makes_a_disruption_budgets_selector_invalid_is_refused(server: Server, ns: str,
+                                                                                 how: str) -> None:
+    # policy/v1 lets an update change a budget's selector, and the API server validates it again on every
+    # update: a valid budget cannot be turned into one whose selector uses Gt. The stored spec is unchanged.
+    # (The real server's disruption controller writes the budget's status meanwhile: the PUT sends the
+    # resourceVersion it has just read and tries again on a conflict.)
+    path = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": ns},
+           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}
+    created = server.must("POST", path, pdb)
+    bad = {"matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]}
+    if how == "put":
+        for _ in range(10):
+            current = server.must("GET", f"{path}/web")
+            status, body = server.request("PUT", f"{path}/web",
+                                          {**current, "spec": {"minAvailable": 1, "selector": bad}})
+            if status != 409:
+                break
+    else:
+        status, body = server.request("PATCH", f"{path}/web", {"spec": {"selector": bad}},
+                                      content_type="application/merge-patch+json")
+    assert status == 422 and body["reason"] == "Invalid", body
+    assert "spec.selector.matchExpressions[0].operator" in body["message"], body["message"]
+    stored = server.get(f"{path}/web")
+    assert stored is not None and stored["spec"] == created["spec"]
+
+
+def test_a_disruption_budget_cannot_be_replaced_without_a_resource_version(server: Server, ns: str) -> None:
+    # Unlike a pod or a node, a budget's registry strategy refuses an unconditional update: a PUT must name
+    # the resourceVersion it replaces (422 otherwise), so two writers cannot overwrite each other blindly.
+    path = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": ns},
+           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}
+    created = server.must("POST", path, pdb)
+    meta = {k: v for k, v in created["metadata"].items() if k != "resourceVersion"}
+    status, body = server.request("PUT", f"{path}/web", {**created, "metadata": meta, "spec": {**created["spec"],
+                                                                                               "minAvailable": 2}})
+    assert status == 422 and body["reason"] == "Invalid", body
+    assert "metadata.resourceVersion" in body["message"] and "must be specified for an update" in body["message"]
+    stored = server.get(f"{path}/web")
+    assert stored is not None and stored["spec"]["minAvailable"] == 1
