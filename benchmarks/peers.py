@@ -9,7 +9,9 @@ alternately (ours, then Karpenter's, ``--repeats`` times, default 1; always one 
 timed around the planner alone (ours: ``plan()`` on the parsed snapshot; Karpenter: NewTopology + NewScheduler +
 Solve + TruncateInstanceTypes), wall clock and CPU; figures are medians. Karpenter's Solve runs under the
 one-minute context its provisioner gives it (``--karpenter-solve-bound``, 0: to the end); the pods it has not
-reached by then are reported as deferred to its next round, and that entry gets no cost ratio. A Karpenter run
+reached by then are placed by its later rounds, each seeing the earlier rounds' NodeClaims
+(``--karpenter-rounds``, 1: the first round only); pods still deferred when the rounds stop leave that entry
+without a cost ratio. A Karpenter run
 that does not finish within ``--karpenter-timeout`` is recorded as such and that workload is not given to
 Karpenter at larger sizes; with ``--budget`` the entries not started in time are recorded as not run. Cost is
 the $/h of the nodes each launches, each node at the cheapest offering its launch allows. Prints ONE JSON object
@@ -38,7 +40,7 @@ from typing import Any
 from autoscaler.domain.plan import Plan
 from autoscaler.domain.scheduling import plan
 from autoscaler.domain.snapshot import parse_snapshot
-from benchmarks._fit import FitCheck
+from benchmarks._fit import HOST, ZONE, FitCheck, type_info
 from benchmarks._peer_workloads import WORKLOADS, snapshot, zone_affinity_pair
 
 PEER = Path(__file__).parent / "peers" / "karpenter"
@@ -49,6 +51,8 @@ DEFAULT_SIZES = (1000,)
 # sigs.k8s.io/karpenter's provisioner runs Solve under a one-minute context (provisioner.go, Schedule): what it
 # placed by then is launched, the other pods stay pending for its next round.
 KARPENTER_SOLVE_BOUND = 60.0
+# Rounds Karpenter's provisioner gets to place every pod when its Solve is bounded (--karpenter-rounds).
+MAX_ROUNDS = 200
 KARPENTER_MIX_TARGET = 0.95
 TARGET = 1.00
 
@@ -95,6 +99,103 @@ def run_karpenter(binary: Path, path: Path, timeout: float, solve_bound: float =
     return out
 
 
+def in_flight_node(name: str, claim: dict[str, Any], snap: dict[str, Any],
+                   types: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A NodeClaim of an earlier round as Karpenter's next round sees it: a node of its NodePool with the
+    launched instance type's labels, the pool's template labels and taints, and the allocatable Karpenter
+    expects of that type (its in-flight NodeClaim's), not yet carrying any DaemonSet pod (Karpenter reserves
+    their requests itself)."""
+    pool = next(p for p in snap["nodePools"] if p["metadata"]["name"] == claim["nodePool"])
+    template = pool["spec"]["template"]
+    pool_labels = (template.get("metadata") or {}).get("labels") or {}
+    labels = {**type_info(types[claim["instanceType"]]).labels, **pool_labels,
+              ZONE: claim["zone"], HOST: name, "karpenter.sh/capacity-type": claim["capacityType"],
+              "karpenter.sh/nodepool": claim["nodePool"], "karpenter.sh/registered": "true",
+              "karpenter.sh/initialized": "true"}
+    alloc = dict(claim["allocatable"])
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "spec": {"providerID": f"aws:///{claim['zone']}/{name}",
+                     "taints": list(template["spec"].get("taints") or ())},
+            "status": {"capacity": alloc, "allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def next_round(snap: dict[str, Any], out: dict[str, Any], round_no: int,
+               types: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The snapshot Karpenter's next round reads after ``out``: each NodeClaim launched becomes a node with
+    its pods on it, the pods placed on existing nodes are bound there, the rest stay pending. Also returns
+    the new nodes' names -> their NodeClaims."""
+    where: dict[str, str] = {}
+    for node, pods in out["existingNodePods"].items():
+        where.update(dict.fromkeys(pods, node))
+    claims: dict[str, dict[str, Any]] = {}
+    nodes = list(snap["nodes"])
+    for i, claim in enumerate(out["nodeClaims"]):
+        if not claim["instanceType"]:
+            continue  # no offering to launch: its pods stay pending
+        name = f"karpenter-round{round_no}-{i}.ec2.internal"
+        nodes.append(in_flight_node(name, claim, snap, types))
+        claims[name] = claim
+        where.update(dict.fromkeys(claim["pods"], name))
+    pods = []
+    for raw in snap["pods"]:
+        meta = raw["metadata"]
+        node = where.get(f"{meta.get('namespace') or 'default'}/{meta['name']}")
+        bound = node is not None and not raw["spec"].get("nodeName")
+        running = {**raw, "spec": {**raw["spec"], "nodeName": node}, "status": {"phase": "Running"}}
+        pods.append(running if bound else raw)
+    return {**snap, "pods": pods, "nodes": nodes}, claims
+
+
+def run_karpenter_rounds(binary: Path, snap: dict[str, Any], first: dict[str, Any], path: Path, *,
+                         timeout: float, solve_bound: float, max_rounds: int) -> dict[str, Any]:
+    """Karpenter's provisioner round after round, as in production: each round's Solve is bounded, its
+    NodeClaims are launched, and the next round schedules the pods still pending with those NodeClaims among
+    the nodes (their pods bound to them: as if each round's nodes had registered and kube-scheduler had bound
+    its pods before the next round started). ``first`` is round one's output. Stops when no pod is deferred,
+    when a round places none, after ``max_rounds`` or at ``timeout`` (wall, all rounds). Returns the NodeClaims
+    of every round (pods placed on a NodeClaim by a later round added to it), the placements on the
+    snapshot's own nodes, the last round's unschedulable pods and each round's figures."""
+    started = time.monotonic()
+    types = {t["InstanceType"]: t for t in snap["instanceTypes"]}
+    own_nodes = {n["metadata"]["name"] for n in snap["nodes"]}
+    claims: dict[str, dict[str, Any]] = {}
+    existing: dict[str, list[str]] = {}
+    rounds: list[dict[str, Any]] = []
+    out, current, stopped = first, snap, None
+    while True:
+        placed = sum(len(c["pods"]) for c in out["nodeClaims"]) + sum(map(len, out["existingNodePods"].values()))
+        rounds.append({"solveSeconds": out["solveSeconds"], "solveCpuSeconds": out.get("solveCpuSeconds"),
+                       "pendingPods": out["pendingPods"], "placed": placed, "nodeClaims": len(out["nodeClaims"]),
+                       "costPerHour": round(out["totalPerHour"], 4), "deferred": out.get("deferredPods", 0)})
+        for node, pods in out["existingNodePods"].items():
+            if node in claims:
+                claims[node] = {**claims[node], "pods": claims[node]["pods"] + pods}
+            else:
+                existing.setdefault(node, []).extend(pods)
+        current, new = next_round(current, out, len(rounds), types)
+        claims.update(new)
+        if not out.get("deferredPods"):
+            break
+        if placed == 0:
+            stopped = f"round {len(rounds)} placed no pod within its bound"
+            break
+        if len(rounds) >= max_rounds:
+            stopped = f"the round limit ({max_rounds}) was reached"
+            break
+        left = timeout - (time.monotonic() - started)
+        path.write_text(json.dumps(current))
+        nxt = run_karpenter(binary, path, left, solve_bound) if left > 0 else None
+        if nxt is None:
+            stopped = f"round {len(rounds) + 1} did not finish within the {timeout:.0f} s given to all rounds"
+            break
+        out = nxt
+    unpriced = [c for c in out["nodeClaims"] if not c["instanceType"]]
+    assert set(existing) <= own_nodes, "a placement on a node that is neither the snapshot's nor a NodeClaim's"
+    return {"nodeClaims": list(claims.values()) + unpriced, "existingNodePods": existing,
+            "unschedulable": out["unschedulable"], "deferredPods": out.get("deferredPods", 0),
+            "rounds": rounds, "stopped": stopped}
+
+
 def our_nodes(result: Plan, snap: dict[str, Any]) -> list[dict[str, Any]]:
     """Each launch at the cheapest offering it allows (what CreateFleet's lowest-price picks)."""
     spot = snap["prices"]["spot"]
@@ -128,10 +229,13 @@ def _ours(parsed: Any) -> tuple[Plan, float, float]:
 
 
 def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: int, timeout: float,
-            skip_karpenter: str | None = None, deadline: float = math.inf, solve_bound: float = 0.0) -> dict[str, Any]:
+            skip_karpenter: str | None = None, deadline: float = math.inf, solve_bound: float = 0.0,
+            max_rounds: int = MAX_ROUNDS) -> dict[str, Any]:
     """One workload at one size. The two planners run alternately, ours then Karpenter's, ``repeats`` times,
-    so that the machine's load falls on both alike; each solve time is the median of its runs. Past
-    ``deadline`` (time.monotonic()) the entry is not run; Karpenter's run stops there at the latest."""
+    so that the machine's load falls on both alike; each solve time is the median of its runs. With a solve
+    bound, the last of Karpenter's runs is its first round and its later rounds follow (``max_rounds``; 1: the
+    first round only). Past ``deadline`` (time.monotonic()) the entry is not run; Karpenter's runs stop there
+    at the latest."""
     left = deadline - time.monotonic()
     if left <= 0:
         return not_run(name, n, existing, "the run's budget was spent before it started")
@@ -159,6 +263,11 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
                 skip_karpenter = f"did not finish within {timeout:.0f} s (wall clock)"
                 break
             runs.append(k)
+        later: dict[str, Any] | None = None
+        if runs and solve_bound > 0 and max_rounds > 1 and runs[-1].get("deferredPods"):
+            later = run_karpenter_rounds(binary, snap, runs[-1], path, solve_bound=solve_bound,  # type: ignore[arg-type]
+                                         timeout=max(0.0, min(timeout, deadline - time.monotonic())),
+                                         max_rounds=max_rounds)
     assert result is not None
     nodes = our_nodes(result, snap)
     fit = check.check(nodes, existing_assignments(result.existing))
@@ -172,6 +281,19 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
         entry["karpenterNotRun"] = skip_karpenter or "peer unavailable"
         return entry
     k = runs[-1]
+    first_solve = statistics.median(r["solveSeconds"] for r in runs)
+    first_cpu = statistics.median(r.get("solveCpuSeconds", math.nan) for r in runs)
+    first_round = {"costPerHour": round(k["totalPerHour"], 4), "nodes": len(k["nodeClaims"]),
+                   "solveSeconds": round(first_solve, 4), "solveCpuSeconds": round(first_cpu, 4),
+                   "deferred": k.get("deferredPods", 0)}
+    if later is not None:
+        # Every round's NodeClaims, as Karpenter launches them over its rounds; the solve time is the sum of the
+        # rounds' (the first one's median).
+        k = {**k, "nodeClaims": later["nodeClaims"], "existingNodePods": later["existingNodePods"],
+             "unschedulable": later["unschedulable"], "deferredPods": later["deferredPods"],
+             "totalPerHour": sum(c["pricePerHour"] for c in later["nodeClaims"] if c["instanceType"])}
+        first_solve += sum(r["solveSeconds"] for r in later["rounds"][1:])
+        first_cpu += sum(r["solveCpuSeconds"] or 0.0 for r in later["rounds"][1:])
     kfit = check.check([c for c in k["nodeClaims"] if c["instanceType"]], k["existingNodePods"])
     unpriced = sum(1 for c in k["nodeClaims"] if not c["instanceType"])
     # The launch model must keep to the zones the scheduler left each NodeClaim.
@@ -179,16 +301,17 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
     assert not outside, f"launch model put a NodeClaim outside its allowed zones: {outside[0]}"
     kk = {"costPerHour": round(k["totalPerHour"], 4), "nodes": len(k["nodeClaims"]),
           "unplaced": len(k["unschedulable"]),
-          "solveSeconds": round(statistics.median(r["solveSeconds"] for r in runs), 4),
-          "solveCpuSeconds": round(statistics.median(r.get("solveCpuSeconds", math.nan) for r in runs), 4),
+          "solveSeconds": round(first_solve, 4), "solveCpuSeconds": round(first_cpu, 4),
           "instanceTypes": k["instanceTypes"],
           "fits": kfit.ok and not unpriced, "violations": kfit.violations[:3], "violationCount": len(kfit.violations),
           "nodeClaimsWithoutOffering": unpriced,
           "solveBoundSeconds": k.get("solveTimeoutSeconds", 0.0) or None, "timedOut": k.get("timedOut", False),
-          "deferred": k.get("deferredPods", 0)}
+          "deferred": k.get("deferredPods", 0),
+          "rounds": len(later["rounds"]) if later else 1, "firstRound": first_round,
+          "laterRounds": later["rounds"][1:] if later else [], "roundsStopped": later["stopped"] if later else None}
     entry["karpenter"] = kk
-    # Pods Karpenter's bounded Solve did not reach wait for its next round: its $/h then covers fewer pods than
-    # ours, so the cost ratio is not given (and the cost target not judged).
+    # Pods still deferred when Karpenter's rounds stopped (or after its first round with --karpenter-rounds 1):
+    # its $/h then covers fewer pods than ours, so the cost ratio is not given (and the cost target not judged).
     comparable = kk["deferred"] == 0
     entry["costRatio"] = round(ours["costPerHour"] / kk["costPerHour"], 4) if kk["costPerHour"] and comparable else None
     entry["solveRatio"] = round(ours["solveSeconds"] / kk["solveSeconds"], 4) if kk["solveSeconds"] else None
@@ -212,7 +335,8 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
 
 def table(entries: list[dict[str, Any]]) -> str:
     head = (f"{'workload':<22}{'pods':>7}{'exist':>6}{'ours $/h':>10}{'karp $/h':>10}{'cost x':>8}"
-            f"{'ours s':>8}{'karp s':>8}{'solve x':>8}{'cpu x':>7}{'unpl o/k':>10}{'defer k':>8}{'fit o/k':>9}  missed")
+            f"{'ours s':>8}{'karp s':>8}{'solve x':>8}{'cpu x':>7}{'unpl o/k':>10}{'defer k':>8}{'rounds':>7}"
+            f"{'fit o/k':>9}  missed")
     lines = [head, "-" * len(head)]
     for e in entries:
         where = f"{e['name']:<22}{e['pods']:>7}{e['existingNodes']:>6}"
@@ -228,7 +352,7 @@ def table(entries: list[dict[str, Any]]) -> str:
         t = e["targets"]
         missed = ",".join(x for x in ("cost", "solve", "unplaced") if t[x] is False) or "-"
         if t["cost"] is None:
-            missed += " (cost not comparable: Karpenter deferred pods past its solve bound)"
+            missed += " (cost not comparable: Karpenter's rounds left pods deferred)"
         def ratio(value: float | None, width: int, digits: int) -> str:
             return f"{value:>{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
 
@@ -237,6 +361,7 @@ def table(entries: list[dict[str, Any]]) -> str:
             f"{o['solveSeconds']:>8.2f}{k['solveSeconds']:>8.2f}{ratio(e['solveRatio'], 8, 3)}"
             f"{ratio(e.get('solveCpuRatio'), 7, 2)}"
             f"{str(e['unplacedOurs']) + '/' + str(e['unplacedKarpenter']):>10}{k.get('deferred', 0):>8}"
+            f"{k.get('rounds', 1):>7}"
             f"{('y' if e['fitsOurs'] else 'N') + '/' + ('y' if e['fitsKarpenter'] else 'N'):>9}  {missed}")
     return "\n".join(lines)
 
@@ -270,8 +395,15 @@ def document(entries: list[dict[str, Any]], versions: dict[str, str], blocked: s
             "the process CPU time over the same span (Karpenter's over all its threads)",
             "Karpenter's Solve is bounded as its provisioner bounds it in production "
             "(settings.karpenterSolveBoundSeconds, one minute in sigs.k8s.io/karpenter's provisioner.go; 0: "
-            "unbounded); the pods it had not reached by then "
-            "(karpenter.deferred) stay pending for its next round, so costRatio is not given for that entry",
+            "unbounded); the pods it had not reached by then stay pending for its next round: its provisioner's "
+            "later rounds (up to settings.karpenterRounds) each schedule the pods still pending, seeing the "
+            "earlier rounds' NodeClaims as nodes of their NodePool with the allocatable Karpenter expects of the "
+            "launched type and the pods placed there bound (as if they had registered and kube-scheduler had "
+            "bound them before the next round); karpenter.costPerHour covers every round's NodeClaims, "
+            "karpenter.solveSeconds the first round's median plus the later rounds' (karpenter.firstRound and "
+            "karpenter.laterRounds per round); pods still deferred when the rounds stop (karpenter.deferred) "
+            "leave costRatio not given for that entry. The bound is wall clock: on a loaded machine each round "
+            "reaches fewer pods",
             "costRatio = ours / Karpenter $/h; solveRatio = ours / Karpenter median solve seconds; solveCpuRatio "
             "the same on CPU seconds",
             "Karpenter's run is stopped after settings.karpenterTimeoutSeconds; a workload whose Karpenter run did "
@@ -316,6 +448,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--karpenter-solve-bound", type=float, default=KARPENTER_SOLVE_BOUND,
                         help="seconds (wall) Karpenter's Solve may run, as its provisioner's one-minute bound "
                              "(default 60; 0: unbounded)")
+    parser.add_argument("--karpenter-rounds", type=int, default=MAX_ROUNDS,
+                        help="with a solve bound: the provisioner rounds Karpenter gets to place the pods its "
+                             "first round deferred, each seeing the earlier rounds' NodeClaims "
+                             f"(default {MAX_ROUNDS}; 1: its first round only)")
     parser.add_argument("--budget", type=float, default=0.0,
                         help="seconds for the whole run (0: none); entries not started by then are recorded "
                              "as not run")
@@ -348,6 +484,7 @@ def main(argv: list[str] | None = None) -> None:
             versions[parts[0]] = parts[1]
     settings = {"sizes": sizes, "repeats": args.repeats, "karpenterTimeoutSeconds": args.karpenter_timeout,
                 "jobs": args.jobs, "karpenterSolveBoundSeconds": args.karpenter_solve_bound,
+                "karpenterRounds": args.karpenter_rounds,
                 "budgetSeconds": args.budget or None}
     deadline = started + args.budget if args.budget else math.inf
     entries: list[dict[str, Any]] = []
@@ -366,7 +503,8 @@ def main(argv: list[str] | None = None) -> None:
                     jobs.append(pool.submit(run_one, name, n, existing, binary,
                                             repeats=args.repeats if n <= 5000 else 1,
                                             timeout=args.karpenter_timeout, skip_karpenter=skip, deadline=deadline,
-                                            solve_bound=args.karpenter_solve_bound))
+                                            solve_bound=args.karpenter_solve_bound,
+                                            max_rounds=args.karpenter_rounds))
             for job in jobs:
                 entry = job.result()
                 if str(entry.get("karpenterNotRun", "")).startswith("did not finish"):

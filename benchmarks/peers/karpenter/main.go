@@ -89,6 +89,9 @@ type nodeClaimOut struct {
 	// constraint needs one); the launch picks its offering among these.
 	AllowedZones []string `json:"allowedZones"`
 	Pods         []string `json:"pods"`
+	// Allocatable: what Karpenter expects of the launched instance type (its Allocatable(): capacity less
+	// kube-reserved, system-reserved, eviction threshold and VM overhead), as its in-flight NodeClaim carries it.
+	Allocatable map[string]string `json:"allocatable,omitempty"`
 }
 
 type unschedulableOut struct {
@@ -427,11 +430,11 @@ func run(in io.Reader, concurrency, fakeTypes int, solveTimeout time.Duration) (
 	}
 	for _, claim := range results.NewNodeClaims {
 		placed += len(claim.Pods)
-		best, bestType := (*cloudprovider.Offering)(nil), ""
+		best, bestType, bestIT := (*cloudprovider.Offering)(nil), "", (*cloudprovider.InstanceType)(nil)
 		for _, it := range claim.InstanceTypeOptions {
 			o := it.Offerings.Available().Compatible(claim.Requirements).Cheapest()
 			if o != nil && (best == nil || o.Price < best.Price || (o.Price == best.Price && it.Name < bestType)) {
-				best, bestType = o, it.Name
+				best, bestType, bestIT = o, it.Name, it
 			}
 		}
 		row := nodeClaimOut{NodePool: claim.NodePoolName, InstanceTypeOptions: len(claim.InstanceTypeOptions),
@@ -441,6 +444,10 @@ func run(in io.Reader, concurrency, fakeTypes int, solveTimeout time.Duration) (
 			row.InstanceType, row.PricePerHour = bestType, best.Price
 			row.Zone = best.Requirements.Get(corev1.LabelTopologyZone).Any()
 			row.CapacityType = best.Requirements.Get(v1.CapacityTypeLabelKey).Any()
+			row.Allocatable = map[string]string{}
+			for name, q := range bestIT.Allocatable() {
+				row.Allocatable[string(name)] = q.String()
+			}
 			out.TotalPerHour += best.Price
 		}
 		out.NodeClaims = append(out.NodeClaims, row)
