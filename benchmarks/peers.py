@@ -264,8 +264,8 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
                 break
             runs.append(k)
         later: dict[str, Any] | None = None
-        if runs and solve_bound > 0 and max_rounds > 1 and runs[-1].get("deferredPods"):
-            later = run_karpenter_rounds(binary, snap, runs[-1], path, solve_bound=solve_bound,  # type: ignore[arg-type]
+        if binary is not None and runs and solve_bound > 0 and max_rounds > 1 and runs[-1].get("deferredPods"):
+            later = run_karpenter_rounds(binary, snap, runs[-1], path, solve_bound=solve_bound,
                                          timeout=max(0.0, min(timeout, deadline - time.monotonic())),
                                          max_rounds=max_rounds)
     assert result is not None
@@ -281,10 +281,10 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
         entry["karpenterNotRun"] = skip_karpenter or "peer unavailable"
         return entry
     k = runs[-1]
-    first_solve = statistics.median(r["solveSeconds"] for r in runs)
-    first_cpu = statistics.median(r.get("solveCpuSeconds", math.nan) for r in runs)
+    karpenter_solve = statistics.median(r["solveSeconds"] for r in runs)
+    karpenter_cpu = statistics.median(r.get("solveCpuSeconds", math.nan) for r in runs)
     first_round = {"costPerHour": round(k["totalPerHour"], 4), "nodes": len(k["nodeClaims"]),
-                   "solveSeconds": round(first_solve, 4), "solveCpuSeconds": round(first_cpu, 4),
+                   "solveSeconds": round(karpenter_solve, 4), "solveCpuSeconds": round(karpenter_cpu, 4),
                    "deferred": k.get("deferredPods", 0)}
     if later is not None:
         # Every round's NodeClaims, as Karpenter launches them over its rounds; the solve time is the sum of the
@@ -292,8 +292,8 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
         k = {**k, "nodeClaims": later["nodeClaims"], "existingNodePods": later["existingNodePods"],
              "unschedulable": later["unschedulable"], "deferredPods": later["deferredPods"],
              "totalPerHour": sum(c["pricePerHour"] for c in later["nodeClaims"] if c["instanceType"])}
-        first_solve += sum(r["solveSeconds"] for r in later["rounds"][1:])
-        first_cpu += sum(r["solveCpuSeconds"] or 0.0 for r in later["rounds"][1:])
+        karpenter_solve += sum(r["solveSeconds"] for r in later["rounds"][1:])
+        karpenter_cpu += sum(r["solveCpuSeconds"] or 0.0 for r in later["rounds"][1:])
     kfit = check.check([c for c in k["nodeClaims"] if c["instanceType"]], k["existingNodePods"])
     unpriced = sum(1 for c in k["nodeClaims"] if not c["instanceType"])
     # The launch model must keep to the zones the scheduler left each NodeClaim.
@@ -301,7 +301,7 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
     assert not outside, f"launch model put a NodeClaim outside its allowed zones: {outside[0]}"
     kk = {"costPerHour": round(k["totalPerHour"], 4), "nodes": len(k["nodeClaims"]),
           "unplaced": len(k["unschedulable"]),
-          "solveSeconds": round(first_solve, 4), "solveCpuSeconds": round(first_cpu, 4),
+          "solveSeconds": round(karpenter_solve, 4), "solveCpuSeconds": round(karpenter_cpu, 4),
           "instanceTypes": k["instanceTypes"],
           "fits": kfit.ok and not unpriced, "violations": kfit.violations[:3], "violationCount": len(kfit.violations),
           "nodeClaimsWithoutOffering": unpriced,
