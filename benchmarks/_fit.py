@@ -188,11 +188,23 @@ class FitCheck:
         bad += self._spread_and_affinity(nodes, where)
         return FitResult(sum(1 for n in nodes if n.planned), bad)
 
-    def _node(self, n: Node) -> list[str]:
-        bad = []
-        if n.planned and not self._pool_allows(self.pools[n.node_pool], n.labels):
-            bad.append(f"{n.name}: {n.labels['node.kubernetes.io/instance-type']} in {n.labels[ZONE]} "
-                       f"({n.labels[CAPACITY_TYPE]}) is not allowed by NodePool {n.node_pool}")
+    def packing(self, planned: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+        """How full a plan's new nodes are: their vCPUs, and the share of their allocatable CPU and memory the
+        pods put on them and their DaemonSet pods request. With the $/h this says why one plan costs more
+        than another: more vCPUs bought (emptier nodes) or dearer vCPUs."""
+        nodes = [n for n in self.nodes(planned, {}) if n.planned]
+        used: dict[str, int] = defaultdict(int)
+        alloc: dict[str, int] = defaultdict(int)
+        for n in nodes:
+            for r in ("cpu", "memory"):
+                used[r] += self._used(n).get(r, 0)
+                alloc[r] += n.allocatable.get(r, 0)
+        return {"vcpus": sum(int(n.labels["karpenter.k8s.aws/instance-cpu"]) for n in nodes),
+                "cpuRequestedShare": round(used["cpu"] / alloc["cpu"], 4) if alloc["cpu"] else None,
+                "memoryRequestedShare": round(used["memory"] / alloc["memory"], 4) if alloc["memory"] else None}
+
+    def _used(self, n: Node) -> dict[str, int]:
+        """What the pods on ``n`` request, with a planned node's DaemonSet pods."""
         used: dict[str, int] = defaultdict(int)
         for k in n.pods + n.bound:
             for r, v in self.requests[k].items():
@@ -202,6 +214,14 @@ class FitCheck:
                 if _tolerates(tmpl["spec"], n.taints) and _node_affinity_ok(tmpl["spec"], n.labels):
                     for r, v in _requests(tmpl["spec"]).items():
                         used[r] += v
+        return used
+
+    def _node(self, n: Node) -> list[str]:
+        bad = []
+        if n.planned and not self._pool_allows(self.pools[n.node_pool], n.labels):
+            bad.append(f"{n.name}: {n.labels['node.kubernetes.io/instance-type']} in {n.labels[ZONE]} "
+                       f"({n.labels[CAPACITY_TYPE]}) is not allowed by NodePool {n.node_pool}")
+        used = self._used(n)
         for r, v in used.items():
             if v > n.allocatable.get(r, 0):
                 bad.append(f"{n.name}: {r} requested {v} > allocatable {n.allocatable.get(r, 0)}")

@@ -166,6 +166,8 @@ def run_karpenter_rounds(binary: Path, snap: dict[str, Any], first: dict[str, An
         placed = sum(len(c["pods"]) for c in out["nodeClaims"]) + sum(map(len, out["existingNodePods"].values()))
         rounds.append({"solveSeconds": out["solveSeconds"], "solveCpuSeconds": out.get("solveCpuSeconds"),
                        "pendingPods": out["pendingPods"], "placed": placed, "nodeClaims": len(out["nodeClaims"]),
+                       # pods this round put on the nodes of earlier rounds' NodeClaims (their room costs nothing)
+                       "onEarlierNodes": sum(len(p) for n, p in out["existingNodePods"].items() if n in claims),
                        "costPerHour": round(out["totalPerHour"], 4), "deferred": out.get("deferredPods", 0)})
         for node, pods in out["existingNodePods"].items():
             if node in claims:
@@ -228,6 +230,13 @@ def _ours(parsed: Any) -> tuple[Plan, float, float]:
     return result, result.solve_seconds, time.process_time() - cpu
 
 
+def _packing(check: FitCheck, planned: list[dict[str, Any]], per_hour: float) -> dict[str, Any]:
+    """The fit check's measure of how full a side's new nodes are, with what a vCPU of them costs."""
+    out = check.packing(planned)
+    out["dollarsPerVcpuHour"] = round(per_hour / out["vcpus"], 5) if out["vcpus"] else None
+    return out
+
+
 def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: int, timeout: float,
             skip_karpenter: str | None = None, deadline: float = math.inf, solve_bound: float = 0.0,
             max_rounds: int = MAX_ROUNDS) -> dict[str, Any]:
@@ -274,7 +283,8 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
     ours = {"costPerHour": round(sum(x["price"] for x in nodes), 4), "nodes": len(nodes),
             "unplaced": len(result.unschedulable), "solveSeconds": round(statistics.median(times), 4),
             "solveCpuSeconds": round(statistics.median(cpus), 4),
-            "fits": fit.ok, "violations": fit.violations[:3], "violationCount": len(fit.violations)}
+            "fits": fit.ok, "violations": fit.violations[:3], "violationCount": len(fit.violations),
+            "packing": _packing(check, nodes, sum(x["price"] for x in nodes))}
     entry["ours"] = ours
     if binary is None or skip_karpenter is not None:
         entry["karpenter"] = None
@@ -294,7 +304,8 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
              "totalPerHour": sum(c["pricePerHour"] for c in later["nodeClaims"] if c["instanceType"])}
         karpenter_solve += sum(r["solveSeconds"] for r in later["rounds"][1:])
         karpenter_cpu += sum(r["solveCpuSeconds"] or 0.0 for r in later["rounds"][1:])
-    kfit = check.check([c for c in k["nodeClaims"] if c["instanceType"]], k["existingNodePods"])
+    launched = [c for c in k["nodeClaims"] if c["instanceType"]]
+    kfit = check.check(launched, k["existingNodePods"])
     unpriced = sum(1 for c in k["nodeClaims"] if not c["instanceType"])
     # The launch model must keep to the zones the scheduler left each NodeClaim.
     outside = [c for c in k["nodeClaims"] if c["instanceType"] and c["zone"] not in c["allowedZones"]]
@@ -304,7 +315,7 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
           "solveSeconds": round(karpenter_solve, 4), "solveCpuSeconds": round(karpenter_cpu, 4),
           "instanceTypes": k["instanceTypes"],
           "fits": kfit.ok and not unpriced, "violations": kfit.violations[:3], "violationCount": len(kfit.violations),
-          "nodeClaimsWithoutOffering": unpriced,
+          "nodeClaimsWithoutOffering": unpriced, "packing": _packing(check, launched, k["totalPerHour"]),
           "solveBoundSeconds": k.get("solveTimeoutSeconds", 0.0) or None, "timedOut": k.get("timedOut", False),
           "deferred": k.get("deferredPods", 0),
           "rounds": len(later["rounds"]) if later else 1, "firstRound": first_round,

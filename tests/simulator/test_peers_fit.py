@@ -71,6 +71,20 @@ def test_daemonset_pods_count_against_a_planned_node() -> None:
     assert not with_daemons.check([_node("default/a")], {}).ok
 
 
+def test_packing_counts_the_new_nodes_vcpus_and_the_share_their_pods_and_daemons_request() -> None:
+    pods = [pod("a", cpu="1", memory="1Gi", labels={}), pod("b", cpu="500m", memory="1Gi", labels={})]
+    check = FitCheck(_snap(pods, daemons=(("agent", "200m", "64Mi"),)))
+    m5 = type_info(next(t for t in snapshot("plain", 0)["instanceTypes"] if t["InstanceType"] == "m5.large"))
+    m5x = type_info(next(t for t in snapshot("plain", 0)["instanceTypes"] if t["InstanceType"] == "m5.xlarge"))
+    packing = check.packing([_node("default/a"), _node("default/b", it="m5.xlarge")])
+    assert packing["vcpus"] == 2 + 4
+    # 1,000m + 500m of pods and a 200m agent on each node, over both nodes' allocatable
+    assert packing["cpuRequestedShare"] == round(1900 / (m5.allocatable["cpu"] + m5x.allocatable["cpu"]), 4)
+    mem = 2 * 2**30 + 2 * 64 * 2**20
+    assert packing["memoryRequestedShare"] == round(mem / (m5.allocatable["memory"] + m5x.allocatable["memory"]), 4)
+    assert check.packing([]) == {"vcpus": 0, "cpuRequestedShare": None, "memoryRequestedShare": None}
+
+
 def test_hostname_anti_affinity_on_one_node_is_caught() -> None:
     anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}
@@ -167,6 +181,11 @@ def test_a_side_by_side_entry_without_the_peer_still_judges_our_plan(tmp_path: A
     entry = run_one("plain", 20, 3, None, repeats=1, timeout=60)
     assert entry["karpenter"] is None and entry["karpenterNotRun"] == "peer unavailable"
     assert entry["ours"]["fits"] and entry["ours"]["unplaced"] == 0
+    assert entry["ours"]["packing"]["vcpus"] == 0  # the 20 pods fit on the three existing nodes
+    entry = run_one("plain", 200, 0, None, repeats=1, timeout=60)
+    packing = entry["ours"]["packing"]
+    assert packing["vcpus"] > 0 and 0 < packing["cpuRequestedShare"] <= 1
+    assert packing["dollarsPerVcpuHour"] == round(entry["ours"]["costPerHour"] / packing["vcpus"], 5)
     assert "Karpenter not run: peer unavailable" in table([entry])
     # A peer that does not finish in time is reported as such, not as a failure.
     slow = tmp_path / "slow-peer"
@@ -195,6 +214,8 @@ def test_karpenter_bounded_like_its_provisioner_defers_pods_and_its_cost_is_not_
     assert "-solve-timeout 60s" in args.read_text()
     assert entry["deferredKarpenter"] == 20 and entry["karpenter"]["timedOut"]
     assert entry["costRatio"] is None and entry["targets"]["cost"] is None
+    assert entry["karpenter"]["packing"] == {"vcpus": 0, "cpuRequestedShare": None, "memoryRequestedShare": None,
+                                             "dollarsPerVcpuHour": None}  # it launched nothing
     assert entry["targets"]["solve"]  # ours, unbounded, against Karpenter's 61 s
     assert "cost not comparable" in table([entry])
 

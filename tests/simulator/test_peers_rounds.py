@@ -92,6 +92,7 @@ def test_rounds_add_later_placements_to_the_earlier_nodeclaims_and_stop_when_non
     assert result["existingNodePods"] == {host: [f"default/{pending[1]}", f"default/{pending[4]}"]}
     assert result["deferredPods"] == 0 and [u["pod"] for u in result["unschedulable"]] == [f"default/{pending[5]}"]
     assert [r["placed"] for r in result["rounds"]] == [2, 2, 1]
+    assert [r["onEarlierNodes"] for r in result["rounds"]] == [0, 1, 0]  # the snapshot's own nodes do not count
 
 
 def test_rounds_stop_at_the_limit_with_the_pods_still_deferred(snap: dict[str, Any], tmp_path: Path,
