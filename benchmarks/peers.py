@@ -14,7 +14,9 @@ reached by then are placed by its later rounds, each seeing the earlier rounds' 
 without a cost ratio. A Karpenter run
 that does not finish within ``--karpenter-timeout`` is recorded as such and that workload is not given to
 Karpenter at larger sizes; with ``--budget`` the entries not started in time are recorded as not run. Cost is
-the $/h of the nodes each launches, each node at the cheapest offering its launch allows. Prints ONE JSON object
+the $/h of the nodes each launches, each node at the cheapest offering its launch allows; each side's ``packing``
+(the fit check's measure: vCPUs of its new nodes, the share of their allocatable CPU and memory requested, $ per
+vCPU-hour) says whether a dearer plan buys more vCPUs or dearer ones. Prints ONE JSON object
 on stdout and the table on stderr (``--out`` also writes the JSON after every entry). The peer binary is cached
 in ``~/.cache/eks-autoscaler`` keyed by its sources.
 """
