@@ -196,8 +196,9 @@ class FitCheck:
         used: dict[str, int] = defaultdict(int)
         alloc: dict[str, int] = defaultdict(int)
         for n in nodes:
+            here = self._used(n)
             for r in ("cpu", "memory"):
-                used[r] += self._used(n).get(r, 0)
+                used[r] += here.get(r, 0)
                 alloc[r] += n.allocatable.get(r, 0)
         return {"vcpus": sum(int(n.labels["karpenter.k8s.aws/instance-cpu"]) for n in nodes),
                 "cpuRequestedShare": round(used["cpu"] / alloc["cpu"], 4) if alloc["cpu"] else None,

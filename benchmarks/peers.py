@@ -282,11 +282,12 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
     assert result is not None
     nodes = our_nodes(result, snap)
     fit = check.check(nodes, existing_assignments(result.existing))
-    ours = {"costPerHour": round(sum(x["price"] for x in nodes), 4), "nodes": len(nodes),
+    our_cost = sum(x["price"] for x in nodes)
+    ours = {"costPerHour": round(our_cost, 4), "nodes": len(nodes),
             "unplaced": len(result.unschedulable), "solveSeconds": round(statistics.median(times), 4),
             "solveCpuSeconds": round(statistics.median(cpus), 4),
             "fits": fit.ok, "violations": fit.violations[:3], "violationCount": len(fit.violations),
-            "packing": _packing(check, nodes, sum(x["price"] for x in nodes))}
+            "packing": _packing(check, nodes, our_cost)}
     entry["ours"] = ours
     if binary is None or skip_karpenter is not None:
         entry["karpenter"] = None
@@ -308,9 +309,9 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
         karpenter_cpu += sum(r["solveCpuSeconds"] or 0.0 for r in later["rounds"][1:])
     launched = [c for c in k["nodeClaims"] if c["instanceType"]]
     kfit = check.check(launched, k["existingNodePods"])
-    unpriced = sum(1 for c in k["nodeClaims"] if not c["instanceType"])
+    unpriced = len(k["nodeClaims"]) - len(launched)
     # The launch model must keep to the zones the scheduler left each NodeClaim.
-    outside = [c for c in k["nodeClaims"] if c["instanceType"] and c["zone"] not in c["allowedZones"]]
+    outside = [c for c in launched if c["zone"] not in c["allowedZones"]]
     assert not outside, f"launch model put a NodeClaim outside its allowed zones: {outside[0]}"
     kk = {"costPerHour": round(k["totalPerHour"], 4), "nodes": len(k["nodeClaims"]),
           "unplaced": len(k["unschedulable"]),

@@ -74,8 +74,8 @@ def test_daemonset_pods_count_against_a_planned_node() -> None:
 def test_packing_counts_the_new_nodes_vcpus_and_the_share_their_pods_and_daemons_request() -> None:
     pods = [pod("a", cpu="1", memory="1Gi", labels={}), pod("b", cpu="500m", memory="1Gi", labels={})]
     check = FitCheck(_snap(pods, daemons=(("agent", "200m", "64Mi"),)))
-    m5 = type_info(next(t for t in snapshot("plain", 0)["instanceTypes"] if t["InstanceType"] == "m5.large"))
-    m5x = type_info(next(t for t in snapshot("plain", 0)["instanceTypes"] if t["InstanceType"] == "m5.xlarge"))
+    types = {t["InstanceType"]: t for t in snapshot("plain", 0)["instanceTypes"]}
+    m5, m5x = type_info(types["m5.large"]), type_info(types["m5.xlarge"])
     packing = check.packing([_node("default/a"), _node("default/b", it="m5.xlarge")])
     assert packing["vcpus"] == 2 + 4
     # 1,000m + 500m of pods and a 200m agent on each node, over both nodes' allocatable
