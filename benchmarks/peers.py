@@ -16,7 +16,8 @@ that does not finish within ``--karpenter-timeout`` is recorded as such and that
 Karpenter at larger sizes; with ``--budget`` the entries not started in time are recorded as not run. Cost is
 the $/h of the nodes each launches, each node at the cheapest offering its launch allows; each side's ``packing``
 (the fit check's measure: vCPUs of its new nodes, the share of their allocatable CPU and memory requested, $ per
-vCPU-hour) says whether a dearer plan buys more vCPUs or dearer ones. Prints ONE JSON object
+vCPU-hour) says whether a dearer plan buys more vCPUs or dearer ones, and its ``mix`` (vCPUs, allocatable memory
+per vCPU and $/h by capacity type, instance category and node size) which vCPUs are the dearer. Prints ONE JSON object
 on stdout and the table on stderr (``--out`` also writes the JSON after every entry). The peer binary is cached
 in ``~/.cache/eks-autoscaler`` keyed by its sources.
 """
@@ -232,11 +233,37 @@ def _ours(parsed: Any) -> tuple[Plan, float, float]:
     return result, result.solve_seconds, time.process_time() - cpu
 
 
-def _packing(check: FitCheck, planned: list[dict[str, Any]], per_hour: float) -> dict[str, Any]:
-    """The fit check's measure of how full a side's new nodes are, with what a vCPU of them costs."""
+def _packing(check: FitCheck, planned: list[dict[str, Any]], prices: list[float]) -> dict[str, Any]:
+    """The fit check's measure of how full a side's new nodes are, with what a vCPU of them costs, and where the
+    vCPUs and dollars went (``mix``): ``planned[i]`` launched at ``prices[i]`` $/h."""
     out = check.packing(planned)
+    per_hour = sum(prices)
     out["dollarsPerVcpuHour"] = round(per_hour / out["vcpus"], 5) if out["vcpus"] else None
+    out["mix"] = _mix(check, planned, prices)
     return out
+
+
+def _mix(check: FitCheck, planned: list[dict[str, Any]], prices: list[float]) -> dict[str, Any]:
+    """vCPUs, allocatable memory and $/h of a side's new nodes by capacity type, by instance category (c, m, r,
+    ...) and by node size in vCPUs: which of them makes one side's vCPU dearer than the other's."""
+    groups: dict[str, dict[str, dict[str, float]]] = {"capacityType": {}, "category": {}, "size": {}}
+    for node, price in zip(planned, prices, strict=True):
+        labels = check.types[node["instanceType"]].labels
+        vcpus = int(labels["karpenter.k8s.aws/instance-cpu"])
+        mem = check.types[node["instanceType"]].allocatable["memory"] / 2**30
+        keys = {"capacityType": node["capacityType"],
+                "category": labels.get("karpenter.k8s.aws/instance-category", "?"), "size": f"{vcpus:03d}"}
+        for axis, key in keys.items():
+            g = groups[axis].setdefault(key, {"nodes": 0, "vcpus": 0, "memoryGiB": 0.0, "dollarsPerHour": 0.0})
+            g["nodes"] += 1
+            g["vcpus"] += vcpus
+            g["memoryGiB"] += mem
+            g["dollarsPerHour"] += price
+    return {axis: {key: {"nodes": g["nodes"], "vcpus": g["vcpus"],
+                         "allocatableGiBPerVcpu": round(g["memoryGiB"] / g["vcpus"], 3),
+                         "dollarsPerHour": round(g["dollarsPerHour"], 4),
+                         "dollarsPerVcpuHour": round(g["dollarsPerHour"] / g["vcpus"], 5)}
+                   for key, g in sorted(by.items())} for axis, by in groups.items()}
 
 
 def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: int, timeout: float,
@@ -287,7 +314,7 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
             "unplaced": len(result.unschedulable), "solveSeconds": round(statistics.median(times), 4),
             "solveCpuSeconds": round(statistics.median(cpus), 4),
             "fits": fit.ok, "violations": fit.violations[:3], "violationCount": len(fit.violations),
-            "packing": _packing(check, nodes, our_cost)}
+            "packing": _packing(check, nodes, [x["price"] for x in nodes])}
     entry["ours"] = ours
     if binary is None or skip_karpenter is not None:
         entry["karpenter"] = None
@@ -318,7 +345,8 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
           "solveSeconds": round(karpenter_solve, 4), "solveCpuSeconds": round(karpenter_cpu, 4),
           "instanceTypes": k["instanceTypes"],
           "fits": kfit.ok and not unpriced, "violations": kfit.violations[:3], "violationCount": len(kfit.violations),
-          "nodeClaimsWithoutOffering": unpriced, "packing": _packing(check, launched, k["totalPerHour"]),
+          "nodeClaimsWithoutOffering": unpriced,
+          "packing": _packing(check, launched, [c["pricePerHour"] for c in launched]),
           "solveBoundSeconds": k.get("solveTimeoutSeconds", 0.0) or None, "timedOut": k.get("timedOut", False),
           "deferred": k.get("deferredPods", 0),
           "rounds": len(later["rounds"]) if later else 1, "firstRound": first_round,

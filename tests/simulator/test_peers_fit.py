@@ -85,6 +85,21 @@ def test_packing_counts_the_new_nodes_vcpus_and_the_share_their_pods_and_daemons
     assert check.packing([]) == {"vcpus": 0, "cpuRequestedShare": None, "memoryRequestedShare": None}
 
 
+def test_the_mix_says_where_a_sides_vcpus_and_dollars_went() -> None:
+    from benchmarks.peers import _mix
+
+    check = FitCheck(_snap([]))
+    spot = {**_node(it="c5.xlarge"), "capacityType": "spot"}
+    mix = _mix(check, [_node(), _node(it="m5.xlarge"), spot], [0.096, 0.192, 0.07])
+    assert mix["capacityType"]["on-demand"]["vcpus"] == 6 and mix["capacityType"]["spot"]["vcpus"] == 4
+    assert mix["capacityType"]["on-demand"]["dollarsPerVcpuHour"] == round(0.288 / 6, 5)
+    assert mix["category"]["m"]["nodes"] == 2 and mix["category"]["c"]["dollarsPerHour"] == 0.07
+    assert list(mix["size"]) == ["002", "004"] and mix["size"]["004"]["vcpus"] == 8
+    c5x = type_info({t["InstanceType"]: t for t in snapshot("plain", 0)["instanceTypes"]}["c5.xlarge"])
+    assert mix["category"]["c"]["allocatableGiBPerVcpu"] == round(c5x.allocatable["memory"] / 2**30 / 4, 3)
+    assert _mix(check, [], []) == {"capacityType": {}, "category": {}, "size": {}}
+
+
 def test_hostname_anti_affinity_on_one_node_is_caught() -> None:
     anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}
@@ -186,6 +201,10 @@ def test_a_side_by_side_entry_without_the_peer_still_judges_our_plan(tmp_path: A
     packing = entry["ours"]["packing"]
     assert packing["vcpus"] > 0 and 0 < packing["cpuRequestedShare"] <= 1
     assert packing["dollarsPerVcpuHour"] == round(entry["ours"]["costPerHour"] / packing["vcpus"], 5)
+    for axis in ("capacityType", "category", "size"):  # each breakdown accounts for every vCPU and dollar
+        groups = packing["mix"][axis].values()
+        assert sum(g["vcpus"] for g in groups) == packing["vcpus"]
+        assert sum(g["dollarsPerHour"] for g in groups) == pytest.approx(entry["ours"]["costPerHour"], abs=1e-3)
     assert "Karpenter not run: peer unavailable" in table([entry])
     # A peer that does not finish in time is reported as such, not as a failure.
     slow = tmp_path / "slow-peer"
@@ -214,8 +233,9 @@ def test_karpenter_bounded_like_its_provisioner_defers_pods_and_its_cost_is_not_
     assert "-solve-timeout 60s" in args.read_text()
     assert entry["deferredKarpenter"] == 20 and entry["karpenter"]["timedOut"]
     assert entry["costRatio"] is None and entry["targets"]["cost"] is None
+    nothing = {"capacityType": {}, "category": {}, "size": {}}
     assert entry["karpenter"]["packing"] == {"vcpus": 0, "cpuRequestedShare": None, "memoryRequestedShare": None,
-                                             "dollarsPerVcpuHour": None}  # it launched nothing
+                                             "dollarsPerVcpuHour": None, "mix": nothing}  # it launched nothing
     assert entry["targets"]["solve"]  # ours, unbounded, against Karpenter's 61 s
     assert "cost not comparable" in table([entry])
 
