@@ -248,9 +248,10 @@ def _mix(check: FitCheck, planned: list[dict[str, Any]], prices: list[float]) ->
     ...) and by node size in vCPUs: which of them makes one side's vCPU dearer than the other's."""
     groups: dict[str, dict[str, dict[str, float]]] = {"capacityType": {}, "category": {}, "size": {}}
     for node, price in zip(planned, prices, strict=True):
-        labels = check.types[node["instanceType"]].labels
+        t = check.types[node["instanceType"]]
+        labels = t.labels
         vcpus = int(labels["karpenter.k8s.aws/instance-cpu"])
-        mem = check.types[node["instanceType"]].allocatable["memory"] / 2**30
+        mem = t.allocatable["memory"] / 2**30
         keys = {"capacityType": node["capacityType"],
                 "category": labels.get("karpenter.k8s.aws/instance-category", "?"), "size": f"{vcpus:03d}"}
         for axis, key in keys.items():
@@ -309,12 +310,12 @@ def run_one(name: str, n: int, existing: int, binary: Path | None, *, repeats: i
     assert result is not None
     nodes = our_nodes(result, snap)
     fit = check.check(nodes, existing_assignments(result.existing))
-    our_cost = sum(x["price"] for x in nodes)
-    ours = {"costPerHour": round(our_cost, 4), "nodes": len(nodes),
+    prices = [x["price"] for x in nodes]
+    ours = {"costPerHour": round(sum(prices), 4), "nodes": len(nodes),
             "unplaced": len(result.unschedulable), "solveSeconds": round(statistics.median(times), 4),
             "solveCpuSeconds": round(statistics.median(cpus), 4),
             "fits": fit.ok, "violations": fit.violations[:3], "violationCount": len(fit.violations),
-            "packing": _packing(check, nodes, [x["price"] for x in nodes])}
+            "packing": _packing(check, nodes, prices)}
     entry["ours"] = ours
     if binary is None or skip_karpenter is not None:
         entry["karpenter"] = None
