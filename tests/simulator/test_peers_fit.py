@@ -240,6 +240,41 @@ def test_karpenter_bounded_like_its_provisioner_defers_pods_and_its_cost_is_not_
     assert "cost not comparable" in table([entry])
 
 
+@pytest.mark.parametrize(("price", "met"), [(1000.0, True), (0.001, None)])
+def test_with_pods_deferred_the_cost_ratio_is_bounded_by_what_karpenter_had_launched(
+        tmp_path: Any, price: float, met: bool | None) -> None:
+    # Karpenter's rounds stopped with one NodeClaim launched and 19 pods deferred: no cost ratio, but its later
+    # rounds could only add NodeClaims, so ours over its $/h so far bounds the ratio from above. A bound within
+    # the target meets it; one above is no verdict (the final $/h might still be higher).
+    import json
+
+    from benchmarks._peer_workloads import snapshot
+    from benchmarks.peers import run_one, table
+
+    first = next(p for p in snapshot("plain", 20, existing=0)["pods"] if not p["spec"].get("nodeName"))
+    claim = {"nodePool": "default", "instanceType": "m5.xlarge", "zone": "us-east-1a", "capacityType": "on-demand",
+             "pricePerHour": price, "instanceTypeOptions": 1, "allowedZones": ["us-east-1a"],
+             "pods": [f"default/{first['metadata']['name']}"],
+             "allocatable": {"cpu": "3920m", "memory": "14162Mi", "pods": "58"}}
+    out = {"karpenterVersion": "v1.15.0", "awsProviderVersion": "v1.15.0", "instanceTypes": 1, "pendingPods": 20,
+           "existingNodes": 0, "nodeClaims": [claim], "existingNodePods": {}, "totalPerHour": price,
+           "unschedulable": [], "solveSeconds": 61.0, "solveOnlySeconds": 60.5, "solveCpuSeconds": 60.0,
+           "concurrency": 5, "solveTimeoutSeconds": 60.0, "timedOut": True, "deferredPods": 19, "assumptions": []}
+    peer = tmp_path / "bounded-peer"
+    peer.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(out)}\nEOF\n")
+    peer.chmod(0o755)
+    entry = run_one("plain", 20, 0, peer, repeats=1, timeout=60, solve_bound=60, max_rounds=1)
+    ours = entry["ours"]["costPerHour"]
+    assert ours > 0 and entry["costRatio"] is None and entry["deferredKarpenter"] == 19
+    bound = entry["costRatioAtMost"]
+    assert ours / price <= bound < ours / price + 1e-4  # rounded up, so still a bound
+    assert entry["targets"]["cost"] is met
+    assert entry["targets"]["costJudgedBy"] == ("bound" if met else None)
+    row = table([entry])
+    assert f"<={bound:.3f}" in row
+    assert ("cost met by its bound" in row) is bool(met) and ("cost not comparable" in row) is not bool(met)
+
+
 def test_our_plan_keeps_a_zone_affinity_pair_in_one_zone() -> None:
     # The input on which Karpenter's scheduler may leave the two replicas NodeClaims with no common zone
     # (docs/scheduling.md); ours puts them on two nodes of one zone, and the fit check agrees.
