@@ -138,7 +138,9 @@ class FitCheck:
         self.pods = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}": p
                      for p in snapshot.get("pods") or ()}
         self.requests = {k: _requests(p["spec"]) for k, p in self.pods.items()}
-        self.daemonsets = [d["spec"]["template"] for d in snapshot.get("daemonSets") or ()]
+        # Each DaemonSet's pod template with its requests, worked out once for every planned node.
+        self.daemonsets = [(d["spec"]["template"], _requests(d["spec"]["template"]["spec"]))
+                           for d in snapshot.get("daemonSets") or ()]
         self.existing = {n["metadata"]["name"]: n for n in snapshot.get("nodes") or ()}
         self._by_label: dict[tuple[str, str, str], list[str]] = defaultdict(list)
         self._by_namespace: dict[str, list[str]] = defaultdict(list)
@@ -211,9 +213,9 @@ class FitCheck:
             for r, v in self.requests[k].items():
                 used[r] += v
         if n.planned:  # an existing node's DaemonSet pods are among its bound pods
-            for tmpl in self.daemonsets:
+            for tmpl, requests in self.daemonsets:
                 if _tolerates(tmpl["spec"], n.taints) and _node_affinity_ok(tmpl["spec"], n.labels):
-                    for r, v in _requests(tmpl["spec"]).items():
+                    for r, v in requests.items():
                         used[r] += v
         return used
 
