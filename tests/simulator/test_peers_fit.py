@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -213,22 +215,29 @@ def test_a_side_by_side_entry_without_the_peer_still_judges_our_plan(tmp_path: A
     assert run_karpenter(slow, tmp_path / "snapshot.json", timeout=0.2) is None
 
 
+def _bounded_peer(tmp_path: Path, claims: list[dict[str, Any]], *, deferred: int, args: Path | None = None) -> Path:
+    """A stand-in peer binary whose Solve hit the one-minute bound of 20 pending pods: it prints ``claims`` and
+    ``deferred`` pods left for the next round, every time it runs (with ``args``: writing its arguments there)."""
+    out = {"karpenterVersion": "v1.15.0", "awsProviderVersion": "v1.15.0", "instanceTypes": 1, "pendingPods": 20,
+           "existingNodes": 0, "nodeClaims": claims, "existingNodePods": {},
+           "totalPerHour": sum(c["pricePerHour"] for c in claims), "unschedulable": [],
+           "solveSeconds": 61.0, "solveOnlySeconds": 60.5, "solveCpuSeconds": 60.0, "concurrency": 5,
+           "solveTimeoutSeconds": 60.0, "timedOut": True, "deferredPods": deferred, "assumptions": []}
+    peer = tmp_path / "bounded-peer"
+    record = f"echo \"$@\" > {args}\n" if args else ""
+    peer.write_text(f"#!/bin/sh\n{record}cat <<'EOF'\n{json.dumps(out)}\nEOF\n")
+    peer.chmod(0o755)
+    return peer
+
+
 def test_karpenter_bounded_like_its_provisioner_defers_pods_and_its_cost_is_not_compared(tmp_path: Any) -> None:
     # A peer whose Solve hit the provisioner's one-minute bound placed some pods and left the rest pending for
     # its next round: the driver passes the bound, reports the deferred pods, and gives no cost ratio (Karpenter's
     # $/h then covers fewer pods than ours).
-    import json
-
     from benchmarks.peers import run_one, table
 
     args = tmp_path / "args"
-    out = {"karpenterVersion": "v1.15.0", "awsProviderVersion": "v1.15.0", "instanceTypes": 1, "pendingPods": 20,
-           "existingNodes": 0, "nodeClaims": [], "existingNodePods": {}, "totalPerHour": 0.0, "unschedulable": [],
-           "solveSeconds": 61.0, "solveOnlySeconds": 60.5, "solveCpuSeconds": 60.0, "concurrency": 5,
-           "solveTimeoutSeconds": 60.0, "timedOut": True, "deferredPods": 20, "assumptions": []}
-    peer = tmp_path / "bounded-peer"
-    peer.write_text(f"#!/bin/sh\necho \"$@\" > {args}\ncat <<'EOF'\n{json.dumps(out)}\nEOF\n")
-    peer.chmod(0o755)
+    peer = _bounded_peer(tmp_path, [], deferred=20, args=args)
     entry = run_one("plain", 20, 0, peer, repeats=1, timeout=60, solve_bound=60)
     assert "-solve-timeout 60s" in args.read_text()
     assert entry["deferredKarpenter"] == 20 and entry["karpenter"]["timedOut"]
@@ -246,9 +255,6 @@ def test_with_pods_deferred_the_cost_ratio_is_bounded_by_what_karpenter_had_laun
     # Karpenter's rounds stopped with one NodeClaim launched and 19 pods deferred: no cost ratio, but its later
     # rounds could only add NodeClaims, so ours over its $/h so far bounds the ratio from above. A bound within
     # the target meets it; one above is no verdict (the final $/h might still be higher).
-    import json
-
-    from benchmarks._peer_workloads import snapshot
     from benchmarks.peers import run_one, table
 
     first = next(p for p in snapshot("plain", 20, existing=0)["pods"] if not p["spec"].get("nodeName"))
@@ -256,13 +262,7 @@ def test_with_pods_deferred_the_cost_ratio_is_bounded_by_what_karpenter_had_laun
              "pricePerHour": price, "instanceTypeOptions": 1, "allowedZones": ["us-east-1a"],
              "pods": [f"default/{first['metadata']['name']}"],
              "allocatable": {"cpu": "3920m", "memory": "14162Mi", "pods": "58"}}
-    out = {"karpenterVersion": "v1.15.0", "awsProviderVersion": "v1.15.0", "instanceTypes": 1, "pendingPods": 20,
-           "existingNodes": 0, "nodeClaims": [claim], "existingNodePods": {}, "totalPerHour": price,
-           "unschedulable": [], "solveSeconds": 61.0, "solveOnlySeconds": 60.5, "solveCpuSeconds": 60.0,
-           "concurrency": 5, "solveTimeoutSeconds": 60.0, "timedOut": True, "deferredPods": 19, "assumptions": []}
-    peer = tmp_path / "bounded-peer"
-    peer.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(out)}\nEOF\n")
-    peer.chmod(0o755)
+    peer = _bounded_peer(tmp_path, [claim], deferred=19)
     entry = run_one("plain", 20, 0, peer, repeats=1, timeout=60, solve_bound=60, max_rounds=1)
     ours = entry["ours"]["costPerHour"]
     assert ours > 0 and entry["costRatio"] is None and entry["deferredKarpenter"] == 19
